@@ -45,7 +45,11 @@ def _register() -> None:
         app.add_typer(mod.app, name=name)
 
 
-_GROUPS: list[tuple[str, str]] = []
+_GROUPS: list[tuple[str, str]] = [
+    ("campaign_cmd", "campaign"),
+    ("archive_cmd", "archive"),
+    ("ledger_cmd", "ledger"),
+]
 
 
 def main() -> None:

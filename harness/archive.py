@@ -1,0 +1,257 @@
+"""Result archives: atomic, SHA-256 hashed, versioned, never overwritten (edge module: files).
+
+Layout of ``<workspace>/archives/<archive_id>/``: ``records.parquet`` (raw records), result tables
+(``waves.parquet``, ``rounds.parquet``, ``cells.parquet``), ``results.json``, ``spec.json``,
+``service.json``, ``environment.json``, ``corpora.json``, ``events.jsonl`` and ``manifest.json``.
+The manifest lists every other file with its SHA-256 and size; the archive id is the first 16 hex
+digits of the SHA-256 of the manifest's canonical JSON, so an archive's name certifies its content.
+
+While a run is in progress its files live in ``archives/.partial-<token>/``; raw records are
+streamed there one Parquet file per wave as waves finish. ``finalize`` merges them, writes the
+manifest and renames the directory into place in one step; an existing target is never replaced.
+
+Archive format history (``ARCHIVE_FORMAT_VERSION``):
+  1 - first version (2026-11-29).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.errors import ArchiveError
+from harness.hashing import canonical_json, sha256_file, sha256_json
+from harness.records import RECORD_SCHEMA, RequestRecord, read_records, records_to_table
+
+ARCHIVE_FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+PARTIAL_PREFIX = ".partial-"
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def dump_json(obj: Any) -> bytes:
+    """Readable, stable JSON (sorted keys, 1-space indent, trailing newline)."""
+    return (json.dumps(obj, indent=1, sort_keys=True, default=_json_default, allow_nan=True) + "\n").encode()
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and an atomic rename."""
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_table(path: Path, table: pa.Table) -> None:
+    """Write a Parquet table atomically (zstd)."""
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+class ArchiveWriter:
+    """Collects one run's files in a partial directory, then finalizes them into an archive."""
+
+    def __init__(self, workspace: Path, *, token: str | None = None) -> None:
+        self.root = workspace / "archives"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.token = token or f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
+        self.dir = self.root / f"{PARTIAL_PREFIX}{self.token}"
+        (self.dir / "waves").mkdir(parents=True, exist_ok=True)
+        self._wave_files: list[Path] = sorted((self.dir / "waves").glob("*.parquet"))
+
+    @classmethod
+    def reopen(cls, partial_dir: Path) -> ArchiveWriter:
+        """Continue a partial directory left by a crashed run."""
+        name = partial_dir.name
+        if not name.startswith(PARTIAL_PREFIX):
+            raise ArchiveError(f"{partial_dir} is not a partial archive directory")
+        return cls(partial_dir.parent.parent, token=name[len(PARTIAL_PREFIX):])
+
+    def write_json(self, name: str, obj: Any) -> None:
+        """Write (or replace, while partial) a JSON file in the archive."""
+        atomic_write(self.dir / name, dump_json(obj))
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        """Write (or replace, while partial) a file in the archive."""
+        atomic_write(self.dir / name, data)
+
+    def append_event(self, event: dict[str, Any]) -> None:
+        """Append one line to ``events.jsonl`` (the run's own log of what happened)."""
+        with (self.dir / "events.jsonl").open("ab") as fh:
+            fh.write(json.dumps(event, sort_keys=True, default=_json_default).encode() + b"\n")
+            fh.flush()
+
+    def write_wave(self, records: Sequence[RequestRecord]) -> Path:
+        """Stream one finished wave's raw records to disk (atomic), in arrival order."""
+        path = self.dir / "waves" / f"{len(self._wave_files):06d}.parquet"
+        atomic_write_table(path, records_to_table(records))
+        self._wave_files.append(path)
+        return path
+
+    def write_table(self, name: str, table: pa.Table) -> None:
+        """Write a result table (Parquet) into the archive."""
+        atomic_write_table(self.dir / name, table)
+
+    def streamed_records(self) -> list[RequestRecord]:
+        """All raw records streamed so far, in order."""
+        out: list[RequestRecord] = []
+        for p in self._wave_files:
+            out.extend(read_records(p))
+        return out
+
+    def finalize(self, *, status: str, run: dict[str, Any], extra_tables: bool = True) -> Path:
+        """Merge streamed waves into ``records.parquet``, hash every file, write the manifest and
+        move the directory to ``archives/<archive_id>``. Returns the final path."""
+        waves_dir = self.dir / "waves"
+        if self._wave_files or not (self.dir / "records.parquet").exists():
+            tables = [pq.read_table(p) for p in self._wave_files]
+            merged = pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
+            atomic_write_table(self.dir / "records.parquet", merged)
+        if waves_dir.exists():
+            shutil.rmtree(waves_dir)
+        self._wave_files = []
+        files = {}
+        for path in sorted(self.dir.rglob("*")):
+            if path.is_file() and path.name != MANIFEST and not path.name.startswith("."):
+                rel = path.relative_to(self.dir).as_posix()
+                files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+        manifest = {
+            "format": "dsv4h-archive",
+            "format_version": ARCHIVE_FORMAT_VERSION,
+            "status": status,
+            "run": run,
+            "files": files,
+        }
+        archive_id = sha256_json(manifest)[:16]
+        manifest["archive_id"] = archive_id
+        atomic_write(self.dir / MANIFEST, dump_json(manifest))
+        target = self.root / archive_id
+        if target.exists():
+            raise ArchiveError(f"archive {archive_id} already exists at {target}; archives are never "
+                               f"overwritten", hint=f"the partial data is kept in {self.dir}")
+        os.rename(self.dir, target)
+        self.dir = target
+        return target
+
+
+@dataclass(frozen=True)
+class Archive:
+    """A finalized archive on disk."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def archive_id(self) -> str:
+        """The id certified by the manifest."""
+        return str(self.manifest["archive_id"])
+
+    @property
+    def status(self) -> str:
+        """``complete``, ``partial`` (interrupted) or ``failed``."""
+        return str(self.manifest.get("status", "unknown"))
+
+    def json(self, name: str) -> Any:
+        """Load one JSON file of the archive."""
+        return json.loads((self.path / name).read_text(encoding="utf-8"))
+
+    def table(self, name: str) -> pa.Table:
+        """Load one Parquet table of the archive."""
+        return pq.read_table(self.path / name)
+
+    def records(self) -> list[RequestRecord]:
+        """The raw records."""
+        return read_records(self.path / "records.parquet")
+
+
+def manifest_id(manifest: dict[str, Any]) -> str:
+    """Recompute the archive id from a manifest (excluding its own ``archive_id`` key)."""
+    body = {k: v for k, v in manifest.items() if k != "archive_id"}
+    return sha256_json(body)[:16]
+
+
+def open_archive(path: Path) -> Archive:
+    """Open an archive directory (or ``<workspace>/archives/<id>`` given by id prefix)."""
+    if not (path / MANIFEST).is_file():
+        raise ArchiveError(f"{path}: not an archive (no {MANIFEST})",
+                           hint="give an archive directory, e.g. workspace/archives/<id>")
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ArchiveError(f"{path / MANIFEST}: not valid JSON: {exc}") from exc
+    return Archive(path, manifest)
+
+
+def find_archive(ref: str, workspace: Path) -> Path:
+    """Resolve a path, an archive id, or a unique id prefix under ``<workspace>/archives``."""
+    p = Path(ref)
+    if (p / MANIFEST).is_file():
+        return p
+    root = workspace / "archives"
+    matches = [d for d in root.glob(f"{ref}*") if (d / MANIFEST).is_file()] if root.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise ArchiveError(f"archive id prefix '{ref}' is ambiguous: " + ", ".join(d.name for d in matches),
+                           hint="give more digits of the id")
+    raise ArchiveError(f"no archive '{ref}' (looked for a directory and under {root})",
+                       hint="list archives with 'dsv4h archive list'")
+
+
+def iter_archives(workspace: Path) -> Iterator[Archive]:
+    """Every finalized archive under the workspace, oldest first (by directory mtime)."""
+    root = workspace / "archives"
+    if not root.is_dir():
+        return
+    dirs = [d for d in root.iterdir() if d.is_dir() and (d / MANIFEST).is_file()]
+    for d in sorted(dirs, key=lambda d: (d.stat().st_mtime, d.name)):
+        yield open_archive(d)
+
+
+def verify_archive(path: Path) -> list[str]:
+    """Re-hash every file; return problems (changed, missing, extra files, id mismatch); [] if intact."""
+    arch = open_archive(path)
+    problems: list[str] = []
+    files: dict[str, Any] = arch.manifest.get("files", {})
+    for rel, meta in sorted(files.items()):
+        f = path / rel
+        if not f.is_file():
+            problems.append(f"missing: {rel}")
+        elif sha256_file(f) != meta["sha256"]:
+            problems.append(f"changed: {rel} (sha256 {sha256_file(f)[:16]}... != manifest {meta['sha256'][:16]}...)")
+    for f in sorted(path.rglob("*")):
+        if f.is_file() and f.name != MANIFEST:
+            rel = f.relative_to(path).as_posix()
+            if rel not in files:
+                problems.append(f"extra: {rel}")
+    recomputed = manifest_id(arch.manifest)
+    if recomputed != arch.manifest.get("archive_id"):
+        problems.append(f"manifest: id {arch.manifest.get('archive_id')} does not match its content ({recomputed})")
+    elif path.name != recomputed:
+        problems.append(f"directory name {path.name} is not the archive id {recomputed}")
+    return problems
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """Canonical JSON bytes (re-exported for callers hashing archive content)."""
+    return canonical_json(obj)

@@ -1,0 +1,62 @@
+"""Rich renderings shared by CLI commands (tables of results, plans, archives)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from harness.plan import Plan
+from harness.results import CellResult
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    """A rate with fixed decimals; an em dash for NaN/missing."""
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
+
+
+def plan_table(plan: Plan) -> Table:
+    """The ordered cells of a plan."""
+    t = Table(title=f"plan {plan.plan_id} — campaign {plan.campaign}", title_justify="left")
+    for col in ("#", "cell id", "workload", "C", "rounds", "warmup waves", "waves / round", "max new tokens", "cache"):
+        t.add_column(col, justify="right" if col in ("#", "C", "rounds", "warmup waves", "max new tokens") else "left")
+    for c in plan.cells:
+        per_round = (f"{c.waves_per_round}" if c.workload == "prefill"
+                     else f"until ≥ {c.min_resident_seconds:g} s resident (max {c.max_waves_per_round})")
+        t.add_row(str(c.index), c.cell_id, c.workload, str(c.concurrency), str(c.rounds), str(c.warmup_waves),
+                  per_round, str(c.max_new_tokens), c.cache)
+    return t
+
+
+def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Table:
+    """The report's Table 2: prefill input tok/s, resident output tok/s, HTTP output tok/s per C,
+    three-round medians with every round's value."""
+    label = " [bold yellow](SIMULATED)[/]" if simulated else ""
+    t = Table(title=f"{title}{label}", title_justify="left",
+              caption="P and resident D: median of round rates [each round]; HTTP: all measured waves. "
+                      "Rounds marked * are not ok (failed/short/incomplete) and excluded from medians. "
+                      "Resident and HTTP decode are distinct metrics.", caption_justify="left")
+    t.add_column("C", justify="right")
+    t.add_column("Prefill input tok/s", justify="right")
+    t.add_column("rounds", style="dim")
+    t.add_column("Resident output tok/s", justify="right")
+    t.add_column("rounds", style="dim")
+    t.add_column("HTTP output tok/s", justify="right")
+    tiers = sorted({c.concurrency for c in cells})
+    for conc in tiers:
+        pre = next((c for c in cells if c.concurrency == conc and c.workload == "prefill"), None)
+        dec = next((c for c in cells if c.concurrency == conc and c.workload == "decode"), None)
+
+        def rounds(c: CellResult | None) -> str:
+            if c is None:
+                return ""
+            return " ".join(fmt(r) + ("" if s == "ok" else "*") for r, s in zip(c.round_rates, c.round_status, strict=True))
+
+        def med(c: CellResult | None) -> str:
+            if c is None:
+                return ""
+            return fmt(c.median) + ("" if c.status == "complete" else f" ({c.status})")
+
+        t.add_row(str(conc), med(pre), rounds(pre), med(dec), rounds(dec), fmt(dec.http_rate) if dec else "")
+    return t

@@ -1,0 +1,211 @@
+"""Streaming HTTP client: one request in, one ``RequestRecord`` out, failures included.
+
+``stream_request`` posts a prepared body on a shared ``aiohttp.ClientSession`` and reads the
+response with one ``time.perf_counter_ns()`` per socket read, applied to every event parsed from
+that read. Token counts come from the decoder (the server's cumulative counts). Every failure
+(HTTP status, error event, malformed event, non-SSE body, abort, disconnect, refused
+connection, timeout) becomes a record with ``error`` set and its partial tokens kept; nothing
+is raised and nothing is dropped. Request bodies (``sglang_body``, ``vllm_body``) are pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Mapping, Sequence
+from time import perf_counter_ns
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import aiohttp
+import numpy as np
+
+from harness.errors import ServerUnreachable
+from harness.load.sse import SGLangDecoder, SSEParser, StreamDecoder, VLLMDecoder
+from harness.records import RequestRecord
+
+Protocol = Literal["sglang", "vllm"]
+PROTOCOLS: tuple[Protocol, ...] = ("sglang", "vllm")
+
+ENDPOINTS: dict[Protocol, str] = {"sglang": "/generate", "vllm": "/v1/completions"}
+_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
+_BODY_LIMIT = 64 * 1024
+_ERR_CHARS = 200
+
+
+def _ids_list(input_ids: Sequence[int]) -> list[int]:
+    tolist = getattr(input_ids, "tolist", None)
+    return list(tolist()) if tolist is not None else [int(i) for i in input_ids]
+
+
+def _dumps(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def sglang_body(
+    input_ids: Sequence[int],
+    max_new_tokens: int,
+    *,
+    rid: str,
+    ignore_eos: bool = False,
+    cache_salt: str | None = None,
+) -> bytes:
+    """JSON body of a streamed, greedy SGLang ``/generate`` request (``cache_salt`` omitted if None)."""
+    body: dict[str, Any] = {
+        "input_ids": _ids_list(input_ids),
+        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": ignore_eos},
+        "stream": True,
+        "rid": rid,
+    }
+    if cache_salt is not None:
+        body["cache_salt"] = cache_salt
+    return _dumps(body)
+
+
+def vllm_body(
+    model: str,
+    input_ids: Sequence[int],
+    max_new_tokens: int,
+    *,
+    ignore_eos: bool = False,
+    cache_salt: str | None = None,
+) -> bytes:
+    """JSON body of a streamed, greedy vLLM ``/v1/completions`` request with token ids and usage."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": _ids_list(input_ids),
+        "max_tokens": max_new_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "return_token_ids": True,
+        "ignore_eos": ignore_eos,
+    }
+    if cache_salt is not None:
+        body["cache_salt"] = cache_salt
+    return _dumps(body)
+
+
+def new_decoder(protocol: Protocol) -> StreamDecoder:
+    """A fresh decoder for one stream of ``protocol``."""
+    if protocol == "sglang":
+        return SGLangDecoder()
+    if protocol == "vllm":
+        return VLLMDecoder()
+    raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
+
+
+async def _read_text(resp: aiohttp.ClientResponse) -> str:
+    try:
+        raw = await resp.content.read(_BODY_LIMIT)
+    except (aiohttp.ClientError, TimeoutError):
+        raw = b""
+    return raw.decode("utf-8", "replace")[:_ERR_CHARS]
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, decoder: StreamDecoder) -> None:
+    feed = SSEParser().feed
+    on_event = decoder.on_event
+    read = resp.content.readany
+    while True:
+        chunk = await read()
+        t_ns = perf_counter_ns()
+        if not chunk:
+            return
+        for payload in feed(chunk):
+            on_event(payload, t_ns)
+        if decoder.done_ns is not None:
+            return
+
+
+async def _exchange(
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: Mapping[str, str], decoder: StreamDecoder
+) -> tuple[int | None, str | None]:
+    """POST and read the response into ``decoder``; returns (http status, transport error)."""
+    status: int | None = None
+    try:
+        async with session.post(url, data=body, headers=headers) as resp:
+            status = resp.status
+            if status >= 400:
+                return status, f"http {status}: {await _read_text(resp)}"
+            if resp.content_type != "text/event-stream":
+                return status, f"non-SSE body ({resp.content_type}): {await _read_text(resp)}"
+            await _read_stream(resp, decoder)
+    except aiohttp.ClientConnectorError as exc:
+        kind = "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else "connect failed"
+        return status, f"{kind}: {exc}"
+    except TimeoutError as exc:
+        what = "connect" if isinstance(exc, aiohttp.ConnectionTimeoutError) else "read"
+        return status, f"timeout ({what}) after {decoder.n_events} events"
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        return status, f"disconnected after {decoder.n_events} events ({type(exc).__name__})"
+    except aiohttp.ClientError as exc:
+        return status, f"client error after {decoder.n_events} events: {type(exc).__name__}: {exc}"
+    if decoder.done_ns is None:
+        return status, f"disconnected after {decoder.n_events} events (stream ended without [DONE])"
+    return status, None
+
+
+async def stream_request(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    rid: str,
+    *,
+    protocol: Protocol = "sglang",
+    fields: Mapping[str, Any] | None = None,
+) -> RequestRecord:
+    """Send one streamed request and return its record; never raises for request failures.
+
+    ``url`` is the full endpoint URL and ``body`` a prepared JSON body (``sglang_body`` /
+    ``vllm_body``). ``send_ns`` is taken just before the POST, ``done_ns`` at ``[DONE]`` (or
+    when the body ended or failed). ``fields`` are extra ``RequestRecord`` fields (the
+    campaign identity), copied as given. A protocol-level error seen on the stream wins over
+    the transport error that followed it.
+    """
+    decoder = new_decoder(protocol)
+    headers = {**_HEADERS, "X-Request-Id": rid}
+    send_ns = perf_counter_ns()
+    status, transport_error = await _exchange(session, url, body, headers, decoder)
+    end_ns = perf_counter_ns()
+    d = decoder.finish()
+    return RequestRecord(
+        rid=rid,
+        send_ns=send_ns,
+        done_ns=d.done_ns if d.done_ns is not None else end_ns,
+        event_ns=np.array(d.event_ns, dtype=np.int64),
+        event_tokens=np.array(d.event_tokens, dtype=np.int32),
+        emit_ns=np.array(d.emit_ns, dtype=np.int64),
+        output_ids=np.array(d.output_ids, dtype=np.int32),
+        prompt_tokens=d.prompt_tokens,
+        cached_tokens=d.cached_tokens,
+        completion_tokens=d.completion_tokens,
+        finish_reason=d.finish_reason,
+        http_status=status,
+        error=d.error or transport_error,
+        output_mode=d.output_mode,
+        **(fields or {}),
+    )
+
+
+async def probe(url: str, timeout_s: float = 5.0) -> None:
+    """Return if something accepts TCP connections at ``url``'s host and port.
+
+    Raises ``ServerUnreachable`` (with a hint) when the connection is refused, fails or
+    does not complete within ``timeout_s`` seconds. Sends no HTTP request.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except (OSError, TimeoutError) as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ServerUnreachable(
+            f"nothing answers at {url} ({reason})",
+            hint="start the server first (e.g. `dsv4h sim serve`), or check the host and port in the URL",
+        ) from exc
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()

@@ -1,0 +1,242 @@
+"""Wave driver: send a wave of requests together and collect one record per request.
+
+``LoadClient`` owns one ``aiohttp.ClientSession`` whose connector holds ``concurrency``
+connections; ``run_wave`` prepares every body first, then starts every request at once
+(``asyncio.gather``) and returns the records in request order with each request's campaign
+identity copied in. ``run_wave_sync`` does the same from synchronous code on its own uvloop loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+import aiohttp
+
+from harness.errors import ServerUnreachable, ServiceError
+from harness.load.client import ENDPOINTS, PROTOCOLS, Protocol, sglang_body, stream_request, vllm_body
+from harness.records import RequestRecord
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class WaveRequest:
+    """One request of a wave and the identity its record carries.
+
+    ``input_len`` defaults to ``len(input_ids)`` and ``concurrency`` to the wave's size.
+    """
+
+    input_ids: Sequence[int]
+    max_new_tokens: int
+    rid: str
+    ignore_eos: bool = False
+    cache_salt: str | None = None
+    run_id: str = ""
+    cell_id: str = ""
+    round_index: int = -1
+    wave_id: str = ""
+    wave_index: int = -1
+    phase: str = "measured"
+    workload: str = "decode"
+    case_id: str = ""
+    input_hash: str = ""
+    input_len: int | None = None
+    concurrency: int | None = None
+
+    def identity(self, wave_size: int) -> dict[str, Any]:
+        """The ``RequestRecord`` identity fields of this request inside a wave of ``wave_size``."""
+        return {
+            "run_id": self.run_id,
+            "cell_id": self.cell_id,
+            "round_index": self.round_index,
+            "wave_id": self.wave_id,
+            "wave_index": self.wave_index,
+            "phase": self.phase,
+            "workload": self.workload,
+            "case_id": self.case_id,
+            "input_hash": self.input_hash,
+            "input_len": len(self.input_ids) if self.input_len is None else self.input_len,
+            "concurrency": wave_size if self.concurrency is None else self.concurrency,
+            "cache_salt": self.cache_salt,
+        }
+
+
+class LoadClient:
+    """Async context manager owning the HTTP session for one server.
+
+    ``async with LoadClient(base_url, protocol="sglang", concurrency=64) as c:``. ``timeout_s``
+    is the longest silence (seconds) tolerated while reading a response (a prefill queue can be
+    long); ``connect_timeout_s`` bounds connection setup. For ``protocol="vllm"`` without a
+    ``model``, the first model of ``GET /v1/models`` is used.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        protocol: Protocol = "sglang",
+        concurrency: int = 64,
+        model: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+    ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.base_url = base_url.rstrip("/")
+        self.protocol: Protocol = protocol
+        self.concurrency = concurrency
+        self.model = model
+        self.url = self.base_url + ENDPOINTS[protocol]
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=timeout_s)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> LoadClient:
+        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, keepalive_timeout=60)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout, auto_decompress=False
+        )
+        if self.protocol == "vllm" and self.model is None:
+            try:
+                self.model = await self._first_model()
+            except BaseException:
+                await self._session.close()
+                raise
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The open session (only inside ``async with``)."""
+        if self._session is None:
+            raise RuntimeError("LoadClient is not open; use `async with LoadClient(...) as c:`")
+        return self._session
+
+    async def _first_model(self) -> str:
+        url = self.base_url + "/v1/models"
+        try:
+            async with self.session.get(url) as resp:
+                data = await resp.json(content_type=None) if resp.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise ServerUnreachable(
+                f"cannot list models at {url}: {exc}", hint="pass the model name explicitly"
+            ) from exc
+        models = data.get("data") if isinstance(data, dict) else None
+        if not models or not isinstance(models[0], dict) or "id" not in models[0]:
+            raise ServiceError(f"{url} lists no model", hint="pass the model name explicitly")
+        return str(models[0]["id"])
+
+    def body(self, req: WaveRequest) -> bytes:
+        """The JSON request body for ``req`` under this client's protocol."""
+        if self.protocol == "vllm":
+            assert self.model is not None, "model is resolved on __aenter__"
+            return vllm_body(
+                self.model,
+                req.input_ids,
+                req.max_new_tokens,
+                ignore_eos=req.ignore_eos,
+                cache_salt=req.cache_salt,
+            )
+        return sglang_body(
+            req.input_ids,
+            req.max_new_tokens,
+            rid=req.rid,
+            ignore_eos=req.ignore_eos,
+            cache_salt=req.cache_salt,
+        )
+
+    async def send(self, req: WaveRequest, body: bytes | None = None, wave_size: int = 1) -> RequestRecord:
+        """Stream one request (``body`` prepared by ``self.body``, built here when None)."""
+        return await stream_request(
+            self.session,
+            self.url,
+            self.body(req) if body is None else body,
+            req.rid,
+            protocol=self.protocol,
+            fields=req.identity(wave_size),
+        )
+
+
+async def run_wave(client: LoadClient, requests: Sequence[WaveRequest]) -> list[RequestRecord]:
+    """Send ``requests`` together and return their records in request order.
+
+    Bodies are built first, then every request task is created before any is awaited. Raises
+    ``ValueError`` when the wave is larger than the client's concurrency (requests would queue
+    for a connection and the wave would no longer be sent together) or rids repeat.
+    """
+    if len(requests) > client.concurrency:
+        raise ValueError(
+            f"wave of {len(requests)} requests exceeds the client's concurrency {client.concurrency}"
+        )
+    if len({r.rid for r in requests}) != len(requests):
+        raise ValueError("rids within a wave must be unique (servers reject duplicates)")
+    bodies = [client.body(r) for r in requests]
+    n = len(requests)
+    tasks = [asyncio.ensure_future(client.send(r, b, n)) for r, b in zip(requests, bodies, strict=True)]
+    return list(await asyncio.gather(*tasks))
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on a fresh uvloop loop (asyncio's if uvloop is absent).
+
+    Works from plain code and from inside a running loop (e.g. a notebook): then it runs in a
+    worker thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run_on_new_loop(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(_run_on_new_loop, coro).result()
+
+
+def _run_on_new_loop(coro: Coroutine[Any, Any, T]) -> T:
+    factory: Callable[[], asyncio.AbstractEventLoop]
+    try:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        factory = asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro)
+
+
+def run_wave_sync(
+    base_url: str,
+    requests: Sequence[WaveRequest],
+    *,
+    protocol: Protocol = "sglang",
+    model: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+) -> list[RequestRecord]:
+    """Synchronous ``run_wave`` with its own session (concurrency = wave size) and loop."""
+
+    async def main() -> list[RequestRecord]:
+        async with LoadClient(
+            base_url,
+            protocol=protocol,
+            concurrency=max(1, len(requests)),
+            model=model,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+        ) as client:
+            return await run_wave(client, requests)
+
+    return run_sync(main())

@@ -1,0 +1,231 @@
+"""Start, verify and stop one service for a campaign (edge module: processes and HTTP).
+
+``start_service`` launches the profile's backend as an owned process tree (or attaches to a URL),
+waits for ``/health`` while watching the process, and reads the server's own configuration
+(``/server_info``, fallback ``/get_server_info``; vLLM ``/v1/models``). ``check_identity``
+compares that configuration with the profile (pure) so a mismatch refuses the run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import IdentityMismatch, ServerUnreachable, ServiceDied, ServiceError
+from harness.service.command import LaunchCommand, sglang_command, sim_command, vllm_command
+from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
+from harness.spec import ClaimClass, ServiceProfile
+
+_URL_RE = re.compile(r"(http://[0-9.]+:\d+)")
+
+
+@dataclass
+class RunningService:
+    """A service ready for load: base URL, the owned process (None when attached), what the server
+    reported about itself, and wall/monotonic times of readiness."""
+
+    profile: ServiceProfile
+    url: str
+    process: OwnedProcess | None
+    server_info: dict[str, Any] = field(default_factory=dict)
+    ready_wall: str = ""
+    ready_ns: int = 0
+    command: LaunchCommand | None = None
+
+    @property
+    def owned(self) -> bool:
+        """True when dsv4h started this service (and so may stop it)."""
+        return self.process is not None
+
+    def check_alive(self) -> None:
+        """Raise ServiceDied (with exit code and log tail) if the owned process has exited."""
+        if self.process is None:
+            return
+        code = self.process.exit_code()
+        if code is not None:
+            raise ServiceDied(
+                f"service '{self.profile.name}' (pid {self.process.pid}) exited with code {code}\n"
+                f"--- log tail ({self.process.log_path}) ---\n{self.process.log_tail()}",
+                hint="completed rounds are kept; fix the cause, then resume with "
+                "'dsv4h campaign run --resume ARCHIVE'",
+            )
+
+    def identity(self) -> dict[str, Any]:
+        """Everything recorded in the archive about this service."""
+        return {
+            "name": self.profile.name,
+            "backend": self.profile.backend,
+            "url": self.url,
+            "owned": self.owned,
+            "process": self.process.identity() if self.process else None,
+            "command": list(self.command.argv) if self.command else None,
+            "env_diff": dict(self.command.env_diff) if self.command else {},
+            "ready_wall": self.ready_wall,
+            "server_info": self.server_info,
+        }
+
+    def stop(self) -> None:
+        """Stop the owned tree (no-op for attached services)."""
+        if self.process is not None:
+            stop_owned(self.process)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """An unused TCP port on ``host`` (for engines that cannot bind port 0 themselves)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
+    """GET ``url``; returns (status, body). Raises ServerUnreachable when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return int(resp.status), resp.read()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise ServerUnreachable(f"nothing answers at {url}: {exc}",
+                                hint="start the server, or check host and port") from exc
+
+
+def http_post(url: str, timeout_s: float = 10.0) -> tuple[int, bytes]:
+    """POST an empty body to ``url``; returns (status, body)."""
+    req = urllib.request.Request(url, data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return int(resp.status), resp.read()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise ServerUnreachable(f"nothing answers at {url}: {exc}", hint="check the service") from exc
+
+
+def wait_healthy(url: str, timeout_s: float, process: OwnedProcess | None = None) -> None:
+    """Poll ``/health`` until 200; watch the owned process so an early exit is reported at once."""
+    deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if process is not None and process.exit_code() is not None:
+            raise ServiceDied(
+                f"service process {process.pid} exited with code {process.exit_code()} during startup\n"
+                f"--- log tail ({process.log_path}) ---\n{process.log_tail()}",
+                hint="read the log above and fix the profile",
+            )
+        try:
+            status, _ = http_get(url + "/health", timeout_s=2.0)
+            if status == 200:
+                return
+            last = f"HTTP {status}"
+        except ServerUnreachable as exc:
+            last = str(exc)
+        time.sleep(0.2)
+    tail = f"\n--- log tail ({process.log_path}) ---\n{process.log_tail()}" if process else ""
+    raise ServiceError(f"{url}/health not ready after {timeout_s:.0f} s ({last}){tail}",
+                       hint="raise startup_timeout_s in the profile, or read the log")
+
+
+def read_server_info(url: str, protocol: str) -> dict[str, Any]:
+    """The server's own report of its configuration (SGLang ``/server_info`` or fallback; vLLM
+    ``/v1/models``). Empty dict when the server offers neither."""
+    paths = ["/server_info", "/get_server_info"] if protocol == "sglang" else []
+    for path in paths:
+        status, body = http_get(url + path)
+        if status == 200:
+            try:
+                data = json.loads(body)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                data["_source"] = path
+                return data
+    status, body = http_get(url + "/v1/models")
+    if status == 200:
+        try:
+            return {"_source": "/v1/models", "models": json.loads(body)}
+        except ValueError:
+            pass
+    return {}
+
+
+def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "service") -> RunningService:
+    """Launch (or attach to) the profile's service and wait until it is healthy."""
+    proc: OwnedProcess | None = None
+    cmd: LaunchCommand | None = None
+    if profile.backend == "attach":
+        assert profile.url is not None
+        url = profile.url.rstrip("/")
+        http_get(url + "/health")  # unreachable -> clear error now
+    else:
+        if profile.backend == "sim":
+            cmd = sim_command(profile, port=profile.port or 0)
+        else:
+            port = profile.port or free_port(profile.host)
+            cmd = (sglang_command if profile.backend == "sglang" else vllm_command)(profile, port)
+        log = run_dir / "logs" / f"{label}-{time.strftime('%Y%m%dT%H%M%S')}-{time.perf_counter_ns()}.log"
+        proc = start_owned(cmd.argv, log_path=log, env_diff=cmd.env_diff)
+        try:
+            if profile.backend == "sim":
+                line = wait_for_line(proc, "listening on", profile.startup_timeout_s)
+                m = _URL_RE.search(line)
+                if not m:
+                    raise ServiceError(f"cannot read the simulator URL from: {line!r}")
+                url = m.group(1)
+            else:
+                url = f"http://{profile.host}:{cmd.port}"
+            wait_healthy(url, profile.startup_timeout_s, proc)
+        except BaseException:
+            stop_owned(proc)
+            raise
+    svc = RunningService(profile=profile, url=url, process=proc, command=cmd)
+    try:
+        svc.server_info = read_server_info(url, profile.wire_protocol)
+    except BaseException:
+        svc.stop()
+        raise
+    svc.ready_wall = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    svc.ready_ns = time.perf_counter_ns()
+    return svc
+
+
+_IDENTITY_KEYS = ("model_path", "tp_size", "ep_size", "dp_size")
+
+
+def check_identity(profile: ServiceProfile, server_info: dict[str, Any], claim: ClaimClass) -> list[str]:
+    """Differences between what the profile asked for and what the server reports (pure).
+
+    Checks the model path and parallelism the profile names, every ``expect`` key, and that no
+    speculative algorithm runs under a ``native-ar`` claim. Returns human-readable differences.
+    """
+    diffs: list[str] = []
+    if not server_info or server_info.get("_source") == "/v1/models":
+        return diffs
+    wanted: dict[str, Any] = {k: getattr(profile, k) for k in _IDENTITY_KEYS if getattr(profile, k) is not None}
+    wanted.update(profile.expect)
+    for key, value in wanted.items():
+        if key not in server_info:
+            diffs.append(f"{key}: profile wants {value!r}, server does not report it")
+        elif server_info[key] != value:
+            diffs.append(f"{key}: profile wants {value!r}, server reports {server_info[key]!r}")
+    spec_alg = server_info.get("speculative_algorithm")
+    if claim == "native-ar" and spec_alg not in (None, "", "null", "NONE", "none"):
+        diffs.append(f"speculative_algorithm: a native-ar claim needs none, server reports {spec_alg!r}")
+    return diffs
+
+
+def verify_identity(svc: RunningService, claim: ClaimClass) -> None:
+    """Raise IdentityMismatch naming every differing key."""
+    diffs = check_identity(svc.profile, svc.server_info, claim)
+    if diffs:
+        raise IdentityMismatch(
+            f"service '{svc.profile.name}' at {svc.url} is not what the profile asked for:\n  "
+            + "\n  ".join(diffs),
+            hint="fix the profile (or its 'expect' keys) or the launch flags; logged flags prove nothing",
+        )

@@ -1,0 +1,291 @@
+"""Campaign, service-profile and workload specifications (pydantic, ``extra="forbid"``).
+
+``load_campaign(path)`` reads YAML and returns a validated ``CampaignSpec``; any problem raises
+``SpecError`` naming the file, the field path and the fix (with a did-you-mean for unknown keys).
+Pure: reads files, no other side effects.
+
+Campaign spec format history (``SPEC_FORMAT_VERSION``):
+  1 - first version (2026-11-29).
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.errors import SpecError
+
+SPEC_FORMAT_VERSION = 1
+
+M = TypeVar("M", bound=BaseModel)
+
+ClaimClass = Literal["native-ar", "speculative-full-target", "speculative-approximate"]
+ProtocolClass = Literal["formal", "abba-screen"]
+Backend = Literal["sim", "sglang", "vllm", "attach"]
+TIERS = (1, 2, 4, 8, 16, 32, 64)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SimSettings(_Strict):
+    """Options of the built-in simulator when ``backend: sim``."""
+
+    profile: str = "paper-tp8"
+    stream_mode: Literal["cumulative", "delta", "skip-tokenizer-init"] = "cumulative"
+    stream_interval: int = Field(1, ge=1)
+    time_scale: float = Field(1.0, gt=0)
+    step_factor: float = Field(1.0, gt=0, description="multiplies decode step time; 1/1.1 = +10% faster")
+    die_after_requests: int | None = Field(None, ge=1, description="fault injection for tests")
+
+
+class ServiceProfile(_Strict):
+    """What service to measure and how to start it.
+
+    ``backend``: ``sim`` (built-in simulator, started as an owned subprocess), ``sglang`` or ``vllm``
+    (launched as an owned process tree), ``attach`` (an already-running server at ``url``; the
+    harness then cannot prove a fresh process and records that).
+    """
+
+    name: str = "service"
+    backend: Backend = "sim"
+    url: str | None = None
+    protocol: Literal["sglang", "vllm"] | None = None
+    model_path: str | None = None
+    served_model_name: str | None = None
+    tp_size: int | None = Field(None, ge=1)
+    ep_size: int | None = Field(None, ge=1)
+    dp_size: int | None = Field(None, ge=1)
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=0, le=65535)
+    python: str | None = Field(None, description="interpreter that runs the engine (default: this one)")
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    patches: str | None = Field(None, description="path of a model_patches series file")
+    sim: SimSettings = Field(default_factory=SimSettings)
+    startup_timeout_s: float = Field(900.0, gt=0)
+    expect: dict[str, Any] = Field(
+        default_factory=dict,
+        description="server_info keys the running server must report (identity verification)",
+    )
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> ServiceProfile:
+        if self.backend == "attach" and not self.url:
+            raise ValueError("backend 'attach' needs 'url' (e.g. url: http://127.0.0.1:30021)")
+        if self.backend in ("sglang", "vllm") and not self.model_path:
+            raise ValueError(f"backend '{self.backend}' needs 'model_path'")
+        return self
+
+    @property
+    def wire_protocol(self) -> Literal["sglang", "vllm"]:
+        """The HTTP protocol the load client speaks to this service."""
+        if self.protocol:
+            return self.protocol
+        return "vllm" if self.backend == "vllm" else "sglang"
+
+
+class CorporaSpec(_Strict):
+    """Paths of frozen corpora (relative to the spec file, or to the working directory)."""
+
+    decode: str | None = None
+    prefill: str | None = None
+
+
+class DecodeSpec(_Strict):
+    """Formal decode cells: duration-driven rounds of natural-EOS waves."""
+
+    tiers: list[int] = Field(default_factory=lambda: list(TIERS))
+    rounds: int = Field(3, ge=1)
+    min_resident_seconds: float = Field(30.0, gt=0)
+    warmup_waves: int = Field(1, ge=0)
+    max_new_tokens: int = Field(2048, ge=1)
+    ignore_eos: bool = False
+    temperature: float = Field(0.0, ge=0)
+    cache_salt: Literal["fresh", "none"] = "fresh"
+    max_waves_per_round: int = Field(200, ge=1)
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: list[int]) -> list[int]:
+        return _check_tiers(v)
+
+
+class PrefillSpec(_Strict):
+    """Formal prefill cells: one output token, cache defeated, ``cached_tokens == 0`` verified."""
+
+    tiers: list[int] = Field(default_factory=lambda: list(TIERS))
+    rounds: int = Field(3, ge=1)
+    waves_per_round: int = Field(1, ge=1)
+    warmup_waves: int = Field(1, ge=0)
+    max_new_tokens: int = Field(1, ge=1)
+    cache_defeat: Literal["salt", "flush"] = "salt"
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: list[int]) -> list[int]:
+        return _check_tiers(v)
+
+
+def _check_tiers(v: list[int]) -> list[int]:
+    if not v:
+        raise ValueError("tiers is empty; list at least one concurrency, e.g. [1, 2, 4, 8, 16, 32, 64]")
+    if any(c < 1 for c in v):
+        raise ValueError("every tier must be a concurrency >= 1")
+    if len(set(v)) != len(v):
+        raise ValueError("tiers contain duplicates")
+    return sorted(v)
+
+
+class CampaignSpec(_Strict):
+    """A formal matrix campaign (``kind: formal-matrix``)."""
+
+    format_version: int = SPEC_FORMAT_VERSION
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["formal-matrix"] = "formal-matrix"
+    description: str = ""
+    claim_class: ClaimClass
+    protocol_class: Literal["formal"] = "formal"
+    labels: list[str] = Field(default_factory=list)
+    service: ServiceProfile
+    corpora: CorporaSpec = Field(default_factory=CorporaSpec)
+    decode: DecodeSpec | None = None
+    prefill: PrefillSpec | None = None
+    order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"])
+    request_timeout_s: float = Field(1800.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> CampaignSpec:
+        if self.format_version != SPEC_FORMAT_VERSION:
+            raise ValueError(f"format_version {self.format_version} is not supported (this dsv4h reads 1)")
+        if self.decode is None and self.prefill is None:
+            raise ValueError("a formal matrix needs a 'decode' section, a 'prefill' section, or both")
+        if self.decode is not None and not self.corpora.decode:
+            raise ValueError("'decode' is set but 'corpora.decode' is missing")
+        if self.prefill is not None and not self.corpora.prefill:
+            raise ValueError("'prefill' is set but 'corpora.prefill' is missing")
+        return self
+
+
+# --- loading with good errors -------------------------------------------------------------
+
+
+def _model_for_path(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The pydantic model that owns the field at ``loc`` (for did-you-mean on unknown keys)."""
+    current: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if current is None or isinstance(part, int):
+            continue
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        ann = field.annotation
+        current = _first_model(ann)
+    return current
+
+
+def _first_model(ann: Any) -> type[BaseModel] | None:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in getattr(ann, "__args__", ()) or ():
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel], source: str) -> SpecError:
+    """Turn a pydantic error into a SpecError naming file, field path and fix."""
+    lines: list[str] = []
+    hints: list[str] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        path = ".".join(str(p) for p in loc) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            owner = _model_for_path(model, loc)
+            key = str(loc[-1])
+            fields = list(owner.model_fields) if owner else []
+            close = difflib.get_close_matches(key, fields, n=1)
+            msg = f"unknown key '{key}'"
+            if close:
+                msg += f" (did you mean '{close[0]}'?)"
+                hints.append(f"rename '{path}' to '{'.'.join([*map(str, loc[:-1]), close[0]])}'")
+            else:
+                hints.append(f"remove '{path}'; allowed keys here: {', '.join(fields)}")
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+            hints.append(f"add '{path}'")
+        else:
+            msg = err["msg"]
+            if "input" in err and err["type"] not in ("value_error",):
+                msg += f" (got {err['input']!r})"
+            hints.append(f"fix '{path}'")
+        lines.append(f"  {path}: {msg}")
+    return SpecError(f"{source}: invalid specification\n" + "\n".join(lines), hint="; ".join(hints))
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file, raising SpecError with file and line on syntax errors."""
+    if not path.is_file():
+        raise SpecError(f"{path}: no such file", hint="check the path (relative to the working directory)")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise SpecError(f"{path}{where}: YAML syntax error: {exc}", hint="fix the YAML syntax") from exc
+
+
+def parse_model(model: type[M], data: Any, source: str) -> M:
+    """Validate ``data`` as ``model``; errors become SpecError naming ``source``."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: expected a mapping at the top level, got {type(data).__name__}",
+                        hint="the file must be a YAML mapping of keys to values")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(exc, model, source) from exc
+
+
+def _inline_service(data: dict[str, Any], base: Path, source: str) -> None:
+    svc = data.get("service")
+    if isinstance(svc, str):
+        path = resolve_path(svc, base)
+        loaded = read_yaml(path)
+        if not isinstance(loaded, dict):
+            raise SpecError(f"{path}: a service profile must be a mapping", hint="see campaigns/profiles/")
+        parse_model(ServiceProfile, loaded, str(path))
+        data["service"] = loaded
+
+
+def resolve_path(value: str, base: Path) -> Path:
+    """Resolve a path from a spec: relative to the spec's directory first, then the working dir."""
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return p
+    for candidate in (base / p, Path.cwd() / p):
+        if candidate.exists():
+            return candidate.resolve()
+    return (base / p).resolve()
+
+
+def load_campaign(path: Path) -> CampaignSpec:
+    """Load and validate a campaign YAML file (``service`` may name a profile file)."""
+    data = read_yaml(path)
+    if isinstance(data, dict):
+        _inline_service(data, path.parent, str(path))
+        kind = data.get("kind", "formal-matrix")
+        if kind != "formal-matrix":
+            raise SpecError(f"{path}: kind '{kind}' is not a formal matrix",
+                            hint="this command runs 'kind: formal-matrix' specs")
+    return parse_model(CampaignSpec, data, str(path))
+
+
+def load_profile(path: Path) -> ServiceProfile:
+    """Load and validate a service-profile YAML file."""
+    return parse_model(ServiceProfile, read_yaml(path), str(path))
