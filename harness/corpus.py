@@ -73,9 +73,9 @@ _RESTORE_HINT = (
 )
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # Manifest schema (format_version 1)
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 
 
 class _Strict(BaseModel):
@@ -184,9 +184,9 @@ class CorpusManifest(_Strict):
         return self
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # In-memory corpus
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,9 +264,9 @@ class Corpus:
         }
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # Formats (pure)
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 
 
 def case_id_for(index: int) -> str:
@@ -300,7 +300,7 @@ def parse_manifest(raw: Any, *, source: str = MANIFEST_FILE) -> CorpusManifest:
     if version != FORMAT_VERSION:
         raise CorpusError(
             f"{source}: unsupported format_version {version!r} (this dsv4h reads {FORMAT_VERSION})",
-            hint="Upgrade dsv4h, or rebuild the corpus with this version (corpora/README.md has the history).",
+            hint="Upgrade dsv4h, or rebuild the corpus with this one (corpora/README.md has the history).",
         )
     try:
         return CorpusManifest.model_validate(raw)
@@ -321,9 +321,9 @@ def cache_salt(*parts: str | int) -> str:
     return sha256_json(["dsv4h-cache-salt", *parts])[:32]
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # Resolution, loading, verification
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 
 
 def _repo_root() -> Path:
@@ -446,22 +446,24 @@ def _check(directory: Path) -> tuple[CorpusManifest, str, list[_Row], list[str],
     lo, hi = manifest.token_range.min, manifest.token_range.max
     expected_ids = [c.case_id for c in manifest.cases]
     for entry in manifest.cases:
-        row = by_id.get(entry.case_id)
-        if row is None:
+        found = by_id.get(entry.case_id)
+        if found is None:
             kinds["missing"].append(entry.case_id)
             problems.append(f"case {entry.case_id} is in {MANIFEST_FILE} but missing from {cpath}")
             continue
+        row = found
         n = int(row.ids.shape[0])
         digest = ids_sha256(row.ids)
         if digest != entry.sha256 or n != entry.n_tokens:
             kinds["changed"].append(entry.case_id)
             problems.append(
-                f"case {entry.case_id} changed ({cpath} line {row.line}): manifest has {entry.n_tokens} tokens "
-                f"sha256 {entry.sha256[:16]}..., file has {n} tokens sha256 {digest[:16]}..."
+                f"case {entry.case_id} changed ({cpath} line {row.line}): manifest has {entry.n_tokens} "
+                f"tokens sha256 {entry.sha256[:16]}..., file has {n} tokens sha256 {digest[:16]}..."
             )
         if not lo <= entry.n_tokens <= hi:
             problems.append(
-                f"case {entry.case_id}: manifest n_tokens {entry.n_tokens} is outside token_range [{lo}, {hi}]"
+                f"case {entry.case_id}: manifest n_tokens {entry.n_tokens} is outside "
+                f"token_range [{lo}, {hi}]"
             )
     expected = set(expected_ids)
     for row in rows:
@@ -522,4 +524,6 @@ def load_corpus(path: str | os.PathLike[str]) -> Corpus:
         )
         for e in manifest.cases
     )
-    return Corpus(name=manifest.name, path=directory, manifest=manifest, cases=cases, manifest_sha256=manifest_sha)
+    return Corpus(
+        name=manifest.name, path=directory, manifest=manifest, cases=cases, manifest_sha256=manifest_sha
+    )

@@ -1,4 +1,4 @@
-"""Build frozen token-ID corpora from source files with a HF ``tokenizers`` tokenizer (and train toy tokenizers).
+"""Build frozen token-ID corpora from source files with a HF ``tokenizers`` tokenizer; train toy tokenizers.
 
 Building is deterministic: the same source tree, tokenizer, parameters and code give byte-identical
 ``manifest.json`` and ``cases.jsonl`` (no timestamps, no absolute paths). The walk:
@@ -8,9 +8,10 @@ Building is deterministic: the same source tree, tokenizer, parameters and code 
    Files that are not UTF-8 are skipped; ``\\r\\n`` becomes ``\\n``.
 2. In each file, from a cursor line (first non-blank line at or after the previous excerpt's end), take the
    shortest run of whole lines whose prompt reaches ``lo`` tokens. The prompt is the template filled with
-   ``{path}`` and ``{code}`` (the excerpt without its final newline), passed through the optional chat encoding,
-   and tokenized without extra special tokens. Each file is tokenized once with offsets to estimate where the
-   span ends; the final prompt is then tokenized exactly (a few times at most per case, never quadratically).
+   ``{path}`` and ``{code}`` (the excerpt without its final newline), passed through the optional chat
+   encoding, and tokenized without extra special tokens. Each file is tokenized once with offsets to
+   estimate where the span ends; the final prompt is then tokenized exactly (a few times per case at most,
+   never quadratically).
 3. If the prompt has more than ``hi`` tokens, the last excerpt tokens are dropped (the template's closing text
    and the chat encoding's assistant turn stay intact), so every case has ``lo <= n_tokens <= hi``. The
    provenance records the real span: ``line_end`` is the line of the last kept excerpt token and
@@ -54,11 +55,11 @@ from harness.errors import CorpusError, SpecError
 from harness.hashing import ids_sha256, sha256_file
 
 __all__ = [
+    "DEEPSEEK_SPECIAL_TOKENS",
     "DEFAULT_EXCLUDE",
     "DEFAULT_INCLUDE",
     "DEFAULT_TEMPLATE",
     "STDLIB_EXCLUDE",
-    "DEEPSEEK_SPECIAL_TOKENS",
     "TINY_SPECIAL_TOKENS",
     "ChatEncoding",
     "build_corpus",
@@ -66,7 +67,9 @@ __all__ = [
     "list_source_files",
     "load_tokenizer",
     "parse_token_range",
+    "python_source_revision",
     "resolve_chat_encoding",
+    "stdlib_dir",
     "tokenizer_identity",
     "train_tokenizer",
 ]
@@ -123,9 +126,9 @@ def deepseek_v4_chat(prompt: str) -> str:
     return f"<｜begin▁of▁sentence｜><｜User｜>{prompt}<｜Assistant｜></think>"
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # Parameters
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 
 
 def parse_token_range(text: str) -> tuple[int, int]:
@@ -151,7 +154,9 @@ def resolve_chat_encoding(spec: str | ChatEncoding | None) -> tuple[ChatEncoding
     if spec is None:
         return None, None
     if callable(spec):
-        return spec, f"{spec.__module__}:{spec.__qualname__}"
+        module = getattr(spec, "__module__", None) or "builtins"
+        qualname = getattr(spec, "__qualname__", None) or type(spec).__qualname__
+        return spec, f"{module}:{qualname}"
     mod_name, sep, attr = spec.partition(":")
     if not sep or not mod_name or not attr:
         raise SpecError(f"chat encoding {spec!r} is not module:function",
@@ -203,18 +208,26 @@ def _split_escaped(template: str) -> tuple[str, str]:
 def list_source_files(
     source_dir: Path, include: Sequence[str] = DEFAULT_INCLUDE, exclude: Sequence[str] = DEFAULT_EXCLUDE
 ) -> list[str]:
-    """POSIX paths (relative to ``source_dir``) of regular files selected by the patterns, sorted."""
+    """POSIX paths (relative to ``source_dir``) of regular files selected by the patterns, sorted.
+
+    Directories that an exclude pattern ending in ``/*`` covers entirely are not descended into.
+    """
+    prune = [p[:-2] for p in exclude if p.endswith("/*")]
     out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(source_dir):
-        dirnames.sort()
-        rel_dir = Path(dirpath).relative_to(source_dir)
+    root = str(source_dir)
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = sorted(
+            d for d in dirnames if not any(fnmatch.fnmatchcase(prefix + d, p) for p in prune)
+        )
         for fname in filenames:
-            rel = (rel_dir / fname).as_posix()
+            rel = prefix + fname
             if not any(fnmatch.fnmatchcase(rel, p) for p in include):
                 continue
             if any(fnmatch.fnmatchcase(rel, p) for p in exclude):
                 continue
-            if (Path(dirpath) / fname).is_file():
+            if os.path.isfile(os.path.join(dirpath, fname)):
                 out.append(rel)
     return sorted(out)
 
@@ -226,9 +239,9 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # Tokenizers
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 
 
 def _tokenizer_dir_and_file(tokenizer_path: Path) -> tuple[Path | None, Path]:
@@ -284,11 +297,14 @@ def train_tokenizer(
     bos_token: str | None = None,
     eos_token: str | None = None,
     model_max_length: int = 1 << 20,
+    source_revision: str | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Train a byte-level BPE tokenizer (total vocabulary ``vocab_size``, special tokens first, ids 0..)
     on the selected source files and write ``tokenizer.json`` plus a transformers-style
-    ``tokenizer_config.json`` into ``out_dir``. Deterministic for the same inputs; seconds for ~10 MB.
+    ``tokenizer_config.json`` into ``out_dir``, and ``training.json`` with what it was trained on
+    (``source_revision`` defaults to this interpreter, e.g. ``"CPython 3.11.7 Lib/"``; no absolute paths).
+    Deterministic for the same inputs and ``tokenizers`` version; seconds for ~10 MB of source.
 
     Returns the tokenizer identity plus training facts (file count, characters). Raises ``SpecError`` for a
     vocabulary smaller than the byte alphabet plus the special tokens, ``CorpusError`` when ``out_dir``
@@ -332,14 +348,29 @@ def train_tokenizer(
     if eos_token is not None:
         config["eos_token"] = eos_token
     (out / "tokenizer_config.json").write_bytes(encode_manifest(config))
+    import tokenizers
+
+    training = {
+        "source_revision": python_source_revision() if source_revision is None else source_revision,
+        "include": list(include),
+        "exclude": list(exclude),
+        "n_files": len(texts),
+        "n_chars": sum(len(t) for t in texts),
+        "vocab_size": vocab_size,
+        "min_frequency": min_frequency,
+        "special_tokens": list(special_tokens),
+        "model": "byte-level BPE (tokenizers.models.BPE, ByteLevel pre-tokenizer and decoder)",
+        "tokenizers_version": tokenizers.__version__,
+    }
+    (out / "training.json").write_bytes(encode_manifest(training))
     ident = tokenizer_identity(out)
-    ident.update({"n_files": len(texts), "n_chars": sum(len(t) for t in texts)})
+    ident["training"] = training
     return ident
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # The span walk
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -347,7 +378,6 @@ class _File:
     path: str
     text: str
     line_starts: list[int]  # char offset of each line start; one extra entry = len(text)
-    tok_cum: npt.NDArray[np.int64]  # tok_cum[k]: excerpt tokens starting before line k (0-based line index)
     overhead: int  # prompt tokens with an empty excerpt
 
     @property
@@ -382,8 +412,10 @@ class _Walker:
         text = prompt if self.chat is None else self.chat(prompt)
         at = text.find(prompt) if self.chat is not None else 0
         if at < 0:
-            raise SpecError("the chat encoding must contain the prompt verbatim (it may only add text around it)",
-                            hint="Wrap the prompt; do not rewrite it.")
+            raise SpecError(
+                "the chat encoding must contain the prompt verbatim (it may only add text around it)",
+                hint="Wrap the prompt; do not rewrite it.",
+            )
         return text, at + len(head), at + len(head) + len(code)
 
     def encode(self, text: str) -> Any:
@@ -394,11 +426,26 @@ class _Walker:
         starts = [0, *(m.end() for m in re.finditer("\n", text))]
         if starts[-1] != len(text):
             starts.append(len(text))
-        enc = self.encode(text)
-        tok_starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.offsets))
-        tok_cum = np.searchsorted(tok_starts, np.asarray(starts, dtype=np.int64), side="left").astype(np.int64)
         overhead = len(self.encode(self.render(path, "")[0]).ids)
-        return _File(path, text, starts, tok_cum, overhead)
+        return _File(path, text, starts, overhead)
+
+    def window(self, f: _File, s: int, need: int) -> tuple[npt.NDArray[np.int64], int]:
+        """Tokenize lines ``s..j`` once (with offsets), ``j`` the first line end past ``5 * need`` characters
+        (5 characters per token: doubling until the window holds ``need`` tokens or reaches the end of the file). Returns ``cum``
+        with ``cum[k]`` = tokens starting in the first ``k`` lines of the window, and ``j``."""
+        c_start = f.line_starts[s - 1]
+        width = max(5 * need, 4096)
+        while True:
+            j = bisect.bisect_left(f.line_starts, c_start + width)
+            j = min(max(j, s), f.n_lines)
+            enc = self.encode(f.text[c_start: f.line_starts[j]])
+            offsets = enc.offsets
+            tok_starts = np.fromiter((o[0] for o in offsets), dtype=np.int64, count=len(offsets))
+            rel = np.asarray(f.line_starts[s - 1: j + 1], dtype=np.int64) - c_start
+            cum = np.searchsorted(tok_starts, rel, side="left").astype(np.int64)
+            if int(cum[-1]) >= need or j == f.n_lines:
+                return cum, j
+            width *= 2
 
     def _code(self, f: _File, s: int, e: int) -> str:
         """Lines s..e (1-based inclusive) without the final newline."""
@@ -410,10 +457,19 @@ class _Walker:
         return self.encode(text), c0, c1
 
     def span_at(self, f: _File, s: int) -> _Span | None:
-        """The excerpt starting at line ``s`` (1-based), or None when the rest of the file is too short."""
-        target = int(f.tok_cum[s - 1]) + self.lo - f.overhead
-        e = int(np.searchsorted(f.tok_cum, target, side="left"))
-        e = min(max(e, s), f.n_lines)
+        """The excerpt starting at line ``s`` (1-based), or None when the rest of the file is too short.
+
+        A rest of file whose estimated prompt falls short of ``lo`` by more than the estimate's slack is
+        rejected without an exact tokenization (the estimate, from tokenizing a window of lines once, differs
+        from the exact count by a few tokens at the excerpt's edges; the slack is 16 tokens plus 2%).
+        """
+        slack = 16 + self.lo // 50
+        need = max(self.lo - f.overhead, 0)
+        cum, j = self.window(f, s, need + slack)
+        if j == f.n_lines and int(cum[-1]) + f.overhead < self.lo - slack:
+            return None
+        k = int(np.searchsorted(cum, need, side="left"))  # lines needed by the estimate
+        e = min(max(s + k - 1, s), f.n_lines)
         enc, c0, c1 = self._count(f, s, e)
         while len(enc.ids) < self.lo:
             if e >= f.n_lines:
@@ -430,12 +486,15 @@ class _Walker:
         excess = len(ids) - self.hi
         line_end = e
         if excess > 0:
-            offsets = enc.offsets
-            code_idx = [i for i, (a, _) in enumerate(offsets) if c0 <= a < c1 and enc.special_tokens_mask[i] == 0]
+            offsets = enc.offsets  # a fresh list on every property access: read once
+            special = enc.special_tokens_mask
+            # excerpt tokens lie wholly inside [c0, c1); only those are dropped, so the text around the
+            # excerpt survives even when a token straddles its edge
+            code_idx = [i for i, (a, b) in enumerate(offsets) if c0 <= a and b <= c1 and not special[i]]
             if len(code_idx) <= excess:
                 raise SpecError(
-                    f"the prompt around the excerpt alone needs {len(ids) - len(code_idx)} tokens, more than the "
-                    f"range allows ({self.lo}-{self.hi})",
+                    f"the prompt around the excerpt alone needs {len(ids) - len(code_idx)} tokens, more "
+                    f"than the range allows ({self.lo}-{self.hi})",
                     hint="Use a shorter template or a larger token range.",
                 )
             drop = code_idx[-excess:]
@@ -479,9 +538,9 @@ class _Walker:
             s = span.line_end + 1
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # build_corpus
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 
 
 def _write_atomically(out_dir: Path, files: dict[str, bytes], *, overwrite: bool) -> None:
@@ -542,7 +601,8 @@ def build_corpus(
     src = Path(source_dir)
     out = Path(out_dir)
     if not src.is_dir():
-        raise CorpusError(f"source directory {src} not found", hint="Pass --source DIR with the source files.")
+        raise CorpusError(f"source directory {src} not found",
+                          hint="Pass --source DIR with the source files.")
     if n_cases < 1:
         raise SpecError(f"n_cases must be >= 1, got {n_cases}", hint="Pass --cases K with K >= 1.")
     if max_per_file is not None and max_per_file < 1:
@@ -595,13 +655,15 @@ def build_corpus(
         if out.resolve() == Path(old.path).resolve() and not overwrite:
             raise CorpusError(f"{out} is the corpus being extended; refusing to overwrite it",
                               hint="Pass --force to extend in place, or choose a new --out.")
-        old_lines = [ln + b"\n" for ln in (Path(old.path) / CASES_FILE).read_bytes().split(b"\n") if ln.strip()]
+        raw_lines = (Path(old.path) / CASES_FILE).read_bytes().split(b"\n")
+        old_lines = [ln + b"\n" for ln in raw_lines if ln.strip()]
 
     if token_range is None:
         raise SpecError("a token range is required", hint="Pass --tokens N or --tokens N-M.")
     lo, hi = token_range
     if not 1 <= lo <= hi:
-        raise SpecError(f"token range ({lo}, {hi}) must satisfy 1 <= lo <= hi", hint="Example: --tokens 511-512.")
+        raise SpecError(f"token range ({lo}, {hi}) must satisfy 1 <= lo <= hi",
+                        hint="Example: --tokens 511-512.")
     template = DEFAULT_TEMPLATE if template is None else template
     head_t, tail_t = _split_template(template)
     include = list(DEFAULT_INCLUDE if include is None else include)
@@ -627,6 +689,8 @@ def build_corpus(
                 continue
             if max_per_file is not None and len(walker.used.get(rel, [])) >= max_per_file:
                 continue
+            if len(walker.render(rel, text)[0].encode("utf-8")) < lo:
+                continue  # byte-level BPE: every token covers >= 1 byte, so this file cannot reach lo
             f = walker.prepare(rel, text)
             for span in walker.file_spans(f, need, max_per_file):
                 case_id = case_id_for(len(entries))
@@ -645,8 +709,8 @@ def build_corpus(
                 break
     if need > 0:
         raise CorpusError(
-            f"the sources under {src} supply only {len(entries)} spans of {lo}-{hi} tokens, {n_cases} requested "
-            f"(include {include}, exclude {exclude}, max_per_file {max_per_file})",
+            f"the sources under {src} supply only {len(entries)} spans of {lo}-{hi} tokens, "
+            f"{n_cases} requested (include {include}, exclude {exclude}, max_per_file {max_per_file})",
             hint="Widen --include, raise --max-per-file, or ask for fewer cases.",
         )
 
@@ -661,12 +725,13 @@ def build_corpus(
         "exclude": exclude,
         "max_per_file": max_per_file,
         "extended_from": (
-            {"name": old.name, "manifest_sha256": old.manifest_sha256, "n_cases": n_old} if old is not None else None
+            None if old is None
+            else {"name": old.name, "manifest_sha256": old.manifest_sha256, "n_cases": n_old}
         ),
     })
     if description is None:
-        description = (f"{n_cases} prompts of {lo}-{hi} tokens: excerpts of {source_repository} "
-                       f"{source_revision} {source_root}/ wrapped in a review prompt")
+        description = (f"Prompts of {lo}-{hi} tokens: excerpts of {source_repository} {source_revision} "
+                       f"{source_root}/ wrapped in the prompt template")
     manifest: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "name": out.name if name is None else name,
@@ -684,9 +749,16 @@ def build_corpus(
     return load_corpus(out)
 
 
-def _python_source_revision() -> str:
+def python_source_revision() -> str:
     """E.g. ``"CPython 3.11.7 Lib/"``: the interpreter whose standard library is the default source."""
     impl = sys.implementation.name
     label = "CPython" if impl == "cpython" else impl
     v = sys.version_info
     return f"{label} {v.major}.{v.minor}.{v.micro} Lib/"
+
+
+def stdlib_dir() -> Path:
+    """This interpreter's standard-library source directory (``Lib/`` of the installed CPython)."""
+    import sysconfig
+
+    return Path(sysconfig.get_paths()["stdlib"])

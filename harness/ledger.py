@@ -60,7 +60,8 @@ def read_table(workspace: Path, table: str) -> pa.Table | None:
     try:
         return pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as exc:
-        raise LedgerError(f"{path}: cannot read: {exc}", hint="restore the file from backup or re-ingest archives") from exc
+        raise LedgerError(f"{path}: cannot read: {exc}",
+                          hint="restore the file from backup or re-ingest archives") from exc
 
 
 def ingested_ids(workspace: Path) -> set[str]:

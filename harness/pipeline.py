@@ -25,12 +25,13 @@ from harness.archive import Archive, ArchiveWriter, open_archive
 from harness.corpus import Corpus, load_corpus
 from harness.environment import capture_environment, clock_anchor
 from harness.errors import DsvError, MeasurementError, RunInterrupted, ServiceDied, SpecError
+from harness.execution import WaveSpec, execute_wave
 from harness.ledger import ingest_archive
-from harness.load.driver import LoadClient, WaveRequest, run_wave
+from harness.load.driver import LoadClient
 from harness.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
 from harness.records import RequestRecord
 from harness.results import CampaignResults, compute_results, results_json, results_tables
-from harness.service.manager import RunningService, http_post, start_service, verify_identity
+from harness.service.manager import RunningService, start_service, verify_identity
 from harness.spec import CampaignSpec, load_campaign, resolve_path
 
 
@@ -67,7 +68,10 @@ def load_corpora(spec: CampaignSpec, spec_path: Path) -> dict[str, Corpus]:
     return out
 
 
-def estimator_for(spec: CampaignSpec, corpora: dict[str, Corpus]) -> tuple[Callable[[CellPlan], float | None] | None, str]:
+Estimator = Callable[[CellPlan], float | None]
+
+
+def estimator_for(spec: CampaignSpec, corpora: dict[str, Corpus]) -> tuple[Estimator | None, str]:
     """A per-cell time estimator when the service's rate model is known (the simulator)."""
     if spec.service.backend != "sim":
         return None, ""
@@ -186,7 +190,8 @@ class CampaignRunner:
         writer.append_event({"event": "run-start", **anchor, "resumed_from":
                              self.resume.archive_id if self.resume else None})
         self.report("plan", plan=self.plan)
-        status, error = "complete", None
+        status: str = "complete"
+        error: DsvError | None = None
         try:
             self.service = self._start_service(writer)
             with asyncio.Runner(loop_factory=_loop_factory()) as runner:
@@ -296,51 +301,15 @@ class CampaignRunner:
 
     async def _wave(self, client: LoadClient, writer: ArchiveWriter, cell: CellPlan, corpus: Corpus,
                     k: int, j: int, wave_id: str, phase: str) -> list[RequestRecord]:
-        self._svc.check_alive()
         counter = self.state.wave_counter.get(cell.cell_id, 0)
         self.state.wave_counter[cell.cell_id] = counter + 1
-        idx = wave_cases(len(corpus.cases), cell.concurrency, counter)
-        if cell.cache == "flush":
-            await self._flush_cache()
-        reqs = []
-        for i, ci in enumerate(idx):
-            case = corpus.cases[ci]
-            rid = f"{self.token}.{wave_id}.{i:03d}"
-            reqs.append(WaveRequest(
-                input_ids=case.input_ids, max_new_tokens=cell.max_new_tokens, rid=rid,
-                ignore_eos=cell.ignore_eos,
-                cache_salt=f"{self.token}.{rid}" if cell.cache == "fresh-salt" else None,
-                run_id=self.token, cell_id=cell.cell_id, round_index=k, wave_id=wave_id, wave_index=j,
-                phase=phase, workload=cell.workload, case_id=case.case_id, input_hash=case.sha256,
-                input_len=case.n_tokens, concurrency=cell.concurrency,
-            ))
-        recs = await self._watched(run_wave(client, reqs))
+        cases = [corpus.cases[i] for i in wave_cases(len(corpus.cases), cell.concurrency, counter)]
+        spec = WaveSpec(run_id=self.token, cell_id=cell.cell_id, wave_id=wave_id, round_index=k,
+                        wave_index=j, phase=phase, workload=cell.workload, concurrency=cell.concurrency,
+                        max_new_tokens=cell.max_new_tokens, ignore_eos=cell.ignore_eos, cache=cell.cache)
+        recs = await execute_wave(self._svc, client, spec, cases)
         writer.write_wave(recs)
         return recs
-
-    async def _watched(self, coro: Any) -> list[RequestRecord]:
-        """Run a wave while watching the owned service; a dead service is reported promptly."""
-        task = asyncio.ensure_future(coro)
-        while not task.done():
-            done, _ = await asyncio.wait({task}, timeout=0.25)
-            if done:
-                break
-            if self._svc.process is not None and self._svc.process.exit_code() is not None:
-                try:
-                    await asyncio.wait_for(asyncio.shield(task), timeout=2.0)
-                except TimeoutError:
-                    task.cancel()
-                self._svc.check_alive()
-        return list(task.result())
-
-    async def _flush_cache(self) -> None:
-        for _ in range(50):
-            status, _body = await asyncio.to_thread(http_post, self._svc.url + "/flush_cache")
-            if status == 200:
-                return
-            await asyncio.sleep(0.1)
-        raise MeasurementError(f"{self._svc.url}/flush_cache kept refusing (HTTP {status})",
-                               hint="use cache_defeat: salt if the server supports cache salts")
 
     # --- finishing -------------------------------------------------------------------------
 
@@ -380,7 +349,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     try:
         import uvloop
 
-        return uvloop.new_event_loop  # type: ignore[no-any-return]
+        return uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         return asyncio.new_event_loop
 

@@ -176,7 +176,8 @@ def _list_array(arrays: Sequence[npt.NDArray[Any]], dtype: pa.DataType) -> pa.Ar
     offsets = np.zeros(len(arrays) + 1, dtype=np.int32 if lengths.sum() < 2**31 else np.int64)
     np.cumsum(lengths, out=offsets[1:])
     np_dtype = np.int64 if dtype == pa.int64() else np.int32
-    flat = np.concatenate(arrays).astype(np_dtype, copy=False) if arrays else np.zeros(0, np_dtype)
+    flat: npt.NDArray[Any] = (np.concatenate(arrays).astype(np_dtype, copy=False) if arrays
+                              else np.zeros(0, np_dtype))
     if offsets.dtype == np.int64:
         return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat, type=dtype)).cast(
             pa.list_(dtype)
@@ -199,7 +200,7 @@ def _split(col: pa.ChunkedArray, np_dtype: type) -> list[npt.NDArray[Any]]:
     if isinstance(arr, pa.ChunkedArray):  # pragma: no cover - pyarrow version differences
         arr = arr.combine_chunks()
     offsets = np.asarray(arr.offsets)
-    flat = np.asarray(arr.values.to_numpy(zero_copy_only=False), dtype=np_dtype)
+    flat: npt.NDArray[Any] = np.asarray(arr.values.to_numpy(zero_copy_only=False), dtype=np_dtype)
     base = offsets[0]
     return [flat[offsets[i] - base : offsets[i + 1] - base] for i in range(len(offsets) - 1)]
 

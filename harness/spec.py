@@ -64,10 +64,26 @@ class ServiceProfile(_Strict):
     host: str = "127.0.0.1"
     port: int | None = Field(None, ge=0, le=65535)
     python: str | None = Field(None, description="interpreter that runs the engine (default: this one)")
+    # SGLang launch settings (None = leave the engine's default; see harness.service.command)
+    mem_fraction_static: float | None = Field(None, gt=0, le=1)
+    max_total_tokens: int | None = Field(None, ge=1, description="KV pool size in tokens")
+    chunked_prefill_size: int | None = Field(None, ge=1)
+    max_running_requests: int | None = Field(None, ge=1)
+    max_prefill_tokens: int | None = Field(None, ge=1)
+    cuda_graph_bs: list[int] | None = None
+    attention_backend: str | None = None
+    moe_backend: str | None = None
+    page_size: int | None = Field(None, ge=1)
+    disable_radix_cache: bool = False
+    trust_remote_code: bool = False
+    numa: Literal["none", "interleave"] = "none"
+    nnodes: int = Field(1, ge=1)
+    node_rank: int | None = Field(None, ge=0)
+    dist_init_addr: str | None = None
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     patches: str | None = Field(None, description="path of a model_patches series file")
-    sim: SimSettings = Field(default_factory=SimSettings)
+    sim: SimSettings = Field(default_factory=lambda: SimSettings())
     startup_timeout_s: float = Field(900.0, gt=0)
     expect: dict[str, Any] = Field(
         default_factory=dict,
@@ -156,7 +172,7 @@ class CampaignSpec(_Strict):
     corpora: CorporaSpec = Field(default_factory=CorporaSpec)
     decode: DecodeSpec | None = None
     prefill: PrefillSpec | None = None
-    order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"])
+    order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"])  # type: ignore[arg-type]
     request_timeout_s: float = Field(1800.0, gt=0)
 
     @model_validator(mode="after")
@@ -170,6 +186,56 @@ class CampaignSpec(_Strict):
         if self.prefill is not None and not self.corpora.prefill:
             raise ValueError("'prefill' is set but 'corpora.prefill' is missing")
         return self
+
+
+class AbbaWorkload(_Strict):
+    """The fixed waves of an ABBA screen: the same requests in every leg."""
+
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    claim_class: ClaimClass = "native-ar"
+    corpus: str
+    concurrency: int = Field(ge=1)
+    cases: list[str] | None = Field(None, description="case ids (default: the first `concurrency` cases)")
+    waves_per_leg: int = Field(2, ge=1)
+    warmup_waves: int = Field(1, ge=0)
+    max_new_tokens: int = Field(2048, ge=1)
+    ignore_eos: bool = False
+    cache_salt: Literal["fresh", "none"] = "fresh"
+    boundary: Literal["resident", "http"] = "resident"
+    declared_change: list[str] = Field(
+        default_factory=list,
+        description="profile keys the candidate may change (dotted, e.g. sim.step_factor, env, extra_args)",
+    )
+    noise_floor_pct: float = Field(0.5, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> AbbaWorkload:
+        if self.cases is not None and len(self.cases) != self.concurrency:
+            raise ValueError(f"cases lists {len(self.cases)} ids but concurrency is {self.concurrency}")
+        return self
+
+
+class AbbaSpec(_Strict):
+    """An ABBA screen (``kind: abba``): control and candidate profiles plus a fixed workload."""
+
+    format_version: int = SPEC_FORMAT_VERSION
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["abba"] = "abba"
+    description: str = ""
+    protocol_class: Literal["abba-screen"] = "abba-screen"
+    labels: list[str] = Field(default_factory=list)
+    control: ServiceProfile
+    candidate: ServiceProfile
+    workload: AbbaWorkload
+    fresh_candidate: bool = False
+    allow_identity_change: bool = False
+    request_timeout_s: float = Field(1800.0, gt=0)
+
+    @property
+    def claim_class(self) -> ClaimClass:
+        """The claim class declared by the workload."""
+        return self.workload.claim_class
 
 
 # --- loading with good errors -------------------------------------------------------------
@@ -274,16 +340,55 @@ def resolve_path(value: str, base: Path) -> Path:
     return (base / p).resolve()
 
 
+def _inline_file(data: dict[str, Any], key: str, base: Path, model: type[BaseModel]) -> None:
+    """Replace ``data[key]`` naming a YAML file by that file's (validated) content."""
+    ref = data.get(key)
+    if isinstance(ref, str):
+        path = resolve_path(ref, base)
+        loaded = read_yaml(path)
+        parse_model(model, loaded, str(path))
+        data[key] = loaded
+
+
 def load_campaign(path: Path) -> CampaignSpec:
-    """Load and validate a campaign YAML file (``service`` may name a profile file)."""
+    """Load and validate a formal-matrix YAML file (``service`` may name a profile file)."""
+    spec = load_any(path)
+    if not isinstance(spec, CampaignSpec):
+        raise SpecError(f"{path}: kind '{spec.kind}' is not a formal matrix",
+                        hint="run ABBA specs with 'dsv4h campaign run' or 'dsv4h abba'")
+    return spec
+
+
+def load_any(path: Path) -> CampaignSpec | AbbaSpec:
+    """Load a campaign of any kind (``formal-matrix`` or ``abba``); profile and workload entries
+    may name YAML files relative to the spec."""
     data = read_yaml(path)
-    if isinstance(data, dict):
-        _inline_service(data, path.parent, str(path))
-        kind = data.get("kind", "formal-matrix")
-        if kind != "formal-matrix":
-            raise SpecError(f"{path}: kind '{kind}' is not a formal matrix",
-                            hint="this command runs 'kind: formal-matrix' specs")
+    if not isinstance(data, dict):
+        return parse_model(CampaignSpec, data, str(path))
+    kind = data.get("kind", "formal-matrix")
+    if kind == "abba":
+        for key in ("control", "candidate"):
+            _inline_file(data, key, path.parent, ServiceProfile)
+        _inline_file(data, "workload", path.parent, AbbaWorkload)
+        return parse_model(AbbaSpec, data, str(path))
+    if kind != "formal-matrix":
+        raise SpecError(f"{path}: kind '{kind}' is not known", hint="use kind: formal-matrix or kind: abba")
+    _inline_service(data, path.parent, str(path))
     return parse_model(CampaignSpec, data, str(path))
+
+
+def abba_from_files(control: Path, candidate: Path, workload: Path, *, fresh_candidate: bool = False,
+                    allow_identity_change: bool = False) -> AbbaSpec:
+    """Assemble an ABBA spec from two profile files and a workload file (``dsv4h abba``)."""
+    ctrl = parse_model(ServiceProfile, read_yaml(control), str(control))
+    cand = parse_model(ServiceProfile, read_yaml(candidate), str(candidate))
+    wl = parse_model(AbbaWorkload, read_yaml(workload), str(workload))
+    wl_data = wl.model_dump()
+    wl_data["corpus"] = str(resolve_path(wl.corpus, workload.parent))
+    name = wl.name or f"{ctrl.name}-vs-{cand.name}"
+    return AbbaSpec(name=name, description=wl.description, control=ctrl, candidate=cand,
+                    workload=AbbaWorkload.model_validate(wl_data), fresh_candidate=fresh_candidate,
+                    allow_identity_change=allow_identity_change, request_timeout_s=1800.0)
 
 
 def load_profile(path: Path) -> ServiceProfile:

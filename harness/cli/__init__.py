@@ -43,12 +43,23 @@ def _register() -> None:
     for module, name in _GROUPS:
         mod = importlib.import_module(f"harness.cli.{module}")
         app.add_typer(mod.app, name=name)
+    for module, name in _COMMANDS:
+        mod = importlib.import_module(f"harness.cli.{module}")
+        app.command(name)(getattr(mod, name))
 
 
 _GROUPS: list[tuple[str, str]] = [
     ("campaign_cmd", "campaign"),
     ("archive_cmd", "archive"),
     ("ledger_cmd", "ledger"),
+    ("gpu_cmd", "gpu"),
+    ("corpus_cmd", "corpus"),
+    ("sim_cmd", "sim"),
+]
+
+
+_COMMANDS: list[tuple[str, str]] = [
+    ("abba_cmd", "abba"),
 ]
 
 

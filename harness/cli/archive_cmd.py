@@ -57,7 +57,7 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
     console.print(f"[bold]archive {a.archive_id}[/] ({a.path})")
     console.print(t)
     if (a.path / "results.json").exists():
-        cells = [CellResult(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})
+        cells = [CellResult(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})  # type: ignore[arg-type]
                  for c in a.json("results.json")["cells"]]
         if cells:
             console.print(pd_table(cells, title=run.get("campaign", ""), simulated=run.get("backend") == "sim"))

@@ -12,7 +12,8 @@ from harness.cli.progress import LiveReporter
 from harness.cli.render import pd_table, plan_table
 from harness.errors import ArchiveError
 from harness.pipeline import load_corpora, make_plan, run_campaign
-from harness.spec import load_campaign
+from harness.errors import SpecError
+from harness.spec import AbbaSpec, load_any, load_campaign
 
 app = typer.Typer(help="Formal matrix campaigns.\n\nExample: dsv4h campaign run campaigns/demo-matrix.yaml",
                   no_args_is_help=True)
@@ -45,12 +46,26 @@ def run_cmd(
     resume: Annotated[str | None, typer.Option("--resume", help="continue a partial/failed archive "
                                                "(path or id) into a new archive")] = None,
 ) -> None:
-    """Run a formal matrix: one fresh service, cells in order, warmups excluded, three measured
-    rounds per cell; writes a hashed archive and appends the ledgers.
+    """Run a campaign. A formal matrix: one fresh service, cells in order, warmups excluded, three
+    measured rounds per cell. A spec of kind abba runs an ABBA screen (as 'dsv4h abba'). Either way
+    a hashed archive is written and the ledgers appended.
 
     Example: dsv4h campaign run campaigns/demo-matrix.yaml --workspace ./ws
     """
     ws = workspace if str(workspace) != "." else default_workspace()
+    loaded = load_any(spec)
+    if isinstance(loaded, AbbaSpec):
+        if resume is not None:
+            raise SpecError("an ABBA screen cannot be resumed", hint="run the screen again; legs must be contiguous")
+        from harness.abba_run import run_abba
+        from harness.cli.abba_cmd import _Progress, render_abba
+
+        out = run_abba(loaded, ws, base=spec.parent, reporter=_Progress(), spec_bytes=spec.read_bytes())
+        render_abba(out)
+        console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
+        if out.error is not None:
+            raise out.error
+        return
     resume_path = None
     if resume is not None:
         from harness.archive import find_archive
@@ -61,7 +76,7 @@ def run_cmd(
     simulated = outcome.archive.manifest["run"]["backend"] == "sim"
     console.print(pd_table(outcome.results.cells, title=f"{outcome.plan.campaign}: formal native P/D matrix",
                            simulated=simulated))
-    console.print(f"archive {outcome.archive.archive_id} [{outcome.status}] at {outcome.archive.path}")
+    console.print(f"archive {outcome.archive.archive_id} ({outcome.status}) at {outcome.archive.path}")
     if outcome.ledger_rows:
         console.print("ledgers: " + ", ".join(f"{k} +{v}" for k, v in sorted(outcome.ledger_rows.items())))
     if outcome.error is not None:

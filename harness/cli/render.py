@@ -17,14 +17,20 @@ def fmt(x: float, digits: int = 2) -> str:
 
 
 def plan_table(plan: Plan) -> Table:
-    """The ordered cells of a plan."""
+    """The ordered cells of a plan (one row per cell)."""
     t = Table(title=f"plan {plan.plan_id} — campaign {plan.campaign}", title_justify="left")
-    for col in ("#", "cell id", "workload", "C", "rounds", "warmup waves", "waves / round", "max new tokens", "cache"):
-        t.add_column(col, justify="right" if col in ("#", "C", "rounds", "warmup waves", "max new tokens") else "left")
+    t.add_column("#", justify="right")
+    t.add_column("cell id", no_wrap=True)
+    t.add_column("C", justify="right")
+    t.add_column("rounds", justify="right")
+    t.add_column("warmup", justify="right")
+    t.add_column("each round")
+    t.add_column("max tok", justify="right")
+    t.add_column("cache")
     for c in plan.cells:
-        per_round = (f"{c.waves_per_round}" if c.workload == "prefill"
-                     else f"until ≥ {c.min_resident_seconds:g} s resident (max {c.max_waves_per_round})")
-        t.add_row(str(c.index), c.cell_id, c.workload, str(c.concurrency), str(c.rounds), str(c.warmup_waves),
+        per_round = (f"{c.waves_per_round} wave(s)" if c.workload == "prefill"
+                     else f"≥{c.min_resident_seconds:g} s resident")
+        t.add_row(str(c.index), c.cell_id, str(c.concurrency), str(c.rounds), str(c.warmup_waves),
                   per_round, str(c.max_new_tokens), c.cache)
     return t
 
@@ -34,7 +40,7 @@ def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Tab
     three-round medians with every round's value."""
     label = " [bold yellow](SIMULATED)[/]" if simulated else ""
     t = Table(title=f"{title}{label}", title_justify="left",
-              caption="P and resident D: median of round rates [each round]; HTTP: all measured waves. "
+              caption="P and resident D: median of round rates (each round listed); HTTP: all measured waves. "
                       "Rounds marked * are not ok (failed/short/incomplete) and excluded from medians. "
                       "Resident and HTTP decode are distinct metrics.", caption_justify="left")
     t.add_column("C", justify="right")
@@ -51,7 +57,8 @@ def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Tab
         def rounds(c: CellResult | None) -> str:
             if c is None:
                 return ""
-            return " ".join(fmt(r) + ("" if s == "ok" else "*") for r, s in zip(c.round_rates, c.round_status, strict=True))
+            pairs = zip(c.round_rates, c.round_status, strict=True)
+            return "\n".join(fmt(r) + ("" if s == "ok" else "*") for r, s in pairs)
 
         def med(c: CellResult | None) -> str:
             if c is None:

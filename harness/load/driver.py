@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable, Coroutine, Sequence
+import contextlib
+import gc
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -75,7 +77,9 @@ class LoadClient:
     ``async with LoadClient(base_url, protocol="sglang", concurrency=64) as c:``. ``timeout_s``
     is the longest silence (seconds) tolerated while reading a response (a prefill queue can be
     long); ``connect_timeout_s`` bounds connection setup. For ``protocol="vllm"`` without a
-    ``model``, the first model of ``GET /v1/models`` is used.
+    ``model``, the first model of ``GET /v1/models`` is used. With ``pause_gc`` (default),
+    ``run_wave`` suspends Python's cyclic garbage collector while the wave is in flight, so a
+    collection pause never delays event timestamps (reference counting still frees memory).
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class LoadClient:
         model: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        pause_gc: bool = True,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
@@ -97,6 +102,7 @@ class LoadClient:
         self.concurrency = concurrency
         self.model = model
         self.url = self.base_url + ENDPOINTS[protocol]
+        self.pause_gc = pause_gc
         self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
@@ -187,8 +193,34 @@ async def run_wave(client: LoadClient, requests: Sequence[WaveRequest]) -> list[
         raise ValueError("rids within a wave must be unique (servers reject duplicates)")
     bodies = [client.body(r) for r in requests]
     n = len(requests)
-    tasks = [asyncio.ensure_future(client.send(r, b, n)) for r, b in zip(requests, bodies, strict=True)]
-    return list(await asyncio.gather(*tasks))
+    with _gc_paused(client.pause_gc):
+        tasks = [asyncio.ensure_future(client.send(r, b, n)) for r, b in zip(requests, bodies, strict=True)]
+        return list(await asyncio.gather(*tasks))
+
+
+_gc_state = {"depth": 0, "was_enabled": False}
+
+
+@contextlib.contextmanager
+def _gc_paused(enabled: bool) -> Iterator[None]:
+    """Disable automatic cyclic GC inside the block.
+
+    Overlapping blocks (concurrent waves) share one pause; the state found by the first is
+    restored when the last ends.
+    """
+    if not enabled:
+        yield
+        return
+    if _gc_state["depth"] == 0:
+        _gc_state["was_enabled"] = gc.isenabled()
+        gc.disable()
+    _gc_state["depth"] += 1
+    try:
+        yield
+    finally:
+        _gc_state["depth"] -= 1
+        if _gc_state["depth"] == 0 and _gc_state["was_enabled"]:
+            gc.enable()
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

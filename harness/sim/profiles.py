@@ -31,7 +31,9 @@ class SimProfile(BaseModel):
     prefill_a_s: float = Field(ge=0, description="fixed cost of one prefill forward (s)")
     prefill_rate_tps: float = Field(gt=0, description="prefill tokens/s inside a forward")
     gather_s: float = Field(
-        ge=0, description="an idle scheduler waits this long after the first arrival before its first batch"
+        ge=0,
+        description="wall seconds an idle scheduler waits after the first arrival before forming its first "
+        "batch (the front end's batching window; not scaled by time_scale)",
     )
     prefill_admission: int = Field(ge=1, description="max requests in one prefill forward")
     chunk_budget: int = Field(ge=1, description="max prompt tokens in one prefill forward (chunked prefill)")
@@ -94,11 +96,11 @@ PROFILES: dict[str, SimProfile] = {
         SimProfile(
             name="paper-tp8",
             description="DeepSeek-V4-Flash TP8 as measured in the report (Table 2 resident decode; "
-            "prefill a=0.478 s, p=12325 tok/s: every prefill tier within 1.5%)",
+            "prefill a=0.463 s, p=12325 tok/s, 20 ms gather: every prefill tier within 1.5%)",
             decode_tiers=PAPER_DECODE,
-            prefill_a_s=0.478,
+            prefill_a_s=0.463,
             prefill_rate_tps=12325.0,
-            gather_s=0.005,
+            gather_s=0.020,
             prefill_admission=16,
             chunk_budget=32768,
             max_running=64,
@@ -107,12 +109,12 @@ PROFILES: dict[str, SimProfile] = {
         ),
         SimProfile(
             name="fast",
-            description="test profile: decode steps 1.25-8 ms, prefill of a few ms, completions 16-64 tokens",
-            decode_tiers=((1, 800.0), (2, 1500.0), (4, 2800.0), (8, 4000.0), (16, 5300.0), (32, 6400.0),
-                          (64, 8000.0)),
+            description="test profile: decode steps 2-12.8 ms, prefill of a few ms, completions 16-64 tokens",
+            decode_tiers=((1, 500.0), (2, 900.0), (4, 1600.0), (8, 2500.0), (16, 3500.0), (32, 4000.0),
+                          (64, 5000.0)),
             prefill_a_s=0.002,
             prefill_rate_tps=2_000_000.0,
-            gather_s=0.002,
+            gather_s=0.005,
             prefill_admission=16,
             chunk_budget=32768,
             max_running=64,
@@ -147,16 +149,17 @@ def analytic_prefill_rate(
 ) -> float:
     """Prefill rate (input tok/s) of a wave of ``n_requests`` fresh prompts of ``prompt_len`` tokens.
 
-    It is all prompt tokens / (first arrival to last first token) for requests that each ask for one
-    output token, with nothing served from the prefix cache: the gather window plus the prefill forwards
-    the scheduler forms with exactly the batching rules it uses at run time.
+    It is all prompt tokens / (first arrival to last first token) for requests that all arrive within
+    the gather window, each asking for one output token, with nothing served from the prefix cache: the
+    gather window (unscaled) plus the prefill forwards (scaled) the scheduler forms with exactly the
+    batching rules it uses at run time.
     """
     if n_requests < 1 or prompt_len < 1:
         raise ValueError("n_requests and prompt_len must be >= 1")
     # A one-token request finishes at the end of its prefill, so it never stays resident afterwards.
     remaining = [prompt_len] * n_requests
     chunked = 0
-    seconds = profile.gather_s * time_scale
+    seconds = profile.gather_s
     while chunked or remaining:
         reserve = prompt_len + 1
         kv_free = profile.max_total_num_tokens - (reserve if chunked else 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 
@@ -55,7 +56,13 @@ def test_cumulative_stream_record_and_request_body() -> None:
     assert rec.send_ns < rec.event_ns[0] <= rec.event_ns[-1] <= rec.done_ns
     assert np.all(np.diff(rec.event_ns) >= 0)
     assert rec.emit_ns.size == 0
-    assert (rec.case_id, rec.wave_id, rec.cache_salt, rec.input_len, rec.concurrency) == ("c7", "w", "s1", 4, 1)
+    assert (rec.case_id, rec.wave_id, rec.cache_salt, rec.input_len, rec.concurrency) == (
+        "c7",
+        "w",
+        "s1",
+        4,
+        1,
+    )
     assert srv.bodies == [
         {
             "input_ids": IDS,
@@ -99,7 +106,8 @@ def test_crlf_stream_split_mid_event() -> None:
     body = sse(sg_stream(TOKENS, [2, 4])).replace(b"\n", b"\r\n")
     with serve(chunks_handler([body[:17], body[17:51], body[51:]])) as srv:
         rec = one(srv.url)
-    assert rec.error is None and rec.output_ids.tolist() == TOKENS
+    assert rec.error is None
+    assert rec.output_ids.tolist() == TOKENS
 
 
 def test_scripted_times_known_answer() -> None:
@@ -127,8 +135,10 @@ def test_scripted_times_known_answer() -> None:
         assert at * 1000 <= got <= at * 1000 + 40, (got, at)
     lag_ms = (rec.event_ns - rec.emit_ns) / 1e6
     assert rec.emit_ns.size == len(script)
-    assert np.all(lag_ms >= 0) and np.all(lag_ms < 40), lag_ms
-    assert rec.first_token_ns == rec.event_ns[0] and rec.last_token_ns == rec.event_ns[-1]
+    assert np.all(lag_ms >= 0), lag_ms
+    assert np.all(lag_ms < 40), lag_ms
+    assert rec.first_token_ns == rec.event_ns[0]
+    assert rec.last_token_ns == rec.event_ns[-1]
 
 
 # ---------------------------------------------------------------- failure modes
@@ -138,7 +148,8 @@ def test_http_500() -> None:
     with serve(body_handler(b"internal boom", status=500, content_type="text/plain")) as srv:
         rec = one(srv.url)
     assert (rec.http_status, rec.error) == (500, "http 500: internal boom")
-    assert rec.event_tokens.size == 0 and rec.done_ns >= rec.send_ns
+    assert rec.event_tokens.size == 0
+    assert rec.done_ns >= rec.send_ns
 
 
 def test_http_429_body_truncated_to_200_chars() -> None:
@@ -154,7 +165,8 @@ def test_error_event_then_done() -> None:
     with serve(body_handler(sse(payloads))) as srv:
         rec = one(srv.url)
     assert rec.error == "error event: KV cache exhausted"
-    assert rec.http_status == 200 and rec.event_tokens.tolist() == [1]
+    assert rec.http_status == 200
+    assert rec.event_tokens.tolist() == [1]
 
 
 def test_close_mid_stream() -> None:
@@ -170,7 +182,7 @@ def test_close_mid_stream() -> None:
 
     with serve(handler) as srv:
         rec = one(srv.url)
-    assert rec.error is not None and rec.error.startswith("disconnected after 3 events"), rec.error
+    assert (rec.error or "").startswith("disconnected after 3 events"), rec.error
     assert rec.event_tokens.tolist() == [1, 2, 3]
     assert rec.output_ids.tolist() == TOKENS[:3]
 
@@ -186,7 +198,8 @@ def test_malformed_json_event() -> None:
     payloads = [sg_event(TOKENS[:1], 1), b'{"meta_info": {"completion_tokens": 2', b"[DONE]"]
     with serve(body_handler(sse(payloads))) as srv:
         rec = one(srv.url)
-    assert rec.error is not None and rec.error.startswith("malformed event: ")
+    assert rec.error is not None
+    assert rec.error.startswith("malformed event: ")
     assert rec.event_tokens.tolist() == [1]
 
 
@@ -202,12 +215,13 @@ def test_abort_finish_reason() -> None:
     abort = {"type": "abort", "message": "Abort before prefill"}
     with serve(body_handler(sse([sg_event([], 0, finish=abort), b"[DONE]"]))) as srv:
         rec = one(srv.url)
-    assert rec.error == "aborted: Abort before prefill" and rec.finish_reason == "abort"
+    assert rec.error == "aborted: Abort before prefill"
+    assert rec.finish_reason == "abort"
 
 
 def test_connection_refused() -> None:
     rec = one(f"http://127.0.0.1:{closed_port()}")
-    assert rec.error is not None and rec.error.startswith("connection refused: "), rec.error
+    assert (rec.error or "").startswith("connection refused: "), rec.error
     assert rec.http_status is None
 
 
@@ -254,7 +268,8 @@ def test_vllm_stream_and_model_discovery() -> None:
     with serve(handler, "/v1/completions", {"/v1/models": models}) as srv:
         rec = one(srv.url, protocol="vllm", cache_salt="salt")
     assert rec.error is None, rec.error
-    assert rec.output_ids.tolist() == [7, 8, 9] and rec.output_mode == "delta"
+    assert rec.output_ids.tolist() == [7, 8, 9]
+    assert rec.output_mode == "delta"
     assert rec.event_tokens.tolist() == [1, 3, 3]
     assert (rec.prompt_tokens, rec.cached_tokens, rec.completion_tokens) == (4, 0, 3)
     assert rec.finish_reason == "length"
@@ -289,7 +304,9 @@ def test_wave_order_identity_and_togetherness() -> None:
         return web.Response(body=sse(sg_stream(TOKENS[: n + 1], [n + 1])), content_type="text/event-stream")
 
     reqs = [
-        WaveRequest(input_ids=IDS, max_new_tokens=6, rid=f"r{i}", case_id=f"case{i}", wave_index=3, run_id="R")
+        WaveRequest(
+            input_ids=IDS, max_new_tokens=6, rid=f"r{i}", case_id=f"case{i}", wave_index=3, run_id="R"
+        )
         for i in range(5)
     ]
     with serve(handler) as srv:
@@ -329,4 +346,26 @@ def test_probe() -> None:
         run_sync(probe(srv.url))
     with pytest.raises(ServerUnreachable) as info:
         run_sync(probe(f"http://127.0.0.1:{closed_port()}"))
-    assert info.value.hint and "nothing answers" in info.value.message
+    assert info.value.hint
+    assert "nothing answers" in info.value.message
+
+
+@pytest.mark.parametrize("pause_gc", [True, False])
+def test_gc_paused_only_during_wave(pause_gc: bool) -> None:
+    seen: list[bool] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append(gc.isenabled())
+        return web.Response(body=sse(sg_stream(TOKENS, [6])), content_type="text/event-stream")
+
+    async def main(url: str) -> None:
+        async with LoadClient(url, concurrency=2, pause_gc=pause_gc) as c:
+            a = run_wave(c, [WaveRequest(IDS, 6, rid="a")])
+            b = run_wave(c, [WaveRequest(IDS, 6, rid="b")])
+            await asyncio.gather(a, b)
+
+    assert gc.isenabled()
+    with serve(handler) as srv:
+        run_sync(main(srv.url))
+    assert seen == [not pause_gc] * 2
+    assert gc.isenabled()

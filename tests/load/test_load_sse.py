@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -20,7 +21,7 @@ def feed_all(chunks: list[bytes]) -> list[bytes]:
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     cuts = sorted(set(c for c in cuts if 0 < c < len(data)))
     bounds = [0, *cuts, len(data)]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 # ---------------------------------------------------------------- parser: known inputs
@@ -133,7 +134,9 @@ def test_sglang_single_event_stream_is_cumulative() -> None:
 def test_sglang_no_text_unknown_keys_and_no_emit() -> None:
     payloads = sg_stream(TOKENS, [3, 4], text=False, extra={"new_key": {"completion_tokens": 99}})
     out = decode_sg(payloads)
-    assert out.error is None and out.output_ids == TOKENS and out.emit_ns == []
+    assert out.error is None
+    assert out.output_ids == TOKENS
+    assert out.emit_ns == []
     assert out.event_tokens == [3, 7]
 
 
@@ -145,7 +148,9 @@ def test_sglang_emit_dropped_when_some_events_lack_it() -> None:
 def test_sglang_pretty_json_takes_slow_path() -> None:
     payloads = [json.dumps(json.loads(p), indent=1).encode() for p in sg_stream(TOKENS, [2, 5])[:-1]]
     out = decode_sg([*payloads, DONE])
-    assert out.error is None and out.event_tokens == [2, 7] and out.output_ids == TOKENS
+    assert out.error is None
+    assert out.event_tokens == [2, 7]
+    assert out.output_ids == TOKENS
 
 
 def test_sglang_no_output_ids_is_mode_none() -> None:
@@ -157,7 +162,8 @@ def test_sglang_no_output_ids_is_mode_none() -> None:
 def test_sglang_error_event() -> None:
     out = decode_sg([sg_event([1], 1), b'{"error": {"message": "out of memory"}}', DONE])
     assert out.error == "error event: out of memory"
-    assert out.event_tokens == [1] and out.done_ns is not None
+    assert out.event_tokens == [1]
+    assert out.done_ns is not None
 
 
 @pytest.mark.parametrize(
@@ -166,45 +172,55 @@ def test_sglang_error_event() -> None:
 )
 def test_sglang_malformed_event(bad: bytes) -> None:
     out = decode_sg([sg_event([1], 1), bad, DONE])
-    assert out.error is not None and out.error.startswith("malformed event: ")
+    assert out.error is not None
+    assert out.error.startswith("malformed event: ")
     assert out.event_tokens == [1]
 
 
 def test_sglang_malformed_last_event_detected_by_finish() -> None:
     # Shape looks fine, count readable, but the JSON is broken inside: caught by the final parse.
     out = decode_sg([b'{"output_ids":[1],"meta_info":{"completion_tokens":1,}}', DONE])
-    assert out.error is not None and out.error.startswith("malformed event: ")
+    assert out.error is not None
+    assert out.error.startswith("malformed event: ")
 
 
 def test_sglang_abort_is_an_error() -> None:
     abort = {"type": "abort", "message": "client gone"}
     out = decode_sg([sg_event([1], 1), sg_event([1], 1, finish=abort), DONE])
-    assert out.finish_reason == "abort" and out.error == "aborted: client gone"
+    assert out.finish_reason == "abort"
+    assert out.error == "aborted: client gone"
 
 
 def test_sglang_inconsistent_ids() -> None:
     out = decode_sg([sg_event([1], 1), sg_event([1, 2, 3, 4], 2), DONE])
-    assert out.error is not None and out.error.startswith("inconsistent output_ids")
+    assert out.error is not None
+    assert out.error.startswith("inconsistent output_ids")
 
 
 def test_sglang_count_going_down_is_malformed() -> None:
     out = decode_sg([sg_event([1, 2], 2), sg_event([1], 1), DONE])
-    assert out.error is not None and "went from 2 to 1" in out.error
+    assert out.error is not None
+    assert "went from 2 to 1" in out.error
 
 
 def test_sglang_events_after_done_ignored_and_empty_payload_skipped() -> None:
     out = decode_sg([b"", sg_event([1], 1), DONE, sg_event([1, 2], 2)])
-    assert out.event_tokens == [1] and out.n_events == 1
+    assert out.event_tokens == [1]
+    assert out.n_events == 1
 
 
 def test_sglang_event_without_count_is_tolerated() -> None:
     out = decode_sg([b'{"meta_info":{"id":"x"}}', sg_event([1], 1), DONE])
-    assert out.error is None and out.event_tokens == [1] and out.n_events == 2
+    assert out.error is None
+    assert out.event_tokens == [1]
+    assert out.n_events == 2
 
 
 def test_sglang_nothing_received() -> None:
     out = decode_sg([])
-    assert out.error is None and out.completion_tokens is None and out.done_ns is None
+    assert out.error is None
+    assert out.completion_tokens is None
+    assert out.done_ns is None
 
 
 @given(
@@ -222,7 +238,8 @@ def test_cumulative_and_delta_agree(tokens: list[int], sizes: list[int]) -> None
     groups.append(left)
     cum = decode_sg(sg_stream(tokens, groups, mode="cumulative"))
     delta = decode_sg(sg_stream(tokens, groups, mode="delta"))
-    assert cum.error is None and delta.error is None
+    assert cum.error is None
+    assert delta.error is None
     assert cum.output_ids == delta.output_ids == tokens
     assert cum.event_tokens == delta.event_tokens
     assert cum.completion_tokens == delta.completion_tokens == len(tokens)
@@ -235,7 +252,9 @@ def v_chunk(ids: list[int], *, prompt_ids: list[int] | None = None, finish: str 
     choice: dict[str, object] = {"index": 0, "text": "", "finish_reason": finish, "token_ids": ids}
     if prompt_ids is not None:
         choice["prompt_token_ids"] = prompt_ids
-    return json.dumps({"id": "cmpl-1", "object": "text_completion", "choices": [choice], "usage": None}).encode()
+    return json.dumps(
+        {"id": "cmpl-1", "object": "text_completion", "choices": [choice], "usage": None}
+    ).encode()
 
 
 def v_usage(ct: int, pt: int, cached: int | None = None) -> bytes:
@@ -262,10 +281,13 @@ def test_vllm_stream() -> None:
     ]
     out = decode_v(payloads)
     assert out.error is None
-    assert out.output_ids == [5, 6, 7] and out.output_mode == "delta"
-    assert out.event_tokens == [1, 3, 3] and out.event_ns == [10, 11, 12]
+    assert out.output_ids == [5, 6, 7]
+    assert out.output_mode == "delta"
+    assert out.event_tokens == [1, 3, 3]
+    assert out.event_ns == [10, 11, 12]
     assert (out.prompt_tokens, out.cached_tokens, out.completion_tokens) == (3, 2, 3)
-    assert out.finish_reason == "length" and out.done_ns == 14
+    assert out.finish_reason == "length"
+    assert out.done_ns == 14
 
 
 def test_vllm_without_usage_details() -> None:
@@ -275,7 +297,8 @@ def test_vllm_without_usage_details() -> None:
 
 def test_vllm_usage_mismatch() -> None:
     out = decode_v([v_chunk([5]), v_usage(4, 2), DONE])
-    assert out.error is not None and out.error.startswith("inconsistent token_ids")
+    assert out.error is not None
+    assert out.error.startswith("inconsistent token_ids")
 
 
 @pytest.mark.parametrize(
@@ -308,4 +331,5 @@ def test_sse_then_decode_roundtrip() -> None:
         for p in parser.feed(c):
             d.on_event(p, k)
     out = d.finish()
-    assert out.output_ids == TOKENS and out.done_ns is not None
+    assert out.output_ids == TOKENS
+    assert out.done_ns is not None

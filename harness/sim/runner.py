@@ -1,0 +1,111 @@
+"""Ways to run a simulator: in a background thread (tests, notebooks) or as a foreground service."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ServiceDied, ServiceError
+from harness.sim.options import SimOptions
+from harness.sim.server import SimServer
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A fresh event loop: uvloop's when installed, else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+@contextlib.contextmanager
+def running_simulator(**options: Any) -> Iterator[str]:
+    """Run a ``SimServer`` with these ``SimOptions`` fields in a background thread with its own event
+    loop; yields the base URL and stops the server cleanly on exit.
+
+    Timing is only as good as the GIL allows: heavy Python work in the calling thread delays the
+    simulator's steps (it then reports late steps in ``/server_info``).  For timing-critical work run
+    the server in its own process (``dsv4h sim serve``) or in the caller's event loop (``SimServer``).
+    """
+    opts = SimOptions.build(**options)
+    loop = new_event_loop()
+    server = SimServer(opts)
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    def _thread() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            box["url"] = loop.run_until_complete(server.start())
+        except BaseException as exc:  # reported to the caller below
+            box["error"] = exc
+            ready.set()
+            loop.close()
+            return
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(server.stop())
+            loop.close()
+
+    thread = threading.Thread(target=_thread, name="dsv4h-sim", daemon=True)
+    thread.start()
+    ready.wait()
+    if "error" in box:
+        thread.join()
+        exc = box["error"]
+        raise ServiceError(f"the simulator could not start: {exc}", hint="check host/port options") from exc
+    try:
+        yield str(box["url"])
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+
+
+async def serve(
+    options: SimOptions,
+    *,
+    ready_file: Path | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM.  Once listening, writes the URL to ``ready_file`` (atomically) and
+    calls ``on_ready(url)``.  A simulated death raises ``ServiceDied`` after cleanup."""
+    server = SimServer(options)
+    url = await server.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    installed: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    try:
+        if ready_file is not None:
+            tmp = ready_file.with_name(ready_file.name + f".tmp{os.getpid()}")
+            tmp.write_text(url + "\n")
+            tmp.replace(ready_file)
+        if on_ready is not None:
+            on_ready(url)
+        stop_wait = asyncio.ensure_future(stop.wait())
+        died_wait = asyncio.ensure_future(server.died.wait())
+        await asyncio.wait({stop_wait, died_wait}, return_when=asyncio.FIRST_COMPLETED)
+        for fut in (stop_wait, died_wait):
+            fut.cancel()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await server.stop()
+    if server.death_reason is not None:
+        raise ServiceDied(
+            f"the simulator {server.death_reason} (simulated death)",
+            hint="this is the die_after_requests / die_after_s fault; restart the server",
+        )

@@ -1,0 +1,318 @@
+"""The continuous-batching step scheduler: one asyncio task owns all request state.
+
+Model (GUIDE section 6): requests wait in arrival order; a prefill forward admits at most
+``prefill_admission`` requests and ``chunk_budget`` uncached prompt tokens (a long prompt is chunked
+over several forwards) while at most ``max_running`` requests are resident; prefill has priority over
+decode whenever a waiting request can be admitted.  The forward that finishes a prompt produces its
+first output token; each decode step gives every running request one token.  Durations come from
+``harness.sim.batching``.  An idle scheduler waits ``gather_s`` (wall time) after the first arrival
+before forming its first batch, so requests sent together are batched together.
+
+Forwards run on absolute deadlines of ``time.perf_counter()`` (next deadline = previous deadline +
+model duration), so sleep overshoot never accumulates.  When the loop falls behind by more than
+``max(JITTER_TOLERANCE_S, half the next forward)`` it does not burst to catch up: it restarts the
+timeline at "now" and counts a late step and the model time lost (``stats``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from harness.sim.batching import decode_step_s, plan_prefill_forward, prefill_forward_s
+from harness.sim.profiles import SimProfile
+from harness.sim.radix import RadixCache, SaltKey
+from harness.sim.tokens import EOS_ID, OutputPlan
+
+JITTER_TOLERANCE_S = 0.002
+"""Lateness (s) always absorbed by the absolute timeline (timer granularity), never counted as late."""
+
+_TOKEN_BLOCK = 64
+FinishReason = dict[str, Any]
+
+
+class DuplicateRid(Exception):
+    """A request id is already in flight."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What one streamed event carries: new token IDs and, on the last one, the finish reason."""
+
+    token_ids: list[int]
+    finish: FinishReason | None
+
+
+@dataclass(eq=False)
+class SimRequest:
+    """One generate request as the scheduler sees it.  ``arrival`` is ``time.perf_counter()`` (s)."""
+
+    rid: str
+    input_ids: npt.NDArray[np.int32]
+    max_new_tokens: int
+    ignore_eos: bool
+    stop_ids: frozenset[int]
+    salt_key: SaltKey
+    stream: bool
+    interval: int
+    plan: OutputPlan
+    arrival: float
+    queue: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
+    cached_tokens: int = 0
+    prefill_left: int = 0
+    n_out: int = 0
+    finished: bool = False
+    pending: list[int] = field(default_factory=list)
+    _block: list[int] = field(default_factory=list)
+    _block_start: int = 0
+
+    @property
+    def prompt_len(self) -> int:
+        """Prompt length in tokens."""
+        return len(self.input_ids)
+
+    @property
+    def reserve(self) -> int:
+        """Tokens of capacity this request holds while resident (prompt + max new tokens)."""
+        return self.prompt_len + self.max_new_tokens
+
+    def next_token(self) -> int:
+        """The greedy token at position ``n_out`` (does not advance ``n_out``)."""
+        k = self.n_out - self._block_start
+        if not 0 <= k < len(self._block):
+            self._block_start = self.n_out
+            self._block = self.plan.tokens(self.n_out, _TOKEN_BLOCK)
+            k = 0
+        return self._block[k]
+
+
+@dataclass
+class SchedulerStats:
+    """Counters exposed in ``/server_info`` ``internal_states`` and ``/metrics``.  Seconds are wall."""
+
+    prefill_forwards: int = 0
+    decode_steps: int = 0
+    late_steps: int = 0
+    lateness_total_s: float = 0.0
+    wake_lateness_max_s: float = 0.0
+    wake_lateness_sum_s: float = 0.0
+    prompt_tokens_total: int = 0
+    generation_tokens_total: int = 0
+    cached_tokens_total: int = 0
+    last_gen_throughput: float = 0.0
+
+
+@dataclass
+class _Forward:
+    kind: str
+    duration: float
+    batch: list[tuple[SimRequest, int]]
+
+
+async def _sleep_until(deadline: float) -> None:
+    while (delay := deadline - time.perf_counter()) > 0:
+        await asyncio.sleep(delay)
+
+
+class Scheduler:
+    """Owns waiting/running requests and the radix cache; ``run()`` is the one scheduler task."""
+
+    def __init__(
+        self, profile: SimProfile, *, step_factor: float = 1.0, time_scale: float = 1.0,
+        disable_radix_cache: bool = False,
+    ) -> None:
+        self.profile = profile
+        self.step_factor = step_factor
+        self.time_scale = time_scale
+        self.disable_radix_cache = disable_radix_cache
+        self.cache = RadixCache(profile.max_total_num_tokens)
+        self.stats = SchedulerStats()
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.chunked: SimRequest | None = None
+        self.resident: dict[str, SimRequest] = {}
+        self.inflight: dict[str, SimRequest] = {}
+        self._reserved = 0
+        self._wake = asyncio.Event()
+
+    # ----- called by the HTTP layer -------------------------------------------------------------
+    def submit(self, req: SimRequest) -> None:
+        """Queue a request; raises ``DuplicateRid`` if its rid is in flight."""
+        if req.rid in self.inflight:
+            raise DuplicateRid(req.rid)
+        self.inflight[req.rid] = req
+        self.waiting.append(req)
+        self._wake.set()
+
+    def abort(self, rid: str, message: str | None = None) -> None:
+        """Drop a request; with ``message`` its stream gets a final abort chunk."""
+        req = self.inflight.get(rid)
+        if req is None:
+            return
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self.running.remove(req)
+        if self.chunked is req:
+            self.chunked = None
+        self._finish(req)
+        if message is not None:
+            req.queue.put_nowait(Chunk(req.pending, {"type": "abort", "message": message}))
+            req.pending = []
+
+    def abort_all(self, message: str) -> None:
+        """Abort every request in flight, each with a final abort chunk."""
+        for rid in list(self.inflight):
+            self.abort(rid, message)
+
+    def flush_cache(self) -> bool:
+        """Clear the prefix cache unless requests are in flight; returns whether it was cleared."""
+        if self.inflight:
+            return False
+        self.cache.clear()
+        return True
+
+    @property
+    def num_running(self) -> int:
+        """Resident requests (prefilling or decoding)."""
+        return len(self.resident)
+
+    @property
+    def num_waiting(self) -> int:
+        """Requests waiting for admission."""
+        return len(self.waiting)
+
+    def token_usage(self) -> float:
+        """Fraction of ``max_total_num_tokens`` held by resident prompts and outputs."""
+        used = sum(r.prompt_len + r.n_out for r in self.resident.values())
+        return used / self.profile.max_total_num_tokens
+
+    # ----- the scheduler task -------------------------------------------------------------------
+    async def run(self) -> None:
+        """Run forwards forever (cancel to stop)."""
+        clock = time.perf_counter
+        start: float | None = None
+        while True:
+            if not (self.waiting or self.resident):
+                self._wake.clear()
+                await self._wake.wait()
+                start = clock() + self.profile.gather_s
+                await _sleep_until(start)
+            assert start is not None
+            fwd = self._plan()
+            if fwd is None:
+                continue
+            behind = clock() - start
+            if behind > max(JITTER_TOLERANCE_S, 0.5 * fwd.duration):
+                self.stats.late_steps += 1
+                self.stats.lateness_total_s += behind
+                start += behind
+            end = start + fwd.duration
+            await _sleep_until(end)
+            late = clock() - end
+            self.stats.wake_lateness_sum_s += late
+            self.stats.wake_lateness_max_s = max(self.stats.wake_lateness_max_s, late)
+            if fwd.kind == "prefill":
+                self._complete_prefill(fwd)
+            else:
+                self._complete_decode(fwd)
+            start = end
+
+    def _lookup(self, req: SimRequest) -> int:
+        if self.disable_radix_cache:
+            return 0
+        hit = min(self.cache.match(req.salt_key, req.input_ids), req.prompt_len - 1)
+        page = self.profile.page_size
+        return hit // page * page
+
+    def _candidates(self) -> Iterator[tuple[int, int]]:
+        for req in self.waiting:
+            req.cached_tokens = self._lookup(req)
+            req.prefill_left = req.prompt_len - req.cached_tokens
+            yield req.prefill_left, req.reserve
+
+    def _plan(self) -> _Forward | None:
+        if self.waiting or self.chunked is not None:
+            chunked = self.chunked
+            take, grants = plan_prefill_forward(
+                self.profile,
+                chunked_remaining=chunked.prefill_left if chunked is not None else 0,
+                resident=len(self.resident),
+                kv_free=self.profile.max_total_num_tokens - self._reserved,
+                waiting=self._candidates(),
+            )
+            if take or grants:
+                batch: list[tuple[SimRequest, int]] = [(chunked, take)] if chunked is not None and take else []
+                for grant in grants:
+                    req = self.waiting.popleft()
+                    self.resident[req.rid] = req
+                    self._reserved += req.reserve
+                    batch.append((req, grant))
+                tokens = sum(t for _, t in batch)
+                self.stats.prefill_forwards += 1
+                return _Forward("prefill", prefill_forward_s(self.profile, tokens, time_scale=self.time_scale), batch)
+        if self.running:
+            n = len(self.running)
+            dur = decode_step_s(self.profile, n, step_factor=self.step_factor, time_scale=self.time_scale)
+            self.stats.decode_steps += 1
+            self.stats.last_gen_throughput = n / dur
+            return _Forward("decode", dur, [(r, 1) for r in self.running])
+        if self.waiting and not self.resident:
+            # Can never be admitted (capacity): fail it rather than spin.
+            self.abort(self.waiting[0].rid, "request exceeds the simulated token capacity")
+        return None
+
+    def _complete_prefill(self, fwd: _Forward) -> None:
+        for req, tokens in fwd.batch:
+            if req.finished:
+                continue
+            req.prefill_left -= tokens
+            if req.prefill_left > 0:
+                self.chunked = req
+                continue
+            if self.chunked is req:
+                self.chunked = None
+            if not self.disable_radix_cache:
+                self.cache.insert(req.salt_key, req.input_ids)
+            self.stats.prompt_tokens_total += req.prompt_len
+            self.stats.cached_tokens_total += req.cached_tokens
+            if not self._emit(req):
+                self.running.append(req)
+
+    def _complete_decode(self, fwd: _Forward) -> None:
+        for req, _ in fwd.batch:
+            if not req.finished:
+                self._emit(req)
+        self.running = [r for r in self.running if not r.finished]
+
+    def _emit(self, req: SimRequest) -> bool:
+        """Produce the request's next token; returns whether the request finished."""
+        tok = req.next_token()
+        req.n_out += 1
+        req.pending.append(tok)
+        self.stats.generation_tokens_total += 1
+        finish: FinishReason | None = None
+        if req.n_out >= req.max_new_tokens:
+            finish = {"type": "length", "length": req.max_new_tokens}
+        elif (tok == EOS_ID and not req.ignore_eos) or tok in req.stop_ids:
+            finish = {"type": "stop", "matched": tok}
+        if finish is not None or (req.stream and (req.n_out == 1 or len(req.pending) >= req.interval)):
+            req.queue.put_nowait(Chunk(req.pending, finish))
+            req.pending = []
+        if finish is not None:
+            self._finish(req)
+            return True
+        return False
+
+    def _finish(self, req: SimRequest) -> None:
+        req.finished = True
+        self.inflight.pop(req.rid, None)
+        if self.resident.pop(req.rid, None) is not None:
+            self._reserved -= req.reserve

@@ -1,0 +1,276 @@
+"""The simulator's HTTP server (aiohttp): SGLang's native endpoints over the step scheduler.
+
+Endpoints: ``POST /generate``, ``GET /server_info`` (and ``/get_server_info``), ``GET /health``
+(and ``/health_generate``), ``GET|POST /flush_cache``, ``GET /v1/models``, ``GET /get_model_info``,
+``GET /metrics``.  A client that disconnects aborts its request.  Faults (``harness.sim.faults``) and
+death (``die_after_requests`` / ``die_after_s``) are injected here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+
+from harness.sim.faults import Fault, parse_fault
+from harness.sim.info import metrics_text, models_list, server_info
+from harness.sim.options import SimOptions
+from harness.sim.protocol import DONE_EVENT, BadRequest, EventEncoder, error_body, error_event, parse_generate
+from harness.sim.scheduler import Chunk, DuplicateRid, Scheduler, SimRequest
+from harness.sim.tokens import plan_output
+
+_NO_EVENTS = 1 << 62
+
+
+def _error(message: str, status: int) -> web.Response:
+    return web.json_response(error_body(message, status), status=status)
+
+
+class SimServer:
+    """One simulated SGLang server bound to ``options.host:options.port`` (0 picks a free port).
+
+    ``start()`` returns the base URL (also ``url``); ``stop()`` aborts what is in flight (each stream
+    gets an abort event and ``[DONE]``) and closes everything.  ``died`` is set when the server
+    simulated its own death; ``death_reason`` says why.
+    """
+
+    def __init__(self, options: SimOptions) -> None:
+        self.options = options
+        self.profile = options.resolved_profile
+        self.url = ""
+        self.port = 0
+        self.death_reason: str | None = None
+        self.died = asyncio.Event()
+        self.scheduler = Scheduler(
+            self.profile, step_factor=options.step_factor, time_scale=options.time_scale,
+            disable_radix_cache=options.disable_radix_cache,
+        )
+        self._server_fault: Fault | None = parse_fault(options.fault) if options.fault else None
+        self._generate_count = 0
+        self._ready = False
+        self._stopped = False
+        self._created = int(time.time())
+        self._task: asyncio.Task[None] | None = None
+        self._runner: web.AppRunner | None = None
+        self._site: web.SockSite | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+
+    # ----- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> str:
+        """Bind and start serving; returns ``http://host:port``.  ``/health`` is 503 until ready."""
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self.scheduler.run(), name="dsv4h-sim-scheduler")
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_post("/generate", self._generate)
+        for path in ("/server_info", "/get_server_info"):
+            app.router.add_get(path, self._server_info)
+        for path in ("/health", "/health_generate"):
+            app.router.add_get(path, self._health)
+        app.router.add_route("*", "/flush_cache", self._flush_cache)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/get_model_info", self._model_info)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        family = socket.AF_INET6 if ":" in self.options.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.options.host, self.options.port))
+        self.port = int(sock.getsockname()[1])
+        self._site = web.SockSite(self._runner, sock)
+        await self._site.start()
+        host = f"[{self.options.host}]" if family == socket.AF_INET6 else self.options.host
+        self.url = f"http://{host}:{self.port}"
+        if self.options.startup_delay_s > 0:
+            self._timers.append(loop.call_later(self.options.startup_delay_s, self._become_ready))
+        else:
+            self._become_ready()
+        return self.url
+
+    def _become_ready(self) -> None:
+        self._ready = True
+        if self.options.die_after_s is not None:
+            loop = asyncio.get_running_loop()
+            self._timers.append(
+                loop.call_later(self.options.die_after_s, self._die, f"died {self.options.die_after_s} s after ready")
+            )
+
+    async def stop(self) -> None:
+        """Abort in-flight requests, close the listener and connections, stop the scheduler."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for timer in self._timers:
+            timer.cancel()
+        self.scheduler.abort_all("server shutting down")
+        await asyncio.sleep(0)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self._stop_task()
+
+    async def _stop_task(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _die(self, reason: str) -> None:
+        """Simulated crash: stop listening, cut every connection, forget all requests."""
+        if self.death_reason is not None:
+            return
+        self.death_reason = reason
+        self._ready = False
+        if self._site is not None:
+            asyncio.get_running_loop().create_task(self._site.stop())
+        if self._runner is not None and self._runner.server is not None:
+            for conn in self._runner.server.connections:
+                if conn.transport is not None:
+                    conn.transport.abort()
+        self.scheduler.abort_all(reason)
+        if self._task is not None:
+            self._task.cancel()
+        self.died.set()
+
+    # ----- /generate ----------------------------------------------------------------------------
+    def _fault_for(self, params_fault: str | None) -> Fault | None:
+        if params_fault is not None:
+            return parse_fault(params_fault)
+        if self._server_fault is not None and self._generate_count % self.options.fault_every == 0:
+            return self._server_fault
+        return None
+
+    async def _generate(self, request: web.Request) -> web.StreamResponse:
+        arrival = time.perf_counter()
+        if not self._ready:
+            return _error("the server is not ready", 503)
+        self._generate_count += 1
+        limit = self.options.die_after_requests
+        if limit is not None and self._generate_count > limit:
+            self._die(f"died after {limit} requests")
+            return _error("the server died", 503)
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error("the body is not valid JSON", 400)
+        skip = self.options.stream_mode == "skip-tokenizer-init"
+        try:
+            params = parse_generate(body, self.profile, skip_tokenizer_init=skip)
+        except BadRequest as exc:
+            return _error(str(exc), 400)
+        fault = self._fault_for(params.fault)
+        if fault is not None and fault.kind == "http_500":
+            return _error("simulated internal server error (fault http_500)", 500)
+        if fault is not None and fault.kind == "slow_first_byte":
+            await asyncio.sleep(fault.arg / 1000)
+        req = SimRequest(
+            rid=params.rid or uuid.uuid4().hex,
+            input_ids=np.asarray(params.input_ids, dtype=np.int32),
+            max_new_tokens=params.max_new_tokens,
+            ignore_eos=params.ignore_eos,
+            stop_ids=params.stop_ids,
+            salt_key=(params.cache_salt, params.extra_key),
+            stream=params.stream,
+            interval=self.options.stream_interval if params.stream else _NO_EVENTS,
+            plan=plan_output(params.input_ids, self.profile.eos_min, self.profile.eos_max),
+            arrival=arrival,
+        )
+        try:
+            self.scheduler.submit(req)
+        except DuplicateRid:
+            return _error(f"duplicate request id {req.rid!r}: a request with this rid is in flight", 400)
+        try:
+            if params.stream:
+                return await self._stream(request, req, fault)
+            return await self._unary(request, req, fault)
+        finally:
+            if not req.finished:
+                self.scheduler.abort(req.rid)
+
+    async def _stream(self, request: web.Request, req: SimRequest, fault: Fault | None) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        enc = EventEncoder(req.rid, self.options.stream_mode, req.prompt_len)
+        events = 0
+        try:
+            while True:
+                chunk = await req.queue.get()
+                if fault is not None and fault.kind in ("close_mid_stream", "error_event") and (
+                    events >= fault.arg or chunk.finish is not None
+                ):
+                    self.scheduler.abort(req.rid)
+                    if fault.kind == "close_mid_stream":
+                        if request.transport is not None:
+                            request.transport.abort()
+                        return resp
+                    await resp.write(error_event(f"simulated mid-stream error after {events} events"))
+                    break
+                final = chunk.finish is not None
+                e2e = time.perf_counter() - req.arrival if final else None
+                await resp.write(b"data: " + enc.encode(chunk, cached_tokens=req.cached_tokens, e2e_latency=e2e) + b"\n\n")
+                events += 1
+                if final:
+                    break
+            await resp.write(DONE_EVENT)
+            await resp.write_eof()
+        except ConnectionResetError:
+            self.scheduler.abort(req.rid)
+        return resp
+
+    async def _unary(self, request: web.Request, req: SimRequest, fault: Fault | None) -> web.StreamResponse:
+        if fault is not None and fault.kind == "error_event":
+            self.scheduler.abort(req.rid)
+            return _error("simulated internal error (fault error_event)", 500)
+        if fault is not None and fault.kind == "close_mid_stream":
+            self.scheduler.abort(req.rid)
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)
+        tokens: list[int] = []
+        while True:
+            chunk = await req.queue.get()
+            tokens += chunk.token_ids
+            if chunk.finish is not None:
+                break
+        mode = "skip-tokenizer-init" if self.options.stream_mode == "skip-tokenizer-init" else "cumulative"
+        enc = EventEncoder(req.rid, mode, req.prompt_len)
+        body = enc.encode(
+            Chunk(tokens, chunk.finish), cached_tokens=req.cached_tokens,
+            e2e_latency=time.perf_counter() - req.arrival,
+        )
+        return web.Response(body=body, content_type="application/json")
+
+    # ----- the other endpoints -------------------------------------------------------------------
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200) if self._ready else web.Response(status=503)
+
+    async def _server_info(self, request: web.Request) -> web.Response:
+        return web.json_response(server_info(self.options, self.scheduler, self._generate_count, self.port))
+
+    async def _flush_cache(self, request: web.Request) -> web.Response:
+        if self.scheduler.flush_cache():
+            return web.Response(
+                text="Cache flushed.\nPlease check backend logs for more details. (When there are running "
+                "or waiting requests, the operation will not be performed.)\n"
+            )
+        return web.Response(
+            status=400,
+            text=f"Cache not flushed because there are pending requests. "
+            f"#queue-req: {self.scheduler.num_waiting}, #running-req: {self.scheduler.num_running}\n",
+        )
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response(models_list(self.options, self._created))
+
+    async def _model_info(self, request: web.Request) -> web.Response:
+        path = self.options.resolved_model_path
+        info: dict[str, Any] = {"model_path": path, "tokenizer_path": path, "is_generation": True}
+        return web.json_response(info)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(text=metrics_text(self.options, self.scheduler), content_type="text/plain")
