@@ -229,6 +229,8 @@ def main() -> None:
     if unknown:
         ap.error(f"tiers must be among {sorted(RATES)}: {unknown}")
 
+    load_before = os.getloadavg()
+    print(f"load average before: {load_before[0]:.2f} (1 min) on {os.cpu_count()} CPUs", flush=True)
     print(HEADER, flush=True)
     if args.url:
         rows = uvloop.run(bench(args.url.rstrip("/"), tiers, args.seconds, args.repeats))
@@ -246,6 +248,8 @@ def main() -> None:
             "cpus": os.cpu_count(),
             "aiohttp": aiohttp.__version__,
             "uvloop": uvloop.__version__,
+            "loadavg_1min_before": round(load_before[0], 2),
+            "loadavg_1min_after": round(os.getloadavg()[0], 2),
         },
         "targets": {"cpu_ratio_max": CPU_TARGET, "lag_p99_over_step_max": LAG_TARGET},
         "all_pass": all(r["pass_cpu"] and r["pass_lag"] for r in rows),

@@ -1,14 +1,16 @@
 """Result archives: atomic, SHA-256 hashed, versioned, never overwritten (edge module: files).
 
-Layout of ``<workspace>/archives/<archive_id>/``: ``records.parquet`` (raw records), result tables
+Layout of ``<workspace>/archives/<archive_id>/``: ``records/part-NNNNNN.parquet`` (raw records, one
+part per streamed wave, in order), result tables
 (``waves.parquet``, ``rounds.parquet``, ``cells.parquet``), ``results.json``, ``spec.json``,
 ``service.json``, ``environment.json``, ``corpora.json``, ``events.jsonl`` and ``manifest.json``.
 The manifest lists every other file with its SHA-256 and size; the archive id is the first 16 hex
 digits of the SHA-256 of the manifest's canonical JSON, so an archive's name certifies its content.
 
 While a run is in progress its files live in ``archives/.partial-<token>/``; raw records are
-streamed there one Parquet file per wave as waves finish. ``finalize`` merges them, writes the
-manifest and renames the directory into place in one step; an existing target is never replaced.
+streamed there one Parquet part per wave as waves finish (so a crash loses at most the wave in
+flight). ``finalize`` hashes every file, writes the manifest and renames the directory into place
+in one step; an existing target is never replaced.
 
 Archive format history (``ARCHIVE_FORMAT_VERSION``):
   1 - first version (2026-11-29).
@@ -19,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,10 +32,11 @@ import pyarrow.parquet as pq
 
 from harness.errors import ArchiveError
 from harness.hashing import canonical_json, sha256_file, sha256_json
-from harness.records import RECORD_SCHEMA, RequestRecord, read_records, records_to_table
+from harness.records import RECORD_SCHEMA, RequestRecord, records_to_table, table_to_records
 
 ARCHIVE_FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+RECORDS_DIR = "records"
 PARTIAL_PREFIX = ".partial-"
 
 
@@ -76,8 +78,8 @@ class ArchiveWriter:
         self.root.mkdir(parents=True, exist_ok=True)
         self.token = token or f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
         self.dir = self.root / f"{PARTIAL_PREFIX}{self.token}"
-        (self.dir / "waves").mkdir(parents=True, exist_ok=True)
-        self._wave_files: list[Path] = sorted((self.dir / "waves").glob("*.parquet"))
+        (self.dir / RECORDS_DIR).mkdir(parents=True, exist_ok=True)
+        self._wave_files: list[Path] = sorted((self.dir / RECORDS_DIR).glob("part-*.parquet"))
 
     @classmethod
     def reopen(cls, partial_dir: Path) -> ArchiveWriter:
@@ -103,7 +105,7 @@ class ArchiveWriter:
 
     def write_wave(self, records: Sequence[RequestRecord]) -> Path:
         """Stream one finished wave's raw records to disk (atomic), in arrival order."""
-        path = self.dir / "waves" / f"{len(self._wave_files):06d}.parquet"
+        path = self.dir / RECORDS_DIR / f"part-{len(self._wave_files):06d}.parquet"
         atomic_write_table(path, records_to_table(records))
         self._wave_files.append(path)
         return path
@@ -114,22 +116,13 @@ class ArchiveWriter:
 
     def streamed_records(self) -> list[RequestRecord]:
         """All raw records streamed so far, in order."""
-        out: list[RequestRecord] = []
-        for p in self._wave_files:
-            out.extend(read_records(p))
-        return out
+        return table_to_records(read_records_table(self.dir))
 
-    def finalize(self, *, status: str, run: dict[str, Any], extra_tables: bool = True) -> Path:
-        """Merge streamed waves into ``records.parquet``, hash every file, write the manifest and
-        move the directory to ``archives/<archive_id>``. Returns the final path."""
-        waves_dir = self.dir / "waves"
-        if self._wave_files or not (self.dir / "records.parquet").exists():
-            tables = [pq.read_table(p) for p in self._wave_files]
-            merged = pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
-            atomic_write_table(self.dir / "records.parquet", merged)
-        if waves_dir.exists():
-            shutil.rmtree(waves_dir)
-        self._wave_files = []
+    def finalize(self, *, status: str, run: dict[str, Any]) -> Path:
+        """Hash every file, write the manifest and move the directory to
+        ``archives/<archive_id>``. Returns the final path."""
+        if not self._wave_files:
+            self.write_wave([])
         files = {}
         for path in sorted(self.dir.rglob("*")):
             if path.is_file() and path.name != MANIFEST and not path.name.startswith("."):
@@ -179,9 +172,20 @@ class Archive:
         """Load one Parquet table of the archive."""
         return pq.read_table(self.path / name)
 
+    def records_table(self) -> pa.Table:
+        """The raw records as one Arrow table (parts concatenated in order)."""
+        return read_records_table(self.path)
+
     def records(self) -> list[RequestRecord]:
         """The raw records."""
-        return read_records(self.path / "records.parquet")
+        return table_to_records(self.records_table())
+
+
+def read_records_table(directory: Path) -> pa.Table:
+    """Concatenate the record parts under ``directory/records`` in order."""
+    parts = sorted((directory / RECORDS_DIR).glob("part-*.parquet"))
+    tables = [pq.read_table(p) for p in parts]
+    return pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
 
 
 def manifest_id(manifest: dict[str, Any]) -> str:

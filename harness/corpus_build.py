@@ -88,10 +88,13 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "site-packages/*",
 )
 #: The standard-library selection used for the shipped tokenizers and corpora: every ``.py`` file of ``Lib/``
-#: except tests, bundled applications (IDLE, lib2to3, turtledemo) and data-like modules (codec tables, pydoc
-#: topics).
+#: except tests, bundled applications (IDLE, lib2to3, turtledemo), data-like modules (codec tables, pydoc
+#: topics) and files generated when the interpreter was built (``_sysconfigdata_*``, ``config-*/``), which
+#: differ between installations of the same version.
 STDLIB_EXCLUDE: tuple[str, ...] = (
     *DEFAULT_EXCLUDE,
+    "_sysconfigdata_*",
+    "config-*/*",
     "idlelib/*",
     "lib2to3/*",
     "turtledemo/*",
@@ -430,9 +433,9 @@ class _Walker:
         return _File(path, text, starts, overhead)
 
     def window(self, f: _File, s: int, need: int) -> tuple[npt.NDArray[np.int64], int]:
-        """Tokenize lines ``s..j`` once (with offsets), ``j`` the first line end past ``5 * need`` characters
-        (5 characters per token: doubling until the window holds ``need`` tokens or reaches the end of the file). Returns ``cum``
-        with ``cum[k]`` = tokens starting in the first ``k`` lines of the window, and ``j``."""
+        """Tokenize lines ``s..j`` once (with offsets), ``j`` the first line end past ``5 * need`` characters,
+        doubling until the window holds ``need`` tokens or reaches the end of the file. Returns ``cum`` with
+        ``cum[k]`` = tokens starting in the first ``k`` lines of the window, and ``j``."""
         c_start = f.line_starts[s - 1]
         width = max(5 * need, 4096)
         while True:
@@ -452,9 +455,12 @@ class _Walker:
         code = f.text[f.line_starts[s - 1]: f.line_starts[e]]
         return code[:-1] if code.endswith("\n") else code
 
-    def _count(self, f: _File, s: int, e: int) -> tuple[Any, int, int]:
-        text, c0, c1 = self.render(f.path, self._code(f, s, e))
-        return self.encode(text), c0, c1
+    def _counts(self, f: _File, s: int, ends: Sequence[int]) -> list[tuple[Any, int, int]]:
+        """Exact encodings of the prompts for lines ``s..e``, ``e`` in ``ends`` (one parallel batch)."""
+        rendered = [self.render(f.path, self._code(f, s, e)) for e in ends]
+        self.encodes += len(rendered)
+        encs = self.tok.encode_batch([r[0] for r in rendered], add_special_tokens=False)
+        return [(enc, c0, c1) for enc, (_, c0, c1) in zip(encs, rendered, strict=True)]
 
     def span_at(self, f: _File, s: int) -> _Span | None:
         """The excerpt starting at line ``s`` (1-based), or None when the rest of the file is too short.
@@ -470,14 +476,23 @@ class _Walker:
             return None
         k = int(np.searchsorted(cum, need, side="left"))  # lines needed by the estimate
         e = min(max(s + k - 1, s), f.n_lines)
-        enc, c0, c1 = self._count(f, s, e)
+        # The estimate is usually exact to a line: encode e and e - 1 together, then walk if it was not.
+        first = [e, e - 1] if e > s else [e]
+        cache = dict(zip(first, self._counts(f, s, first), strict=True))
+
+        def count(end: int) -> tuple[Any, int, int]:
+            if end not in cache:
+                cache[end] = self._counts(f, s, [end])[0]
+            return cache[end]
+
+        enc, c0, c1 = count(e)
         while len(enc.ids) < self.lo:
             if e >= f.n_lines:
                 return None
             e += 1
-            enc, c0, c1 = self._count(f, s, e)
+            enc, c0, c1 = count(e)
         while e > s:
-            prev = self._count(f, s, e - 1)
+            prev = count(e - 1)
             if len(prev[0].ids) < self.lo:
                 break
             e -= 1

@@ -15,20 +15,20 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Iterator, Sequence
+import hashlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.archive import Archive, atomic_write_table
 from harness.errors import LedgerError
-from harness.hashing import ids_hash16
-from harness.records import RequestRecord
 
 LEDGER_SCHEMA_VERSION = 1
 TABLES = ("runs", "cells", "rounds", "waves", "requests", "comparisons")
@@ -92,24 +92,54 @@ def _with_common(table: pa.Table, common: dict[str, Any]) -> pa.Table:
     return table
 
 
-def request_rows(records: Sequence[RequestRecord]) -> pa.Table:
-    """Per-request summary rows (no per-event arrays): timings in seconds, output hash."""
-    rows = []
-    for r in records:
-        f = r.first_token_ns
-        rows.append({
-            "rid": r.rid, "cell_id": r.cell_id, "wave_id": r.wave_id, "round_index": r.round_index,
-            "wave_index": r.wave_index, "phase": r.phase, "workload": r.workload, "case_id": r.case_id,
-            "input_hash": r.input_hash, "input_len": r.input_len, "concurrency": r.concurrency,
-            "prompt_tokens": r.prompt_tokens, "cached_tokens": r.cached_tokens,
-            "completion_tokens": r.completion_tokens, "n_tokens": r.n_tokens,
-            "n_events": int(r.event_ns.size),
-            "ttft_s": (f - r.send_ns) / 1e9 if f is not None else np.nan,
-            "e2e_s": (r.done_ns - r.send_ns) / 1e9, "finish_reason": r.finish_reason,
-            "http_status": r.http_status, "error": r.error, "ok": r.ok,
-            "output_hash16": ids_hash16(r.output_ids) if r.output_ids.size else None,
-        })
-    return pa.Table.from_pylist(rows)
+def _flat(col: pa.ChunkedArray) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
+    arr = col.combine_chunks()
+    offsets = np.asarray(arr.offsets, dtype=np.int64)
+    values = np.asarray(arr.values.to_numpy(zero_copy_only=False))
+    return offsets - offsets[0], values[offsets[0]:offsets[-1]] if offsets.size else values
+
+
+def request_rows(records: pa.Table) -> pa.Table:
+    """Per-request summary rows from a raw-record table (no per-event arrays): timings in seconds,
+    token counts, output hash. Vectorised over the flattened event arrays."""
+    n = records.num_rows
+    off, tok = _flat(records.column("event_tokens"))
+    _, ev = _flat(records.column("event_ns"))
+    starts, ends = off[:-1], off[1:]
+    n_events = ends - starts
+    has = n_events > 0
+    last_tok = np.where(has, tok[np.maximum(ends - 1, 0)] if tok.size else 0, 0)
+    # first event with >= 1 token: search the positions of such events from each row's start
+    pos = np.flatnonzero(tok >= 1)
+    k = np.searchsorted(pos, starts)
+    first_idx = np.where(k < pos.size, pos[np.minimum(k, max(pos.size - 1, 0))] if pos.size else 0, -1)
+    valid = (first_idx >= 0) & (first_idx < ends) & has
+    send = records.column("send_ns").to_numpy().astype(np.int64)
+    done = records.column("done_ns").to_numpy().astype(np.int64)
+    first_ns = np.where(valid, ev[np.where(valid, first_idx, 0)] if ev.size else 0, 0)
+    ttft = np.where(valid, (first_ns - send) / 1e9, np.nan)
+    ooff, oids = _flat(records.column("output_ids"))
+    oids32 = oids.astype("<i4", copy=False)
+    hashes = [
+        hashlib.sha256(oids32[ooff[i]:ooff[i + 1]].tobytes()).hexdigest()[:16] if ooff[i + 1] > ooff[i] else None
+        for i in range(n)
+    ]
+    errors = records.column("error")
+    keep = ["rid", "cell_id", "wave_id", "round_index", "wave_index", "phase", "workload", "case_id",
+            "input_hash", "input_len", "concurrency", "prompt_tokens", "cached_tokens", "completion_tokens",
+            "finish_reason", "http_status", "error"]
+    out = records.select([c for c in keep if c in records.column_names])
+    extra = {
+        "n_tokens": pa.array(last_tok.astype(np.int64)),
+        "n_events": pa.array(n_events.astype(np.int64)),
+        "ttft_s": pa.array(ttft, type=pa.float64()),
+        "e2e_s": pa.array((done - send) / 1e9, type=pa.float64()),
+        "ok": pc.is_null(errors),
+        "output_hash16": pa.array(hashes, type=pa.string()),
+    }
+    for name, col in extra.items():
+        out = out.append_column(name, col)
+    return out
 
 
 def ingest_archive(workspace: Path, archive: Archive) -> dict[str, int]:
@@ -142,8 +172,9 @@ def ingest_archive(workspace: Path, archive: Archive) -> dict[str, int]:
                 tables[name] = archive.table(f"{name}.parquet")
         if (archive.path / "comparison.parquet").exists():
             tables["comparisons"] = archive.table("comparison.parquet")
-        if (archive.path / "records.parquet").exists():
-            tables["requests"] = request_rows(archive.records())
+        records = archive.records_table()
+        if records.num_rows:
+            tables["requests"] = request_rows(records)
         for name, t in tables.items():
             if t.num_rows == 0:
                 continue

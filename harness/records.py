@@ -106,8 +106,9 @@ class RequestRecord:
     @property
     def first_token_ns(self) -> int | None:
         """``f_i``: arrival of the first event carrying >= 1 output token."""
-        idx = np.flatnonzero(self.event_tokens >= 1)
-        return int(self.event_ns[idx[0]]) if idx.size else None
+        # cumulative counts never decrease, so the first event with >= 1 token is a binary search
+        idx = int(np.searchsorted(self.event_tokens, 1, side="left"))
+        return int(self.event_ns[idx]) if idx < self.event_tokens.size else None
 
     @property
     def last_token_ns(self) -> int | None:

@@ -30,7 +30,8 @@ def test_finalize_merges_waves_and_hashes(tmp_path: Path) -> None:
     path = make(tmp_path)
     a = open_archive(path)
     assert path.name == a.archive_id == manifest_id(a.manifest)
-    assert set(a.manifest["files"]) == {"spec.json", "records.parquet", "events.jsonl"}
+    assert set(a.manifest["files"]) == {"spec.json", "records/part-000000.parquet", "records/part-000001.parquet",
+                                        "events.jsonl"}
     assert [r.rid for r in a.records()] == ["r0", "r1", "r2"]
     assert verify_archive(path) == []
     assert not list((tmp_path / "archives").glob(".partial-*"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.corpus import CASES_FILE, MANIFEST_FILE, load_corpus
+from harness.corpus import CASES_FILE, MANIFEST_FILE
 from harness.corpus_build import (
     DEFAULT_TEMPLATE,
     TINY_SPECIAL_TOKENS,

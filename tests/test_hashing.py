@@ -57,7 +57,7 @@ def test_canonical_json_is_sorted_compact_utf8() -> None:
     assert canonical_json({"b": 1, "a": [1, 2], "é": "ü"}) == '{"a":[1,2],"b":1,"é":"ü"}'.encode()
     assert sha256_json({"x": 1, "y": {"b": 2, "a": 1}}) == sha256_json({"y": {"a": 1, "b": 2}, "x": 1})
     assert sha256_json({"x": 1}) == hashlib.sha256(b'{"x":1}').hexdigest()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not JSON compliant"):
         canonical_json({"x": float("nan")})
 
 

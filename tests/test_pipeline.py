@@ -141,7 +141,7 @@ def test_ctrl_c_keeps_records_and_marks_partial(tmp_path: Path) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        parts = list((ws / "archives").glob(".partial-*/waves/*.parquet")) if (ws / "archives").exists() else []
+        parts = list((ws / "archives").glob(".partial-*/records/*.parquet")) if (ws / "archives").exists() else []
         if len(parts) >= 3:
             break
         time.sleep(0.2)

@@ -29,7 +29,7 @@ def _corpus_summary(c: Corpus) -> str:
 
 
 @app.command("build")
-def build_cmd(  # noqa: PLR0917 (typer maps parameters to options)
+def build_cmd(
     tokenizer: Annotated[Path, typer.Option("--tokenizer", help="tokenizer directory or tokenizer.json")],
     cases: Annotated[int, typer.Option("--cases", help="number of cases (the total, when extending)")],
     out: Annotated[Path, typer.Option("--out", help="corpus directory to write, e.g. corpora/NAME")],
@@ -205,7 +205,7 @@ def show_cmd(
 
 
 @app.command("train-tokenizer")
-def train_tokenizer_cmd(  # noqa: PLR0917
+def train_tokenizer_cmd(
     out: Annotated[Path, typer.Option("--out", help="directory to write tokenizer.json into")],
     vocab_size: Annotated[int, typer.Option("--vocab-size", help="total vocabulary, specials included")],
     specials: Annotated[str, typer.Option(

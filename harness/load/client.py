@@ -104,13 +104,45 @@ async def _read_text(resp: aiohttp.ClientResponse) -> str:
     return raw.decode("utf-8", "replace")[:_ERR_CHARS]
 
 
-async def _read_stream(resp: aiohttp.ClientResponse, decoder: StreamDecoder) -> None:
+class _IdleWatch:
+    """Cancels the current task once nothing was read for ``timeout_s`` seconds.
+
+    The reader only stores ``last_ns`` per socket read; the timer re-arms itself lazily
+    (no per-read timer churn, unlike aiohttp's ``sock_read``).
+    """
+
+    __slots__ = ("_handle", "_loop", "_task", "_timeout_ns", "fired", "last_ns", "status")
+
+    def __init__(self, timeout_s: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._timeout_ns = int(timeout_s * 1e9)
+        self.last_ns = perf_counter_ns()
+        self.fired = False
+        self.status: int | None = None  # HTTP status once headers arrived
+        self._handle = self._loop.call_later(timeout_s, self._check)
+
+    def _check(self) -> None:
+        left_ns = self.last_ns + self._timeout_ns - perf_counter_ns()
+        if left_ns > 0:
+            self._handle = self._loop.call_later(left_ns / 1e9, self._check)
+        else:
+            self.fired = True
+            self._task.cancel()
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, decoder: StreamDecoder, watch: _IdleWatch) -> None:
     feed = SSEParser().feed
     on_event = decoder.on_event
     read = resp.content.readany
     while True:
         chunk = await read()
-        t_ns = perf_counter_ns()
+        watch.last_ns = t_ns = perf_counter_ns()
         if not chunk:
             return
         for payload in feed(chunk):
@@ -120,24 +152,51 @@ async def _read_stream(resp: aiohttp.ClientResponse, decoder: StreamDecoder) -> 
 
 
 async def _exchange(
-    session: aiohttp.ClientSession, url: str, body: bytes, headers: Mapping[str, str], decoder: StreamDecoder
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    decoder: StreamDecoder,
+    idle_timeout_s: float,
 ) -> tuple[int | None, str | None]:
     """POST and read the response into ``decoder``; returns (http status, transport error)."""
+    watch = _IdleWatch(idle_timeout_s)
+    try:
+        return await _exchange_inner(session, url, body, headers, decoder, watch)
+    except asyncio.CancelledError:
+        if not watch.fired:
+            raise
+        task = asyncio.current_task()
+        assert task is not None
+        task.uncancel()
+        return watch.status, f"timeout (read) after {decoder.n_events} events (no data for {idle_timeout_s:g} s)"
+    finally:
+        watch.stop()
+
+
+async def _exchange_inner(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    decoder: StreamDecoder,
+    watch: _IdleWatch,
+) -> tuple[int | None, str | None]:
     status: int | None = None
     try:
         async with session.post(url, data=body, headers=headers) as resp:
-            status = resp.status
+            status = watch.status = resp.status
             if status >= 400:
                 return status, f"http {status}: {await _read_text(resp)}"
             if resp.content_type != "text/event-stream":
                 return status, f"non-SSE body ({resp.content_type}): {await _read_text(resp)}"
-            await _read_stream(resp, decoder)
+            await _read_stream(resp, decoder, watch)
     except aiohttp.ClientConnectorError as exc:
         kind = "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else "connect failed"
         return status, f"{kind}: {exc}"
     except TimeoutError as exc:
         what = "connect" if isinstance(exc, aiohttp.ConnectionTimeoutError) else "read"
-        return status, f"timeout ({what}) after {decoder.n_events} events"
+        return status, f"timeout ({what}) after {decoder.n_events} events: {exc}"
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
         return status, f"disconnected after {decoder.n_events} events ({type(exc).__name__})"
     except aiohttp.ClientError as exc:
@@ -155,19 +214,21 @@ async def stream_request(
     *,
     protocol: Protocol = "sglang",
     fields: Mapping[str, Any] | None = None,
+    idle_timeout_s: float = 600.0,
 ) -> RequestRecord:
     """Send one streamed request and return its record; never raises for request failures.
 
     ``url`` is the full endpoint URL and ``body`` a prepared JSON body (``sglang_body`` /
     ``vllm_body``). ``send_ns`` is taken just before the POST, ``done_ns`` at ``[DONE]`` (or
-    when the body ended or failed). ``fields`` are extra ``RequestRecord`` fields (the
-    campaign identity), copied as given. A protocol-level error seen on the stream wins over
-    the transport error that followed it.
+    when the body ended or failed). The request fails with a timeout once nothing was read
+    for ``idle_timeout_s`` seconds (connect timeouts are the session's). ``fields`` are extra
+    ``RequestRecord`` fields (the campaign identity), copied as given. A protocol-level error
+    seen on the stream wins over the transport error that followed it.
     """
     decoder = new_decoder(protocol)
     headers = {**_HEADERS, "X-Request-Id": rid}
     send_ns = perf_counter_ns()
-    status, transport_error = await _exchange(session, url, body, headers, decoder)
+    status, transport_error = await _exchange(session, url, body, headers, decoder, idle_timeout_s)
     end_ns = perf_counter_ns()
     d = decoder.finish()
     return RequestRecord(

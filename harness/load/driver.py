@@ -103,14 +103,13 @@ class LoadClient:
         self.model = model
         self.url = self.base_url + ENDPOINTS[protocol]
         self.pause_gc = pause_gc
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=timeout_s)
+        self.timeout_s = timeout_s
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> LoadClient:
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, keepalive_timeout=60)
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, auto_decompress=False
-        )
+        self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, auto_decompress=False)
         if self.protocol == "vllm" and self.model is None:
             try:
                 self.model = await self._first_model()
@@ -175,6 +174,7 @@ class LoadClient:
             req.rid,
             protocol=self.protocol,
             fields=req.identity(wave_size),
+            idle_timeout_s=self.timeout_s,
         )
 
 
@@ -186,9 +186,7 @@ async def run_wave(client: LoadClient, requests: Sequence[WaveRequest]) -> list[
     for a connection and the wave would no longer be sent together) or rids repeat.
     """
     if len(requests) > client.concurrency:
-        raise ValueError(
-            f"wave of {len(requests)} requests exceeds the client's concurrency {client.concurrency}"
-        )
+        raise ValueError(f"wave of {len(requests)} requests exceeds the client's concurrency {client.concurrency}")
     if len({r.rid for r in requests}) != len(requests):
         raise ValueError("rids within a wave must be unique (servers reject duplicates)")
     bodies = [client.body(r) for r in requests]

@@ -16,9 +16,10 @@ StreamMode = Literal["cumulative", "delta", "skip-tokenizer-init"]
 class SimOptions(BaseModel):
     """Server options.  Durations in seconds unless named ``_ms``.
 
-    ``time_scale`` multiplies every model duration (not the profile's gather window); ``step_factor`` multiplies decode step time only
-    (``1/1.1`` makes a +10% faster candidate).  ``fault`` (a ``faults`` spec) applies to every
-    ``fault_every``-th ``/generate`` request; a request's own ``sim_fault`` field overrides it.
+    ``time_scale`` multiplies every model duration (not the profile's gather window); ``step_factor``
+    multiplies decode step time only (``1/1.1`` makes a +10% faster candidate).  ``fault`` (a
+    ``harness.sim.faults`` spec) applies to every ``fault_every``-th ``/generate`` request; a request's
+    own ``sim_fault`` field overrides it.
     ``die_after_requests=N``: when request N+1 arrives the server dies (listener closed, every
     connection cut, nothing more answered); ``die_after_s`` does the same that long after ready.
     """

@@ -8,6 +8,7 @@ against the simulator must reproduce (GUIDE sections 1 and 6).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -52,7 +53,7 @@ class SimProfile(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> SimProfile:
         batches = [b for b, _ in self.decode_tiers]
-        if not batches or batches[0] < 1 or any(b2 <= b1 for b1, b2 in zip(batches, batches[1:], strict=False)):
+        if not batches or batches[0] < 1 or any(b2 <= b1 for b1, b2 in itertools.pairwise(batches)):
             raise ValueError("decode_tiers must be non-empty with strictly increasing batch sizes >= 1")
         if any(r <= 0 for _, r in self.decode_tiers):
             raise ValueError("decode_tiers rates must be > 0")
@@ -77,7 +78,7 @@ class SimProfile(BaseModel):
         if batch >= b_last:
             return r_last
         x = math.log2(batch)
-        for (b1, r1), (b2, r2) in zip(tiers, tiers[1:], strict=False):
+        for (b1, r1), (b2, r2) in itertools.pairwise(tiers):
             if b1 <= batch <= b2:
                 frac = (x - math.log2(b1)) / (math.log2(b2) - math.log2(b1))
                 return r1 + (r2 - r1) * frac

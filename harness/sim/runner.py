@@ -83,7 +83,7 @@ async def serve(
     url = await server.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    installed: list[int] = []
+    installed: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)

@@ -212,7 +212,8 @@ class SimServer:
                     break
                 final = chunk.finish is not None
                 e2e = time.perf_counter() - req.arrival if final else None
-                await resp.write(b"data: " + enc.encode(chunk, cached_tokens=req.cached_tokens, e2e_latency=e2e) + b"\n\n")
+                payload = enc.encode(chunk, cached_tokens=req.cached_tokens, e2e_latency=e2e)
+                await resp.write(b"data: " + payload + b"\n\n")
                 events += 1
                 if final:
                     break

@@ -30,14 +30,14 @@ _SPECIAL_TEXT = {
     671: "The", 6102: " capital", 294: " of", 8760: " France", 344: " is", 2619: " **", 51119: "Paris",
     42499: "**.",
 }
-_WORDS = tuple(
-    " " + w
-    for w in (
-        "the of and to in is for on that with as it at by from this be are or an was which not but have "
-        "return def self if else for while import class value data list node index result error count "
-        "true false none int str key item path file line name type size time state model token batch "
-        "step rate cache page query score total sum mean max min loop next call args kwargs yield"
-    ).split()
+_WORDS: tuple[str, ...] = (
+    " the", " of", " and", " to", " in", " is", " for", " on", " that", " with", " as", " it", " at",
+    " by", " from", " this", " be", " are", " or", " an", " was", " which", " not", " but", " have",
+    " return", " def", " self", " if", " else", " for", " while", " import", " class", " value", " data",
+    " list", " node", " index", " result", " error", " count", " true", " false", " none", " int", " str",
+    " key", " item", " path", " file", " line", " name", " type", " size", " time", " state", " model",
+    " token", " batch", " step", " rate", " cache", " page", " query", " score", " total", " sum", " mean",
+    " max", " min", " loop", " next", " call", " args", " kwargs", " yield",
 )
 
 U64 = npt.NDArray[np.uint64]

@@ -75,9 +75,7 @@ class Server:
 
 
 @contextmanager
-def serve(
-    handler: Handler, path: str = "/generate", extra: dict[str, Handler] | None = None
-) -> Iterator[Server]:
+def serve(handler: Handler, path: str = "/generate", extra: dict[str, Handler] | None = None) -> Iterator[Server]:
     """Run ``handler`` at ``path`` (and ``extra`` routes) on a fresh loopback server."""
     with Server({path: handler, **(extra or {})}) as server:
         yield server

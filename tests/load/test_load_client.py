@@ -231,7 +231,8 @@ def test_read_timeout() -> None:
         t0 = time.monotonic()
         rec = one(srv.url, timeout_s=0.3)
         elapsed = time.monotonic() - t0
-    assert rec.error == "timeout (read) after 1 events"
+    assert rec.error == "timeout (read) after 1 events (no data for 0.3 s)"
+    assert rec.http_status == 200
     assert rec.event_tokens.tolist() == [1]
     assert elapsed < 2.5
 
@@ -304,9 +305,7 @@ def test_wave_order_identity_and_togetherness() -> None:
         return web.Response(body=sse(sg_stream(TOKENS[: n + 1], [n + 1])), content_type="text/event-stream")
 
     reqs = [
-        WaveRequest(
-            input_ids=IDS, max_new_tokens=6, rid=f"r{i}", case_id=f"case{i}", wave_index=3, run_id="R"
-        )
+        WaveRequest(input_ids=IDS, max_new_tokens=6, rid=f"r{i}", case_id=f"case{i}", wave_index=3, run_id="R")
         for i in range(5)
     ]
     with serve(handler) as srv:
@@ -369,3 +368,19 @@ def test_gc_paused_only_during_wave(pause_gc: bool) -> None:
         run_sync(main(srv.url))
     assert seen == [not pause_gc] * 2
     assert gc.isenabled()
+
+
+def test_outside_cancellation_propagates() -> None:
+    payloads = sg_stream(TOKENS, [1, 5])
+    handler = chunks_handler([sse(payloads[:1]), sse(payloads[1:])], delays=[0.0, 3.0])
+
+    async def main(url: str) -> None:
+        async with LoadClient(url, concurrency=1, timeout_s=0.05) as c:
+            task = asyncio.ensure_future(run_wave(c, [WaveRequest(IDS, 6, rid="a")]))
+            await asyncio.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    with serve(handler) as srv:
+        run_sync(main(srv.url))

@@ -252,9 +252,7 @@ def v_chunk(ids: list[int], *, prompt_ids: list[int] | None = None, finish: str 
     choice: dict[str, object] = {"index": 0, "text": "", "finish_reason": finish, "token_ids": ids}
     if prompt_ids is not None:
         choice["prompt_token_ids"] = prompt_ids
-    return json.dumps(
-        {"id": "cmpl-1", "object": "text_completion", "choices": [choice], "usage": None}
-    ).encode()
+    return json.dumps({"id": "cmpl-1", "object": "text_completion", "choices": [choice], "usage": None}).encode()
 
 
 def v_usage(ct: int, pt: int, cached: int | None = None) -> bytes:

@@ -193,7 +193,7 @@ def test_nvidia_gpus_header_na_and_bus_id() -> None:
         parse_nvidia_gpus_csv("x, GPU-a, 5, 6\n")
 
 
-_NAMES = st.text(alphabet=st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), max_size=40)
+_NAMES = st.text(alphabet=st.characters(exclude_characters="\n\r", exclude_categories=["Cs"]), max_size=40)
 
 
 def _expected_name(name: str) -> str | None:
@@ -256,7 +256,7 @@ def test_nvml_records_sentinel_none_and_errors() -> None:
     assert [(p.gpu, p.pid, p.vram_bytes, p.name) for p in procs] == [(1, 9, None, None), (1, 10, None, "w")]
     for bad in ("x", [{"uuid": "u"}], [{"index": 0, "procs": "none"}], [{"index": 0, "procs": [{}]}]):
         with pytest.raises(ServiceError, match="NVML"):
-            parse_nvml_records(bad)  # type: ignore[arg-type]
+            parse_nvml_records(bad)
 
 
 # ---------------------------------------------------------------------------------- injected, keys

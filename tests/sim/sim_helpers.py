@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import signal
 import subprocess
@@ -119,7 +120,7 @@ def resident_rate(timelines: list[list[tuple[int, int]]], *, trim: bool = True) 
     t_s = max(tl[0][0] for tl in timelines)
     t_e = min(tl[-1][0] for tl in timelines)
     if trim:
-        gaps = sorted(b[0] - a[0] for tl in timelines for a, b in zip(tl, tl[1:], strict=False))
+        gaps = sorted(b[0] - a[0] for tl in timelines for a, b in itertools.pairwise(tl))
         half = gaps[len(gaps) // 2] / 2
         t_s, t_e = int(t_s + half), int(t_e - half)
     assert t_e > t_s, "no common resident window"
