@@ -246,3 +246,24 @@ def test_tiny_corpus_fits_the_tiny_model() -> None:
     assert c.manifest.tokenizer.vocab_size is not None and c.manifest.tokenizer.vocab_size <= 512
     assert max(int(x.input_ids.max()) for x in c.cases) < 512
     assert min(int(x.input_ids.min()) for x in c.cases) >= 0
+
+
+@pytest.mark.parametrize(("name", "tokenizer"), [("sim-code-512", "dsv4h-sim-bpe-8k"),
+                                                 ("tiny-code-128", "tiny-bpe-512")])
+def test_shipped_ids_are_the_tokenizers_own_encoding(name: str, tokenizer: str) -> None:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(CORPORA / "tokenizers" / tokenizer / "tokenizer.json"))
+    for case in load_corpus(CORPORA / name).cases:
+        text = tok.decode(case.ids_list(), skip_special_tokens=False)
+        assert tok.encode(text, add_special_tokens=False).ids == case.ids_list(), case.case_id
+
+
+def test_docs_quote_the_current_hashes() -> None:
+    readme = (CORPORA / "README.md").read_text()
+    for name in ("sim-code-512", "sim-code-8k", "tiny-code-128"):
+        assert load_corpus(CORPORA / name).manifest_sha256[:12] in readme, name
+    for tok in ("dsv4h-sim-bpe-8k", "tiny-bpe-512"):
+        text = (CORPORA / "tokenizers" / tok / "README.md").read_text()
+        for fname in ("tokenizer.json", "tokenizer_config.json", "training.json"):
+            assert sha256_file(CORPORA / "tokenizers" / tok / fname) in text, (tok, fname)

@@ -55,6 +55,8 @@ _GROUPS: list[tuple[str, str]] = [
     ("gpu_cmd", "gpu"),
     ("corpus_cmd", "corpus"),
     ("sim_cmd", "sim"),
+    ("service_cmd", "service"),
+    ("patches_cmd", "patches"),
 ]
 
 

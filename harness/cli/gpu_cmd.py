@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import console
-from harness.service.gpu import OwnersSnapshot, format_bytes
+from harness.service.gpu import OwnersSnapshot, format_bytes, gpu_keys
 from harness.service.gpu_probe import (
     OWNERS_FILE_ENV,
     SOURCE_CHOICES,
@@ -43,6 +43,12 @@ def _check_source(source: str) -> None:
     if source not in SOURCE_CHOICES:
         raise typer.BadParameter(f"{source!r} is not one of {', '.join(SOURCE_CHOICES)}",
                                  param_hint="--source")
+
+
+def _gpu_cell(gpu: int | str, snap: OwnersSnapshot) -> str:
+    """The GPU's index when the snapshot's devices know it (nvidia-smi reports UUIDs), else as reported."""
+    keys = gpu_keys(gpu, snap.devices)
+    return next((str(d.index) for d in snap.devices if str(d.index) in keys), str(gpu))
 
 
 def _devices_caption(snap: OwnersSnapshot) -> str:
@@ -89,7 +95,7 @@ def owners_cmd(
     rows = (classified if classified is not None else [None] * len(snap.processes))
     for p, c in zip(snap.processes, rows, strict=True):
         verdict = "-" if c is None else ("[green]owned[/]" if c.verdict == "owned" else "[red]unrelated[/]")
-        table.add_row(str(p.gpu), str(p.pid), p.name or "N/A", format_bytes(p.vram_bytes),
+        table.add_row(_gpu_cell(p.gpu, snap), str(p.pid), p.name or "N/A", format_bytes(p.vram_bytes),
                       verdict + (" (injected)" if p.source == "injected" else ""))
     console.print(table)
     if any(p.source == "injected" for p in snap.processes):

@@ -97,10 +97,16 @@ def new_decoder(protocol: Protocol) -> StreamDecoder:
 
 
 async def _read_text(resp: aiohttp.ClientResponse) -> str:
+    """The first ``_ERR_CHARS`` characters of a (non-SSE or error) body; "" if unreadable."""
+    raw = b""
     try:
-        raw = await resp.content.read(_BODY_LIMIT)
+        while len(raw) < 4 * _ERR_CHARS:
+            more = await resp.content.read(_BODY_LIMIT)
+            if not more:
+                break
+            raw += more
     except (aiohttp.ClientError, TimeoutError):
-        raw = b""
+        pass
     return raw.decode("utf-8", "replace")[:_ERR_CHARS]
 
 

@@ -375,5 +375,5 @@ def ensure_gpus_free(
     current = current_create_times(p.pid for p in snap.processes)
     unrelated = check_gpus_free(snap, gpus, tree, current=current)
     if unrelated:
-        raise refusal(unrelated, gpus=gpus)
+        raise refusal(unrelated, gpus=gpus, devices=snap.devices)
     return snap

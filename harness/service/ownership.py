@@ -117,24 +117,30 @@ def check_gpus_free(
             if c.on_service_gpu and c.verdict == "unrelated"]
 
 
-def _gpu_label(gpu: int | str) -> str:
-    return f"GPU {gpu}"
+def gpu_label(gpu: int | str, devices: Iterable[GpuDevice] = ()) -> str:
+    """``"GPU 0"``, ``"GPU-8731..."`` or, when ``devices`` relate them, ``"GPU 0 (GPU-8731...)"``."""
+    for d in devices:
+        if gpu_keys(gpu, (d,)) & ({str(d.index)} | ({d.uuid.lower()} if d.uuid else set())):
+            return f"GPU {d.index}" + (f" ({d.uuid})" if d.uuid else "")
+    return gpu if isinstance(gpu, str) and gpu.upper().startswith("GPU-") else f"GPU {gpu}"
 
 
-def refusal(unrelated: Sequence[GpuProcess], *, gpus: Collection[int | str] | None = None) -> OwnershipError:
+def refusal(unrelated: Sequence[GpuProcess], *, gpus: Collection[int | str] | None = None,
+            devices: Iterable[GpuDevice] = ()) -> OwnershipError:
     """The error that refuses a run because of ``unrelated`` owners.
 
-    The message names every PID with its process name, GPU(s) and memory; the hint says which PIDs
-    to stop, or how to choose other GPUs (``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` in the
-    profile's env).
+    The message names every PID with its process name, GPU(s) (index and UUID when ``devices``
+    relate them) and memory; the hint says which PIDs to stop, or how to choose other GPUs
+    (``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` in the profile's env).
     """
+    devs = tuple(devices)
     by_pid: dict[int, list[GpuProcess]] = {}
     for p in unrelated:
         by_pid.setdefault(p.pid, []).append(p)
     lines = []
     for pid, ps in by_pid.items():
         name = next((p.name for p in ps if p.name), None) or "name hidden (N/A)"
-        where = ", ".join(f"{_gpu_label(p.gpu)} ({format_bytes(p.vram_bytes)})" for p in ps)
+        where = ", ".join(f"{gpu_label(p.gpu, devs)} ({format_bytes(p.vram_bytes)})" for p in ps)
         lines.append(f"  PID {pid} ({name}) holds {where} [via {ps[0].source}]")
     wanted = "every GPU" if gpus is None else "GPU(s) " + ", ".join(str(g) for g in gpus)
     message = (f"{len(by_pid)} unrelated process(es) hold memory on {wanted} the service needs:\n"

@@ -60,6 +60,7 @@ class SimServer:
         self._runner: web.AppRunner | None = None
         self._site: web.SockSite | None = None
         self._timers: list[asyncio.TimerHandle] = []
+        self._closing: asyncio.Task[None] | None = None
 
     # ----- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> str:
@@ -110,6 +111,8 @@ class SimServer:
             timer.cancel()
         self.scheduler.abort_all("server shutting down")
         await asyncio.sleep(0)
+        if self._closing is not None:
+            await self._closing
         if self._runner is not None:
             await self._runner.cleanup()
         await self._stop_task()
@@ -127,7 +130,7 @@ class SimServer:
         self.death_reason = reason
         self._ready = False
         if self._site is not None:
-            asyncio.get_running_loop().create_task(self._site.stop())
+            self._closing = asyncio.get_running_loop().create_task(self._site.stop())
         if self._runner is not None and self._runner.server is not None:
             for conn in self._runner.server.connections:
                 if conn.transport is not None:

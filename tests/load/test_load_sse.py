@@ -59,6 +59,13 @@ def test_blocks_without_data_and_extra_blank_lines() -> None:
     assert feed_all([b"\n\n\n: c\n\nevent: x\n\n\ndata: a\n\n\n\n"]) == [b"a"]
 
 
+def test_single_event_fast_path_edges() -> None:
+    assert feed_all([b"data: ab\nd", b"ata: c\n\n"]) == [b"ab\nc"]
+    assert feed_all([b"data: ab\n\n"]) == [b"ab"]
+    assert feed_all([b"data: a\rdata: b\n\n"]) == [b"a\nb"]
+    assert feed_all([b"data: a", b"b\n\n"]) == [b"ab"]
+
+
 def test_unterminated_tail_is_held() -> None:
     p = SSEParser()
     assert p.feed(b"data: a\n\ndata: b") == [b"a"]

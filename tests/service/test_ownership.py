@@ -9,6 +9,7 @@ from harness.service.gpu import GpuDevice, GpuProcess, OwnersSnapshot
 from harness.service.ownership import (
     check_gpus_free,
     classify_owners,
+    gpu_label,
     is_owned,
     on_gpus,
     refusal,
@@ -67,12 +68,14 @@ def test_refusal_names_pid_name_gpu_memory_and_hint() -> None:
     assert isinstance(err, OwnershipError) and isinstance(err, ServiceError)
     assert err.exit_code == 4
     assert "2 unrelated process(es) hold memory on GPU(s) 0, 1" in err.message
-    assert "PID 555 (python3) holds GPU GPU-bbb (8.00 GiB), GPU GPU-aaa (1.00 GiB) [via nvidia-smi]" in err.message
+    assert "PID 555 (python3) holds GPU-bbb (8.00 GiB), GPU-aaa (1.00 GiB) [via nvidia-smi]" in err.message
     assert "PID 777 (name hidden (N/A)) holds GPU 0 (?)" in err.message
     assert err.hint is not None
     assert "kill 555 777" in err.hint
     assert "CUDA_VISIBLE_DEVICES" in err.hint and "HIP_VISIBLE_DEVICES" in err.hint
     assert "every GPU" in refusal([DECOY]).message
+    assert "holds GPU 1 (GPU-bbb) (8.00 GiB)" in refusal([DECOY], devices=DEVS).message
+    assert gpu_label(0, DEVS) == "GPU 0 (GPU-aaa)" and gpu_label(5, DEVS) == "GPU 5"
 
 
 @pytest.mark.parametrize(("env", "expected"), [

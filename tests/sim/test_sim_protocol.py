@@ -264,3 +264,18 @@ def test_parse_sse_rejects_bad_framing() -> None:
     events, done = parse_sse(b'data: {"a":1}\n\ndata: [DONE]\n\n')
     assert events == [{"a": 1}]
     assert done
+
+
+def test_long_prompt_is_chunked_and_counts_are_reported() -> None:
+    async def body() -> None:
+        async with serving() as (server, s):
+            st = await stream(s, {"input_ids": prompt(40_000), "sampling_params": {"max_new_tokens": 3}})
+            assert server.scheduler.stats.prefill_forwards == 2  # 32768 + 7232 tokens
+            async with s.get("/metrics") as r:
+                text = await r.text()
+        assert st.meta["prompt_tokens"] == 40_000
+        assert st.meta["completion_tokens"] == 3
+        assert 'sglang:prompt_tokens_total{model_name="sim://deepseek-v4-flash/fast"} 40000.0' in text
+        assert 'sglang:generation_tokens_total{model_name="sim://deepseek-v4-flash/fast"} 3.0' in text
+
+    run(body())

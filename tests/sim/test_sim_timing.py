@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import aiohttp
 import pytest
@@ -89,11 +88,11 @@ def test_prefill_rate_matches_model() -> None:
             t0 = time.perf_counter_ns()
             streams = await asyncio.gather(*(stream(s, p) for p in payloads))
         assert all(st.meta["cached_tokens"] == 0 for st in streams)
-        last_first = max(st.events[0]["meta_info"]["sim_emit_ns"] for st in streams)
+        last_first = max(int(st.events[0]["meta_info"]["sim_emit_ns"]) for st in streams)
         return n * 8192 / ((last_first - t0) / 1e9)
 
     with spawned("--profile", "paper-tp8", "--time-scale", str(scale)) as (_, url):
         for n in (1, 2, 8):
-            got: Any = run(body(url, n))
+            got = run(body(url, n))
             want = analytic_prefill_rate(prof, n, 8192, time_scale=scale)
             assert abs(got / want - 1) < 0.03, (n, got, want)

@@ -1,0 +1,104 @@
+"""``dsv4h service command``: the exact launch command(s) of a service profile (thin over the library)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.errors import SpecError
+from harness.service.command import LaunchCommand, multinode_commands, sglang_command
+from harness.spec import ServiceProfile, load_profile
+
+app = typer.Typer(
+    help="Service profiles: show how a profile's server is launched.\n\n"
+    "Example: dsv4h service command campaigns/profiles/sglang-tp8-native.yaml",
+    no_args_is_help=True,
+)
+
+
+@app.callback()
+def _service() -> None:
+    """Service profiles: show how a profile's server is launched."""
+
+
+def _render(profile: ServiceProfile, cmd: LaunchCommand) -> str:
+    lines = []
+    where = f"node {cmd.node_rank} of {cmd.nnodes}" if cmd.nnodes > 1 else "single node"
+    lines.append(f"# {profile.name}: {where}, port {cmd.port}")
+    if cmd.needs_numactl:
+        lines.append("# requires: numactl on PATH (numa: interleave)")
+    if cmd.env_diff:
+        lines.append("# environment diff:")
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in cmd.env_diff.items()]
+    else:
+        lines.append("# environment diff: none")
+    lines.append(shlex.join(cmd.argv))
+    return "\n".join(lines)
+
+
+@app.command("command")
+def command_cmd(
+    profile_path: Annotated[Path, typer.Argument(metavar="PROFILE", help="service profile YAML (backend: sglang)")],
+    node_rank: Annotated[int | None, typer.Option(
+        "--node-rank", help="print only this node's command (multi-node profiles)")] = None,
+    nnodes: Annotated[int | None, typer.Option(
+        "--nnodes", help="override the profile's number of nodes", min=1)] = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", help="HTTP port (default: the profile's, else 30000)")] = None,
+    python: Annotated[str | None, typer.Option(
+        "--python", help="interpreter that runs SGLang on the serving host (default: the profile's, "
+        "else this one)")] = None,
+    witness_dir: Annotated[str | None, typer.Option(
+        "--witness-dir", help="add DSV4H_WITNESS_DIR=DIR (backend-witness model patch)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON: one object per node")] = False,
+    check_flags: Annotated[bool, typer.Option(
+        "--check-flags", help="check every flag against 'PYTHON -m sglang.launch_server --help'")] = False,
+    flags_source: Annotated[Path | None, typer.Option(
+        "--flags-source", help="check flags statically against an SGLang tree (site-packages or checkout); "
+        "also the fallback of --check-flags")] = None,
+) -> None:
+    """Print the launch command of PROFILE: the argv (shell-quoted, one line) and the environment diff
+    as export lines; a multi-node profile prints one block per node, ready for a Slurm or launcher
+    script (node 0 serves HTTP; every node meets at dist_init_addr).
+
+    Example: dsv4h service command campaigns/profiles/sglang-tp8-multinode.yaml --node-rank 1
+
+    Example: dsv4h service command campaigns/profiles/sglang-tp8-native.yaml --check-flags
+    --python /opt/sglang/bin/python
+    """
+    profile = load_profile(profile_path)
+    if profile.backend != "sglang":
+        raise SpecError(f"{profile_path}: backend is '{profile.backend}'; this command builds SGLang commands",
+                        hint="use a profile with 'backend: sglang'")
+    update: dict[str, object] = {}
+    if nnodes is not None:
+        update["nnodes"] = nnodes
+    if python is not None:
+        update["python"] = python
+    if update:
+        profile = profile.model_copy(update=update)
+    p = port if port is not None else (profile.port or 30000)
+    if node_rank is not None:
+        cmds = [sglang_command(profile, p, node_rank=node_rank, witness_dir=witness_dir)]
+    else:
+        cmds = multinode_commands(profile, p, witness_dir=witness_dir)
+    if check_flags or flags_source is not None:
+        from harness.service.sglang_flags import load_flagset, validate_argv
+
+        interpreter = profile.python or sys.executable  # the one the argv runs
+        flagset = load_flagset(python=interpreter if check_flags else None, source=flags_source)
+        for c in cmds:
+            validate_argv(c.argv, flagset)
+        typer.echo(f"# flags checked against SGLang {flagset.version} ({flagset.source})", err=True)
+    if as_json:
+        typer.echo(json.dumps([
+            {"node_rank": c.node_rank, "nnodes": c.nnodes, "port": c.port, "needs_numactl": c.needs_numactl,
+             "env_diff": c.env_diff, "argv": list(c.argv), "shell": shlex.join(c.argv)} for c in cmds
+        ], indent=1))
+        return
+    typer.echo("\n\n".join(_render(profile, c) for c in cmds))

@@ -1,0 +1,91 @@
+"""The stream-decoder interface and its result (pure).
+
+A ``StreamDecoder`` turns SSE payloads (each stamped with the client monotonic time, in ns, of
+the socket read that carried it) into the per-request facts a ``RequestRecord`` needs.
+Implementations: ``SGLangDecoder`` (SGLang ``/generate``), ``VLLMDecoder`` (vLLM
+``/v1/completions``), GUIDE section 4.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+DONE = b"[DONE]"
+
+
+@dataclass(slots=True)
+class DecodedStream:
+    """What a decoder extracted from one stream (the record's stream fields).
+
+    ``event_ns[k]`` (client monotonic ns of the read that carried the event) and
+    ``event_tokens[k]`` (cumulative output tokens after it) exist for every event that carried a
+    count. ``emit_ns`` is parallel to ``event_ns`` when every counted event had
+    ``meta_info.sim_emit_ns``, else empty. ``done_ns`` is the arrival of ``[DONE]`` (None if it
+    never came). ``error`` is the first protocol-level failure seen (error event, malformed
+    event, inconsistent counts, abort), else None; transport failures are the client's.
+    ``output_mode`` is "cumulative", "delta" or "none" (no output ids on the stream);
+    a stream whose only tokens came in a single event reads the same either way and is
+    reported as "cumulative".
+    """
+
+    n_events: int = 0
+    done_ns: int | None = None
+    event_ns: list[int] = field(default_factory=list)
+    event_tokens: list[int] = field(default_factory=list)
+    emit_ns: list[int] = field(default_factory=list)
+    output_ids: list[int] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    output_mode: str = "none"
+    error: str | None = None
+
+
+class StreamDecoder(Protocol):
+    """Interprets the payloads of one streamed response.
+
+    ``on_event`` is called once per payload in arrival order with the client monotonic time
+    (ns) of the socket read that carried it; it never raises on bad input (it records an error
+    instead) and ignores payloads after ``[DONE]``. ``done_ns`` and ``n_events`` (data events
+    seen, ``[DONE]`` excluded) are readable at any time. ``finish`` is called once at the end.
+    """
+
+    done_ns: int | None
+    n_events: int
+
+    def on_event(self, payload: bytes, t_ns: int) -> None: ...
+
+    def finish(self) -> DecodedStream: ...
+
+
+def snippet(payload: bytes, n: int = 80) -> str:
+    """The first ``n`` bytes of a payload as text, for error messages."""
+    text = payload[:n].decode("utf-8", "replace")
+    return text + ("..." if len(payload) > n else "")
+
+
+def error_message(err: Any) -> str:
+    """The message of an ``{"error": ...}`` value (a dict with ``message``, or anything else)."""
+    if isinstance(err, dict):
+        msg = err.get("message")
+        return str(msg) if msg is not None else json.dumps(err)[:200]
+    return str(err)[:200]
+
+
+def finish_type(fr: Any) -> tuple[str | None, str | None]:
+    """(type, message) of a finish_reason that may be None, a string or a dict."""
+    if fr is None:
+        return None, None
+    if isinstance(fr, dict):
+        kind = fr.get("type")
+        msg = fr.get("message")
+        return (str(kind) if kind is not None else None), (str(msg) if msg is not None else None)
+    return str(fr), None
+
+
+def int_or_none(v: Any) -> int | None:
+    """``v`` if it is a JSON integer (not a bool), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
