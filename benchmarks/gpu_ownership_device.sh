@@ -269,7 +269,7 @@ checks["no_owned_pid_misclassified"] = all(verdicts.get(p, "owned") == "owned" f
 unrelated = check_gpus_free(snap, None, tree, current=current)
 dump("unrelated_owned_phase.json", [p.to_dict() for p in unrelated])
 checks["check_gpus_free_returns_only_decoy"] = {p.pid for p in unrelated} == {decoy}
-cli = subprocess.run([os.environ["GPU_CLI"], "owners", "--json", "--pid", str(proc.pid)],
+cli = subprocess.run([os.environ["GPU_CLI"], "owners", "--json", "--source", source, "--pid", str(proc.pid)],
                      capture_output=True, text=True, timeout=120)
 (out / "owners_cli_pid.json").write_text(cli.stdout + ("\n--- stderr ---\n" + cli.stderr if cli.stderr else ""))
 

@@ -27,6 +27,8 @@ from harness.environment import capture_environment, clock_anchor
 from harness.errors import DsvError, MeasurementError, RunInterrupted, SpecError
 from harness.execution import WaveSpec, execute_wave
 from harness.hashing import ids_hash16
+from harness.evidence import Finding, check_archive
+from harness.evidence_io import apply_findings
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
 from harness.pipeline import Reporter, _loop_factory, _silent
@@ -50,6 +52,7 @@ class AbbaOutcome:
     undeclared_differences: list[str]
     error: DsvError | None = None
     ledger_rows: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
 
 
 def check_profiles(spec: AbbaSpec) -> tuple[list[str], list[str]]:
@@ -265,10 +268,12 @@ class AbbaRunner:
         path = writer.finalize(status=status, run=run)
         archive = open_archive(path)
         rows = ingest_archive(self.workspace, archive)
+        findings = check_archive(archive)
+        apply_findings(self.workspace, archive.archive_id, findings)
         if error is not None:
             error.hint = (error.hint + "; " if error.hint else "") + f"finished legs are in archive {archive.archive_id}"
         return AbbaOutcome(archive, status, self.spec, result, match, self.leg_services, self.declared,
-                           self.undeclared, error, rows)
+                           self.undeclared, error, rows, findings)
 
 
 def run_abba(spec: AbbaSpec, workspace: Path, *, base: Path | None = None, reporter: Reporter = _silent,

@@ -31,7 +31,8 @@ from harness.archive import Archive, atomic_write_table
 from harness.errors import LedgerError
 
 LEDGER_SCHEMA_VERSION = 1
-TABLES = ("runs", "cells", "rounds", "waves", "requests", "comparisons")
+TABLES = ("runs", "cells", "rounds", "waves", "requests", "comparisons", "findings", "historical", "records",
+          "closures", "gates", "freezes")
 
 
 def ledger_dir(workspace: Path) -> Path:

@@ -26,6 +26,8 @@ from harness.corpus import Corpus, load_corpus
 from harness.environment import capture_environment, clock_anchor
 from harness.errors import DsvError, MeasurementError, RunInterrupted, ServiceDied, SpecError
 from harness.execution import WaveSpec, execute_wave
+from harness.evidence import Finding, check_archive
+from harness.evidence_io import apply_findings
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
 from harness.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
@@ -56,6 +58,7 @@ class RunOutcome:
     results: CampaignResults
     error: DsvError | None = None
     ledger_rows: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
 
 
 def load_corpora(spec: CampaignSpec, spec_path: Path) -> dict[str, Corpus]:
@@ -338,11 +341,13 @@ class CampaignRunner:
         path = writer.finalize(status=status, run=run)
         archive = open_archive(path)
         rows = ingest_archive(self.workspace, archive)
+        findings = check_archive(archive)
+        apply_findings(self.workspace, archive.archive_id, findings)
         if error is not None and status != "complete":
             error.hint = (error.hint + "; " if error.hint else "") + (
                 f"data so far is in archive {archive.archive_id} ({path}); continue with "
                 f"'dsv4h campaign run {self.spec_path} --resume {archive.archive_id}'")
-        return RunOutcome(archive, status, self.plan, results, error, rows)
+        return RunOutcome(archive, status, self.plan, results, error, rows, findings)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:

@@ -52,6 +52,7 @@ _GROUPS: list[tuple[str, str]] = [
     ("campaign_cmd", "campaign"),
     ("archive_cmd", "archive"),
     ("ledger_cmd", "ledger"),
+    ("evidence_cmd", "evidence"),
     ("gpu_cmd", "gpu"),
     ("corpus_cmd", "corpus"),
     ("sim_cmd", "sim"),

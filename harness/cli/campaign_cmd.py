@@ -79,6 +79,11 @@ def run_cmd(
     console.print(f"archive {outcome.archive.archive_id} ({outcome.status}) at {outcome.archive.path}")
     if outcome.ledger_rows:
         console.print("ledgers: " + ", ".join(f"{k} +{v}" for k, v in sorted(outcome.ledger_rows.items())))
+    shown = [f for f in outcome.findings if f.severity != "info"]
+    if shown:
+        from harness.cli.evidence_cmd import findings_table
+
+        console.print(findings_table(shown, "evidence findings"))
     if outcome.error is not None:
         raise outcome.error
     if outcome.status != "complete":

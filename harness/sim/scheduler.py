@@ -6,7 +6,9 @@ over several forwards) while at most ``max_running`` requests are resident; pref
 decode whenever a waiting request can be admitted.  The forward that finishes a prompt produces its
 first output token; each decode step gives every running request one token.  Durations come from
 ``harness.sim.batching``.  An idle scheduler waits ``gather_s`` (wall time) after the first arrival
-before forming its first batch, so requests sent together are batched together.
+before forming its first batch, so requests sent together are batched together.  Within one forward,
+final chunks are delivered after all other chunks, so a request's last event never precedes tokens
+its batch-mates produced in the same step (resident windows end on a step boundary).
 
 Forwards run on absolute deadlines of ``time.perf_counter()`` (next deadline = previous deadline +
 model duration), so sleep overshoot never accumulates.  When the loop falls behind by more than
@@ -270,6 +272,7 @@ class Scheduler:
         return None
 
     def _complete_prefill(self, fwd: _Forward) -> None:
+        last: list[tuple[SimRequest, Chunk]] = []
         for req, tokens in fwd.batch:
             if req.finished:
                 continue
@@ -283,17 +286,28 @@ class Scheduler:
                 self.cache.insert(req.salt_key, req.input_ids)
             self.stats.prompt_tokens_total += req.prompt_len
             self.stats.cached_tokens_total += req.cached_tokens
-            if not self._emit(req):
+            if not self._emit(req, last):
                 self.running.append(req)
+        self._deliver(last)
 
     def _complete_decode(self, fwd: _Forward) -> None:
+        last: list[tuple[SimRequest, Chunk]] = []
         for req, _ in fwd.batch:
             if not req.finished:
-                self._emit(req)
+                self._emit(req, last)
         self.running = [r for r in self.running if not r.finished]
+        self._deliver(last)
 
-    def _emit(self, req: SimRequest) -> bool:
-        """Produce the request's next token; returns whether the request finished."""
+    @staticmethod
+    def _deliver(last: list[tuple[SimRequest, Chunk]]) -> None:
+        # Final chunks go after every other chunk of the same forward, so the first request to finish
+        # (min e_i) closes a resident window only after the whole step's burst has been written.
+        for req, chunk in last:
+            req.queue.put_nowait(chunk)
+
+    def _emit(self, req: SimRequest, last: list[tuple[SimRequest, Chunk]]) -> bool:
+        """Produce the request's next token; returns whether the request finished (its final chunk is
+        appended to ``last`` instead of being delivered at once)."""
         tok = req.next_token()
         req.n_out += 1
         req.pending.append(tok)
@@ -303,12 +317,14 @@ class Scheduler:
             finish = {"type": "length", "length": req.max_new_tokens}
         elif (tok == EOS_ID and not req.ignore_eos) or tok in req.stop_ids:
             finish = {"type": "stop", "matched": tok}
-        if finish is not None or (req.stream and (req.n_out == 1 or len(req.pending) >= req.interval)):
-            req.queue.put_nowait(Chunk(req.pending, finish))
-            req.pending = []
         if finish is not None:
+            last.append((req, Chunk(req.pending, finish)))
+            req.pending = []
             self._finish(req)
             return True
+        if req.stream and (req.n_out == 1 or len(req.pending) >= req.interval):
+            req.queue.put_nowait(Chunk(req.pending, None))
+            req.pending = []
         return False
 
     def _finish(self, req: SimRequest) -> None:

@@ -335,7 +335,8 @@ def test_cli_prints_quoted_argv_and_env(tmp_path: Path) -> None:
     code, out, _ = _cli(["command", str(PROFILES / "sglang-tp8-native.yaml"), "--python", "/opt/sgl py"])
     assert code == 0, out
     assert "# requires: numactl on PATH" in out
-    assert "numactl --interleave=all '/opt/sgl py' -m sglang.launch_server --model-path /models/DeepSeek-V4-Flash" in out
+    assert ("numactl --interleave=all '/opt/sgl py' -m sglang.launch_server "
+            "--model-path /models/DeepSeek-V4-Flash") in out
     assert out.rstrip().endswith("--port 30021 --prefill-max-requests 16")
 
 
@@ -361,7 +362,7 @@ def test_cli_checks_flags_statically(tmp_path: Path) -> None:
     tree = _tiny_source_tree(tmp_path)
     prof = tmp_path / "p.yaml"
     prof.write_text("backend: sglang\nmodel_path: /m\ntp_size: 2\n")
-    code, _, exc = _cli(["command", str(prof), "--flags-source", str(tree)])
+    _, _, exc = _cli(["command", str(prof), "--flags-source", str(tree)])
     assert isinstance(exc, SpecError)
     assert "SGLang 9.9.9 does not accept" in str(exc) and "--model-path" in str(exc)
     assert exc.exit_code == 2

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from harness.errors import OwnershipError, ServiceError
-from harness.service.gpu import GpuDevice, GpuProcess, OwnersSnapshot
+from harness.service.gpu import (
+    GpuDevice,
+    GpuProcess,
+    OwnersSnapshot,
+    merge_devices,
+    parse_nvidia_apps_csv,
+    parse_nvidia_gpus_csv,
+    parse_nvml_json,
+)
 from harness.service.ownership import (
     check_gpus_free,
     classify_owners,
@@ -88,3 +99,25 @@ def test_refusal_names_pid_name_gpu_memory_and_hint() -> None:
 ])
 def test_visible_devices(env: dict[str, str], expected: list[int | str] | None) -> None:
     assert visible_devices(env) == expected
+
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "gpu" / "nvidia-h200-owners"
+
+
+@pytest.mark.parametrize("tool", ["nvidia-smi", "nvml"])
+def test_real_h200_run_decoy_unrelated_owned_child_owned(tool: str) -> None:
+    if tool == "nvidia-smi":
+        procs = parse_nvidia_apps_csv((REAL / "apps_two_owners.csv").read_text())
+        devs = parse_nvidia_gpus_csv((REAL / "gpus_two_owners.csv").read_text())
+        meta = json.loads((REAL / "apps_two_owners.tree.json").read_text())
+    else:
+        procs, devs = parse_nvml_json((REAL / "nvml_two_owners.json").read_text())
+        meta = json.loads((REAL / "nvml_two_owners.tree.json").read_text())
+    s = OwnersSnapshot(source=tool, processes=tuple(procs), devices=merge_devices(devs))
+    tree = [(int(p), float(ct)) for p, ct in meta["owned_tree"]]
+    verdicts = {c.process.pid: c.verdict for c in classify_owners(s, [0], tree)}
+    assert verdicts == {meta["decoy_pid"]: "unrelated", tree[1][0]: "owned"}
+    assert [p.pid for p in check_gpus_free(s, [0], tree)] == [meta["decoy_pid"]]
+    assert [p.pid for p in check_gpus_free(s, ["GPU-A786610E-1073-54e3-9714-716062e9f8ae"], tree)] == [
+        meta["decoy_pid"]]
+    assert check_gpus_free(s, [1], tree) == []

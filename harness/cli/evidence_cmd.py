@@ -1,0 +1,62 @@
+"""``dsv4h evidence check``: evidence rules as findings beside the numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from harness.archive import find_archive, iter_archives, open_archive
+from harness.cli.common import WorkspaceOpt, console, default_workspace
+from harness.errors import EvidenceError
+from harness.evidence import Finding, check_archive
+from harness.evidence_io import apply_findings
+
+app = typer.Typer(help="Evidence rules (GUIDE section 3) as findings.\n\nExample: dsv4h evidence check -w ws",
+                  no_args_is_help=True)
+
+_STYLE = {"blocking": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def findings_table(findings: list[Finding], title: str) -> Table:
+    """A rich table of findings (rule, severity, message, remedy, rows)."""
+    t = Table(title=title, title_justify="left", show_lines=True)
+    for col in ("rule", "severity", "finding", "remedy", "rows"):
+        t.add_column(col, overflow="fold")
+    for f in findings:
+        rows = ", ".join(f.rows[:4]) + (f" (+{len(f.rows) - 4})" if len(f.rows) > 4 else "")
+        t.add_row(f.rule, f"[{_STYLE[f.severity]}]{f.severity}[/]", f.message, f.remedy, rows)
+    return t
+
+
+@app.command("check")
+def check_cmd(
+    archives: Annotated[list[str] | None, typer.Argument(help="archive paths or ids (default: every archive)")] = None,
+    workspace: WorkspaceOpt = Path(),
+    no_fail: Annotated[bool, typer.Option("--no-fail", help="exit 0 even with blocking findings")] = False,
+) -> None:
+    """Run every evidence rule over archives, print the findings, and mark ledger rows touched by
+    blocking findings as valid = false (exit 7 when any finding is blocking).
+
+    Example: dsv4h evidence check 3f2a9c01 -w ws
+    """
+    ws = workspace if str(workspace) != "." else default_workspace()
+    targets = [open_archive(find_archive(a, ws)) for a in archives] if archives else list(iter_archives(ws))
+    n_blocking = 0
+    for a in targets:
+        findings = check_archive(a)
+        changed = apply_findings(ws, a.archive_id, findings)
+        run = a.manifest.get("run", {})
+        title = (f"archive {a.archive_id} — {run.get('campaign')} ({run.get('protocol_class')}, "
+                 f"{run.get('backend')}{', SIMULATED' if run.get('backend') == 'sim' else ''})")
+        if findings:
+            console.print(findings_table(findings, title))
+        else:
+            console.print(f"{title}: no findings")
+        if changed:
+            console.print("ledger rows marked valid = false: " + ", ".join(f"{k} {v}" for k, v in changed.items()))
+        n_blocking += sum(1 for f in findings if f.blocking)
+    if n_blocking and not no_fail:
+        raise EvidenceError(f"{n_blocking} blocking finding(s)", hint="fix them or keep those rows out of any claim")
