@@ -31,7 +31,7 @@ from harness.evidence import Finding, check_archive
 from harness.evidence_io import apply_findings
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
-from harness.pipeline import Reporter, _loop_factory, _silent
+from harness.pipeline import Reporter, _loop_factory, _silent, start_memory_sampler, write_memory
 from harness.records import RequestRecord
 from harness.results import wave_result
 from harness.service.manager import RunningService, start_service, verify_identity
@@ -112,6 +112,7 @@ class AbbaRunner:
         self.report("abba-start", spec=self.spec, declared=self.declared, undeclared=self.undeclared)
         status: str = "complete"
         error: DsvError | None = None
+        sampler = start_memory_sampler(self.spec.control)
         try:
             with asyncio.Runner(loop_factory=_loop_factory()) as runner:
                 runner.run(self._legs(writer))
@@ -120,6 +121,9 @@ class AbbaRunner:
         except DsvError as exc:
             status, error = "failed", exc
             exc.message = f"leg {self.failed_leg} failed: {exc.message}"
+        if sampler is not None:
+            sampler.stop()
+            write_memory(writer, sampler)
         writer.append_event({"event": "run-end", "status": status, "t_ns": time.perf_counter_ns(),
                              "error": error.message if error else None})
         return self._finalize(writer, status, error, anchor)
@@ -139,6 +143,7 @@ class AbbaRunner:
                         await asyncio.to_thread(self._stop, svc, writer)
                         svc = None
                     svc = await asyncio.to_thread(self._start, leg, profile, writer)
+                await asyncio.to_thread(svc.check_owners, f"before leg {leg}")
                 self.leg_services[leg] = {"pid": svc.process.pid if svc.process else None,
                                           "create_time": svc.process.create_time if svc.process else None,
                                           "service_index": len(self.services), "fresh_start": fresh}
@@ -166,6 +171,11 @@ class AbbaRunner:
         return svc
 
     def _stop(self, svc: RunningService, writer: ArchiveWriter) -> None:
+        idx = next(i for i, s in enumerate(self.services) if s.get("url") == svc.url and
+                   (s.get("process") or {}).get("pid") == (svc.process.pid if svc.process else None))
+        self.services[idx] = svc.identity() | {k: self.services[idx][k] for k in ("start_index", "first_leg")}
+        writer.write_json("service.json", {"services": self.services, "legs": self.leg_services,
+                                           "b2_shares_b1_service": not self.spec.fresh_candidate})
         svc.stop()
         writer.append_event({"event": "service-stopped", "url": svc.url, "t_ns": time.perf_counter_ns()})
         self.report("service-stopped", service=svc)

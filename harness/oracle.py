@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -36,6 +38,7 @@ __all__ = [
     "FORMAT_VERSION",
     "Divergence",
     "IdComparison",
+    "IdSeq",
     "Oracle",
     "OracleResult",
     "OracleTokenizer",
@@ -57,6 +60,9 @@ DEFAULT_MARGIN = 16
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX16 = r"^[0-9a-f]{16}$"
+
+IdSeq = Sequence[int] | npt.NDArray[np.integer[Any]]
+"""Token IDs: a sequence of ints or a 1-D integer numpy array."""
 
 Decode = Callable[[Sequence[int]], str]
 """A tokenizer's decode: output token IDs -> text (special tokens skipped, as servers stream them)."""
@@ -274,12 +280,12 @@ class IdComparison:
     got_len: int
 
 
-def _ints(ids: Sequence[int]) -> list[int]:
+def _ints(ids: IdSeq) -> list[int]:
     tolist = getattr(ids, "tolist", None)
     return [int(x) for x in (tolist() if tolist is not None else ids)]
 
 
-def compare_ids(expected: Sequence[int], got: Sequence[int]) -> IdComparison:
+def compare_ids(expected: IdSeq, got: IdSeq) -> IdComparison:
     """Compare ``got`` with ``expected`` token by token (lists, tuples or 1-D integer arrays)."""
     e, g = _ints(expected), _ints(got)
     first: int | None = None
@@ -337,7 +343,7 @@ class OracleResult:
 
 def evaluate(
     oracle: Oracle,
-    got_ids: Sequence[int],
+    got_ids: IdSeq,
     *,
     error: str | None = None,
     finish_reason: str | None = None,
@@ -414,8 +420,8 @@ class RepeatResult:
 
 
 def repeat_verdict(
-    outputs: Sequence[Sequence[int]],
-    expected: Sequence[int] | None = None,
+    outputs: Sequence[IdSeq],
+    expected: IdSeq | None = None,
     *,
     errors: Mapping[int, str] | None = None,
 ) -> RepeatResult:
@@ -457,11 +463,11 @@ def repeat_verdict(
     )
 
 
-def text_integrity(output_ids: Sequence[int], text: str, decode: Decode) -> bool:
+def text_integrity(output_ids: IdSeq, text: str, decode: Decode) -> bool:
     """True when ``decode(output_ids) == text``: the recorded text is what the IDs say (exact match)."""
     return decode(_ints(output_ids)) == text
 
 
-def count_text_failures(pairs: Sequence[tuple[Sequence[int], str]], decode: Decode) -> int:
+def count_text_failures(pairs: Sequence[tuple[IdSeq, str]], decode: Decode) -> int:
     """How many (output IDs, text) pairs fail :func:`text_integrity`."""
     return sum(1 for ids, text in pairs if not text_integrity(ids, text, decode))

@@ -226,7 +226,10 @@ _HUNK_RE = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 def _diff_path(raw: bytes, source: str, lineno: int) -> str | None:
-    text = raw.rstrip(b"\r\n").split(b"\t", 1)[0].decode("utf-8", "strict").strip()
+    try:
+        text = raw.rstrip(b"\r\n").split(b"\t", 1)[0].decode("utf-8", "strict").strip()
+    except UnicodeDecodeError as exc:
+        raise PatchError(f"{source}:{lineno}: the path is not UTF-8", hint="use UTF-8 paths") from exc
     if text == "/dev/null":
         return None
     if text.startswith(("a/", "b/")):

@@ -16,7 +16,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,7 +34,8 @@ from harness.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cas
 from harness.records import RequestRecord
 from harness.results import CampaignResults, compute_results, results_json, results_tables
 from harness.service.manager import RunningService, start_service, verify_identity
-from harness.spec import CampaignSpec, load_campaign, resolve_path
+from harness.service.memory import MemorySampler
+from harness.spec import CampaignSpec, ServiceProfile, load_campaign, resolve_path
 
 
 class Reporter(Protocol):
@@ -195,8 +196,10 @@ class CampaignRunner:
         self.report("plan", plan=self.plan)
         status: str = "complete"
         error: DsvError | None = None
+        sampler = None
         try:
             self.service = self._start_service(writer)
+            sampler = start_memory_sampler(self.spec.service)
             with asyncio.Runner(loop_factory=_loop_factory()) as runner:
                 runner.run(self._run_cells(writer))
         except KeyboardInterrupt:
@@ -207,6 +210,9 @@ class CampaignRunner:
             status, error = "failed", exc
             writer.append_event({"event": "failed", "error": exc.message, "t_ns": time.perf_counter_ns()})
         finally:
+            if sampler is not None:
+                sampler.stop()
+                write_memory(writer, sampler)
             if self.service is not None:
                 self._stop_service(writer)
         return self._finalize(writer, status, error, anchor)
@@ -220,8 +226,7 @@ class CampaignRunner:
         except DsvError:
             svc.stop()
             raise
-        ident = svc.identity() | {"start_index": self.state.service_starts}
-        self.services.append(ident)
+        self.services.append(svc.identity() | {"start_index": self.state.service_starts})
         writer.write_json("service.json", {"services": self.services})
         writer.append_event({"event": "service-ready", "url": svc.url, "t_ns": time.perf_counter_ns(),
                              "pid": svc.process.pid if svc.process else None})
@@ -230,6 +235,8 @@ class CampaignRunner:
 
     def _stop_service(self, writer: ArchiveWriter) -> None:
         assert self.service is not None
+        self.services[-1] = self.service.identity() | {"start_index": self.state.service_starts}
+        writer.write_json("service.json", {"services": self.services})
         self.service.stop()
         writer.append_event({"event": "service-stopped", "t_ns": time.perf_counter_ns()})
         self.report("service-stopped", service=self.service)
@@ -242,6 +249,7 @@ class CampaignRunner:
                 self.report("cell-skipped", cell=cell)
                 continue
             corpus = self.corpora[cell.workload]
+            await asyncio.to_thread(self._svc.check_owners, f"before cell {cell.cell_id}")
             self.report("cell-start", cell=cell, rounds=todo)
             async with LoadClient(self._svc.url, protocol=self.spec.service.wire_protocol,
                                   concurrency=cell.concurrency,
@@ -348,6 +356,26 @@ class CampaignRunner:
                 f"data so far is in archive {archive.archive_id} ({path}); continue with "
                 f"'dsv4h campaign run {self.spec_path} --resume {archive.archive_id}'")
         return RunOutcome(archive, status, self.plan, results, error, rows, findings)
+
+
+def start_memory_sampler(profile: ServiceProfile) -> MemorySampler | None:
+    """Sample GPU memory every ``memory_sample_interval_s`` while the service runs (GPU backends)."""
+    if not profile.checks_gpus:
+        return None
+    sampler = MemorySampler(interval_s=profile.memory_sample_interval_s, source=profile.gpu_owners_source)
+    sampler.start()
+    return sampler
+
+
+def write_memory(writer: ArchiveWriter, sampler: MemorySampler) -> None:
+    """Store the samples (``memory.parquet``) and their summary ("peak observed in samples")."""
+    samples = sampler.samples()
+    if samples:
+        writer.write_table("memory.parquet", sampler.table())
+    writer.write_json("memory.json", {
+        "summary": [asdict(s) for s in sampler.summary()], "interval_s": sampler.interval_s,
+        "errors": sampler.errors[:20], "error_count": sampler.error_count,
+        "note": "peak observed in samples, not an allocator peak"})
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:

@@ -80,6 +80,13 @@ class ServiceProfile(_Strict):
     nnodes: int = Field(1, ge=1)
     node_rank: int | None = Field(None, ge=0)
     dist_init_addr: str | None = None
+    gpus: list[int | str] | None = Field(
+        None, description="GPU indices/UUIDs the service uses (default: *_VISIBLE_DEVICES from env, else all)")
+    gpu_owners_source: Literal["auto", "amd-smi", "nvidia-smi", "nvml", "none"] = "auto"
+    check_gpu_owners: bool | None = Field(
+        None, description="refuse unrelated GPU owners before launch and before every cell/leg "
+        "(default: on for every backend but sim)")
+    memory_sample_interval_s: float = Field(5.0, gt=0)
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     patches: str | None = Field(None, description="path of a model_patches series file")
@@ -97,6 +104,22 @@ class ServiceProfile(_Strict):
         if self.backend in ("sglang", "vllm") and not self.model_path:
             raise ValueError(f"backend '{self.backend}' needs 'model_path'")
         return self
+
+    @property
+    def checks_gpus(self) -> bool:
+        """Whether GPU ownership is checked for this service."""
+        return self.check_gpu_owners if self.check_gpu_owners is not None else self.backend != "sim"
+
+    def service_gpus(self) -> list[int | str] | None:
+        """The GPUs this service uses: ``gpus``, else its env's *_VISIBLE_DEVICES, else None (all)."""
+        if self.gpus is not None:
+            return list(self.gpus)
+        from harness.service.ownership import visible_devices
+
+        import os
+
+        vis = visible_devices({**os.environ, **self.env})
+        return list(vis) if vis is not None else None
 
     @property
     def wire_protocol(self) -> Literal["sglang", "vllm"]:

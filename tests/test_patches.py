@@ -174,6 +174,7 @@ def test_no_offset_search() -> None:
     (b"--- a/sglang/x\n+++ b/sglang/x\n@@ -1 +1 @@\n-a\n+b\n--- a/sglang/x\n+++ b/sglang/x\n@@ -3 +3 @@\n-a\n+b\n",
      "appears twice"),
     (b"Binary files a/x and b/x differ\n", "binary diffs"),
+    (b"--- a/sglang/\xff\n+++ b/sglang/\xff\n@@ -1 +1 @@\n-a\n+b\n", "not UTF-8"),
 ])
 def test_malformed_diffs_are_refused(diff: bytes, match: str) -> None:
     with pytest.raises(PatchError, match=match):

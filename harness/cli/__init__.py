@@ -58,6 +58,8 @@ _GROUPS: list[tuple[str, str]] = [
     ("sim_cmd", "sim"),
     ("service_cmd", "service"),
     ("patches_cmd", "patches"),
+    ("oracle_cmd", "oracle"),
+    ("compare_cmd", "compare"),
 ]
 
 

@@ -139,9 +139,10 @@ def _check_dist_init_addr(profile: ServiceProfile) -> str:
 def _check_multinode(profile: ServiceProfile, node_rank: int | None) -> int | None:
     """The node rank this command is for (None for a single-node profile); SpecError if invalid."""
     if profile.nnodes == 1:
-        if node_rank not in (None, 0):
-            raise SpecError(f"profile '{profile.name}' is single-node; node_rank {node_rank} is invalid",
-                            hint="drop --node-rank, or set nnodes in the profile")
+        for rank in (node_rank, profile.node_rank):
+            if rank not in (None, 0):
+                raise SpecError(f"profile '{profile.name}' is single-node; node_rank {rank} is invalid",
+                                hint="drop node_rank (--node-rank), or set nnodes in the profile")
         return None
     _check_dist_init_addr(profile)
     if profile.tp_size is None or profile.tp_size % profile.nnodes:

@@ -38,6 +38,15 @@ class RunningService:
     ready_wall: str = ""
     ready_ns: int = 0
     command: LaunchCommand | None = None
+    owners_before_launch: dict[str, Any] | None = None
+    owner_checks: list[dict[str, Any]] = field(default_factory=list)
+
+    def check_owners(self, where: str) -> None:
+        """Refuse to go on while an unrelated process owns one of this service's GPUs (before every
+        cell or leg); the snapshot is kept for the archive."""
+        snap = check_gpu_owners(self.profile, self.process)
+        if snap is not None:
+            self.owner_checks.append({"where": where, "snapshot": snap})
 
     @property
     def owned(self) -> bool:
@@ -69,6 +78,9 @@ class RunningService:
             "env_diff": dict(self.command.env_diff) if self.command else {},
             "ready_wall": self.ready_wall,
             "server_info": self.server_info,
+            "profile": self.profile.model_dump(mode="json"),
+            "gpu_owners_before_launch": self.owners_before_launch,
+            "gpu_owner_checks": self.owner_checks,
         }
 
     def stop(self) -> None:
@@ -155,10 +167,22 @@ def read_server_info(url: str, protocol: str) -> dict[str, Any]:
     return {}
 
 
+def check_gpu_owners(profile: ServiceProfile, owned: OwnedProcess | None) -> dict[str, Any] | None:
+    """Refuse (OwnershipError naming PID, name, GPU, memory) while an unrelated process owns a GPU
+    the service uses; returns the owners snapshot for the archive, or None when not checked."""
+    if not profile.checks_gpus:
+        return None
+    from harness.service.gpu_probe import ensure_gpus_free
+
+    snap = ensure_gpus_free(profile.service_gpus(), owned, source=profile.gpu_owners_source)
+    return snap.to_dict()
+
+
 def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "service") -> RunningService:
-    """Launch (or attach to) the profile's service and wait until it is healthy."""
+    """Check GPU owners, launch (or attach to) the profile's service and wait until it is healthy."""
     proc: OwnedProcess | None = None
     cmd: LaunchCommand | None = None
+    owners_before = check_gpu_owners(profile, None) if profile.backend != "attach" else None
     if profile.backend == "attach":
         assert profile.url is not None
         url = profile.url.rstrip("/")
@@ -184,7 +208,7 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
         except BaseException:
             stop_owned(proc)
             raise
-    svc = RunningService(profile=profile, url=url, process=proc, command=cmd)
+    svc = RunningService(profile=profile, url=url, process=proc, command=cmd, owners_before_launch=owners_before)
     try:
         svc.server_info = read_server_info(url, profile.wire_protocol)
     except BaseException:
@@ -205,8 +229,10 @@ def check_identity(profile: ServiceProfile, server_info: dict[str, Any], claim: 
     speculative algorithm runs under a ``native-ar`` claim. Returns human-readable differences.
     """
     diffs: list[str] = []
-    if not server_info or server_info.get("_source") == "/v1/models":
+    if not server_info:
         return diffs
+    if server_info.get("_source") == "/v1/models":
+        return _check_openai_models(profile, server_info)
     wanted: dict[str, Any] = {k: getattr(profile, k) for k in _IDENTITY_KEYS if getattr(profile, k) is not None}
     wanted.update(profile.expect)
     for key, value in wanted.items():
@@ -217,6 +243,35 @@ def check_identity(profile: ServiceProfile, server_info: dict[str, Any], claim: 
     spec_alg = server_info.get("speculative_algorithm")
     if claim == "native-ar" and spec_alg not in (None, "", "null", "NONE", "none"):
         diffs.append(f"speculative_algorithm: a native-ar claim needs none, server reports {spec_alg!r}")
+    return diffs
+
+
+def _arg_value(args: list[str], flag: str) -> str | None:
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _check_openai_models(profile: ServiceProfile, info: dict[str, Any]) -> list[str]:
+    """vLLM reports only ``/v1/models``: check the served model id and its max_model_len against
+    the profile and launch arguments."""
+    data = (info.get("models") or {}).get("data") or []
+    if not data:
+        return ["/v1/models lists no model"]
+    model = data[0]
+    diffs = []
+    want = profile.served_model_name or profile.model_path
+    if want is not None and model.get("id") != want:
+        diffs.append(f"model: profile wants {want!r}, server serves {model.get('id')!r}")
+    mml = _arg_value(profile.extra_args, "--max-model-len")
+    if mml is not None and "max_model_len" in model and int(model["max_model_len"]) != int(mml):
+        diffs.append(f"max_model_len: launched with {mml}, server reports {model['max_model_len']}")
+    for key, value in profile.expect.items():
+        if key in model and model[key] != value:
+            diffs.append(f"{key}: profile wants {value!r}, server reports {model[key]!r}")
     return diffs
 
 

@@ -135,6 +135,7 @@ def test_profile_may_not_choose_the_witness_dir() -> None:
     ({"nnodes": 2, "tp_size": 8, "dist_init_addr": "h:1"}, None, "say which node"),
     ({"nnodes": 2, "tp_size": 8, "dist_init_addr": "h:1"}, 2, r"outside 0\.\.1"),
     ({}, 1, "single-node"),
+    ({"node_rank": 1}, None, "single-node; node_rank 1"),
     ({"extra_args": ["--tp-size", "4"]}, None, r"--tp-size \(set profile field 'tp_size'\)"),
     ({"extra_args": ["--cuda-graph-bs=4"]}, None, "cuda_graph_bs"),
     ({"extra_args": ["--port", "1"]}, None, "'port'"),

@@ -16,6 +16,7 @@ import pytest
 from sim_helpers import prompt, resident_rate, run, session, spawned, stream, token_timeline
 
 from harness.sim import analytic_decode_rate, analytic_prefill_rate, get_profile
+from harness.sim.batching import prefill_forward_s
 
 
 async def _lost(s: aiohttp.ClientSession) -> float:
@@ -77,22 +78,31 @@ def test_step_factor_makes_a_faster_candidate() -> None:
 
 
 def test_prefill_rate_matches_model() -> None:
-    """8K prompts, fresh salts, one output token: prompt tokens / (first send to last first token)."""
+    """8K prompts, fresh salts, one output token.
+
+    Server side (exact): with 8 prompts the first tokens come in two groups of 4 (chunk budget 32768),
+    one 32768-token forward apart.  Client side (GUIDE formula, prompt tokens / first send to last
+    first token): within 5% of ``analytic_prefill_rate``, the rest being HTTP and JSON overhead.
+    """
     prof = get_profile("paper-tp8")
     scale = 0.25
 
-    async def body(url: str, n: int) -> float:
+    async def body(url: str, n: int) -> tuple[float, list[int]]:
         async with session(url) as s:
             payloads = [{"input_ids": prompt(8192, seed=i), "cache_salt": f"fresh-{n}-{i}",
                          "sampling_params": {"max_new_tokens": 1}} for i in range(n)]
             t0 = time.perf_counter_ns()
             streams = await asyncio.gather(*(stream(s, p) for p in payloads))
         assert all(st.meta["cached_tokens"] == 0 for st in streams)
-        last_first = max(int(st.events[0]["meta_info"]["sim_emit_ns"]) for st in streams)
-        return n * 8192 / ((last_first - t0) / 1e9)
+        firsts = sorted(int(st.events[0]["meta_info"]["sim_emit_ns"]) for st in streams)
+        return n * 8192 / ((firsts[-1] - t0) / 1e9), firsts
 
     with spawned("--profile", "paper-tp8", "--time-scale", str(scale)) as (_, url):
         for n in (1, 2, 8):
-            got = run(body(url, n))
+            got, firsts = run(body(url, n))
             want = analytic_prefill_rate(prof, n, 8192, time_scale=scale)
-            assert abs(got / want - 1) < 0.03, (n, got, want)
+            assert abs(got / want - 1) < 0.05, (n, got, want)
+    forward = prefill_forward_s(prof, 32768, time_scale=scale)
+    assert (firsts[-1] - firsts[0]) / 1e9 == pytest.approx(forward, rel=0.02)
+    assert firsts[3] - firsts[0] < 0.05 * forward * 1e9
+    assert firsts[7] - firsts[4] < 0.05 * forward * 1e9

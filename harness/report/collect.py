@@ -1,0 +1,140 @@
+"""Reading what a report needs from a workspace (edge module: reads files).
+
+:func:`collect` lists the workspace's archives, applies the config's selection, **verifies** every
+selected archive (a missing, changed or extra file, or a manifest that no longer matches its id,
+stops the build with an ``ArchiveError`` naming the archive and what changed), then loads each
+archive's content and the optional inputs: ``memory.parquet`` (GPU memory samples),
+``oracles.json``, evidence findings (``harness.evidence.check_archive``, imported lazily) and
+``<workspace>/ledgers/historical.parquet``. Absent optional inputs are skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from harness.archive import MANIFEST, Archive, iter_archives, verify_archive
+from harness.errors import ArchiveError
+from harness.hashing import sha256_file
+from harness.report.config import ReportConfig
+from harness.report.snapshot import ArchiveContent, freeze, select_archives
+
+HISTORICAL_LEDGER = Path("ledgers") / "historical.parquet"
+
+FindingsFn = Callable[[Archive], Sequence[Any]]
+
+
+def _json(archive: Archive, name: str) -> Any:
+    path = archive.path / name
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # pragma: no cover - verified archives hold the JSON they were written with
+        raise ArchiveError(f"archive {archive.archive_id}: {name} is not valid JSON: {exc}") from exc
+
+
+def _rows(path: Path) -> list[dict[str, Any]] | None:
+    if not path.is_file():
+        return None
+    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+    return rows
+
+
+def evidence_checker() -> FindingsFn | None:
+    """``harness.evidence.check_archive`` when that module exists, else ``None``."""
+    try:
+        from harness.evidence import check_archive
+    except ImportError:
+        return None
+    return check_archive
+
+
+def finding_dict(f: Any) -> dict[str, Any]:
+    """A Finding (dataclass or mapping) as a plain dict with ``rule, severity, message, remedy,
+    archive_id, rows``."""
+    d = asdict(f) if is_dataclass(f) and not isinstance(f, type) else dict(f)
+    return {k: d.get(k) for k in ("rule", "severity", "message", "remedy", "archive_id", "rows")}
+
+
+def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bool = True) -> ArchiveContent:
+    """Everything the snapshot needs from one (already verified) archive."""
+    results = _json(archive, "results.json")
+    if results is None and (archive.path / "cells.parquet").is_file():
+        results = {"cells": _rows(archive.path / "cells.parquet") or [],
+                   "rounds": _rows(archive.path / "rounds.parquet") or []}
+    findings = None
+    if findings_fn is not None:
+        findings = [finding_dict(f) for f in findings_fn(archive)]
+    return ArchiveContent(
+        archive_id=archive.archive_id,
+        manifest=archive.manifest,
+        manifest_sha256=sha256_file(archive.path / MANIFEST),
+        results=results,
+        comparison=_json(archive, "comparison.json"),
+        service=_json(archive, "service.json"),
+        corpora=_json(archive, "corpora.json"),
+        spec=_json(archive, "spec.json"),
+        identity_check=_json(archive, "identity_check.json"),
+        oracles=_json(archive, "oracles.json"),
+        memory=_rows(archive.path / "memory.parquet") if memory else None,
+        findings=findings,
+    )
+
+
+def verify_selected(archives: Sequence[Archive]) -> None:
+    """Re-hash every selected archive; raise ``ArchiveError`` naming each archive that changed and
+    what changed (all problems of all archives in one message)."""
+    bad: list[str] = []
+    for a in archives:
+        problems = verify_archive(a.path)
+        if problems:
+            bad.append(f"archive {a.archive_id} ({a.path}):\n    " + "\n    ".join(problems))
+    if bad:
+        raise ArchiveError("cannot build the report: selected archive(s) failed verification:\n  "
+                           + "\n  ".join(bad),
+                           hint="archives must not be edited; restore them from a copy, re-run the campaign, "
+                                "or leave them out of the report config's selection")
+
+
+def read_historical(workspace: Path) -> list[dict[str, Any]] | None:
+    """Rows of ``<workspace>/ledgers/historical.parquet``, or ``None`` when it does not exist."""
+    return _rows(workspace / HISTORICAL_LEDGER)
+
+
+def collect(workspace: Path, config: ReportConfig, *,
+            findings_fn: FindingsFn | None | bool = True) -> dict[str, Any]:
+    """Select, verify and load archives of ``workspace`` and return the frozen snapshot document.
+
+    ``findings_fn``: ``True`` uses :func:`evidence_checker` (skipped when unavailable), ``False``
+    or ``None`` skips findings, or a callable replaces the checker (tests). Raises ``ArchiveError``
+    when a selected archive is missing or fails verification, or when the workspace holds none.
+    """
+    all_archives = list(iter_archives(workspace))
+    by_id = {a.archive_id: a for a in all_archives}
+    if len(by_id) != len(all_archives):
+        dirs = sorted(str(a.path) for a in all_archives)
+        raise ArchiveError(f"two archive directories claim the same id under {workspace}: {', '.join(dirs)}",
+                           hint="run 'dsv4h archive verify' on each and remove the copy")
+    ids = select_archives([a.manifest | {"archive_id": a.archive_id} for a in all_archives], config.select)
+    if not ids:
+        raise ArchiveError(f"no archive of {workspace / 'archives'} matches the report's selection",
+                           hint="run a campaign first, or widen the config's select filters")
+    selected = [by_id[i] for i in ids]
+    verify_selected(selected)
+    fn: FindingsFn | None
+    if findings_fn is True:
+        fn = evidence_checker() if config.findings else None
+    elif findings_fn is False:
+        fn = None
+    else:
+        fn = findings_fn if config.findings else None
+    source = "harness.evidence" if fn is not None else ("disabled" if not config.findings else "unavailable")
+    contents = [load_content(a, findings_fn=fn, memory=config.memory) for a in selected]
+    historical = read_historical(workspace) if config.historical else None
+    return freeze(contents, config, historical=historical, findings_source=source)

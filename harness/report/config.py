@@ -1,0 +1,82 @@
+"""Report configuration: which archives a report shows and what it adds (pure: reads one file).
+
+A report config is a YAML mapping (``reports/<name>/report.yaml``); every key is optional::
+
+    title: dsv4h demo report
+    description: Simulated formal matrix and ABBA screen.
+    select:                      # filters combine with AND; none given = every archive
+      campaigns: [quick, abba-demo]
+      kinds: [formal-matrix, abba]
+      labels: [simulated]        # an archive must carry every label listed
+      since: 2026-11-01          # created_wall date, inclusive (UTC)
+      until: 2026-12-31
+      archive_ids: [3e7fd55e]    # ids or unique prefixes; each must exist
+      statuses: [complete]
+    historical: true             # include <workspace>/ledgers/historical.parquet when present
+    memory: true                 # include memory.parquet samples of the archives when present
+    findings: true               # run harness.evidence.check_archive when available
+    limits: ["free text limits added to the report's Limits section"]
+
+Errors raise ``SpecError`` naming the file and the field path (``select.kinds.0: ...``).
+
+Report config format history (``REPORT_CONFIG_FORMAT_VERSION``):
+  1 - first version (2026-11-29).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.errors import SpecError
+from harness.spec import parse_model, read_yaml
+
+REPORT_CONFIG_FORMAT_VERSION = 1
+
+ArchiveKind = Literal["formal-matrix", "abba"]
+ArchiveStatus = Literal["complete", "partial", "failed"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Selection(_Strict):
+    """Archive filters. Each given filter must hold (AND); an omitted filter selects everything."""
+
+    campaigns: list[str] | None = Field(None, description="campaign (or screen) names, exact match")
+    kinds: list[ArchiveKind] | None = None
+    labels: list[str] | None = Field(None, description="the archive must carry every one of these labels")
+    since: date | None = Field(None, description="first created_wall date included (UTC)")
+    until: date | None = Field(None, description="last created_wall date included (UTC)")
+    archive_ids: list[str] | None = Field(None, description="archive ids or unique id prefixes; each must exist")
+    statuses: list[ArchiveStatus] | None = None
+
+
+class ReportConfig(_Strict):
+    """What a report shows. See the module docstring for the YAML form."""
+
+    format_version: Literal[1] = REPORT_CONFIG_FORMAT_VERSION
+    title: str = "dsv4h report"
+    description: str = ""
+    select: Selection = Selection()
+    historical: bool = True
+    memory: bool = True
+    findings: bool = True
+    limits: list[str] = Field(default_factory=list)
+
+
+def load_report_config(path: Path) -> ReportConfig:
+    """Read and validate a report config. Raises ``SpecError`` naming the file, field and fix."""
+    data = read_yaml(path)
+    if data is None:
+        data = {}
+    cfg = parse_model(ReportConfig, data, str(path))
+    sel = cfg.select
+    if sel.since is not None and sel.until is not None and sel.since > sel.until:
+        raise SpecError(f"{path}: select.since ({sel.since}) is after select.until ({sel.until})",
+                        hint="swap the dates or remove one of them")
+    return cfg
