@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,9 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import IdentityMismatch, ServerUnreachable, ServiceDied, ServiceError
-from harness.service.command import LaunchCommand, sglang_command, sim_command, vllm_command
+from harness.service.command import (
+    WITNESS_ENV,
+    LaunchCommand,
+    check_executables,
+    sglang_command,
+    sim_command,
+    vllm_command,
+)
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
 from harness.spec import ClaimClass, ServiceProfile
+from harness.witness import compare_witnesses, read_witnesses
 
 _URL_RE = re.compile(r"(http://[0-9.]+:\d+)")
 
@@ -40,6 +50,9 @@ class RunningService:
     command: LaunchCommand | None = None
     owners_before_launch: dict[str, Any] | None = None
     owner_checks: list[dict[str, Any]] = field(default_factory=list)
+    witness_dir: Path | None = None
+    witnesses: list[dict[str, Any]] = field(default_factory=list)
+    patches: dict[str, Any] | None = None
 
     def check_owners(self, where: str) -> None:
         """Refuse to go on while an unrelated process owns one of this service's GPUs (before every
@@ -81,6 +94,9 @@ class RunningService:
             "profile": self.profile.model_dump(mode="json"),
             "gpu_owners_before_launch": self.owners_before_launch,
             "gpu_owner_checks": self.owner_checks,
+            "witness_dir": str(self.witness_dir) if self.witness_dir else None,
+            "witnesses": self.witnesses,
+            "patches": self.patches,
         }
 
     def stop(self) -> None:
@@ -190,9 +206,15 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
     else:
         if profile.backend == "sim":
             cmd = sim_command(profile, port=profile.port or 0)
+        elif profile.backend == "sglang":
+            port = profile.port or free_port(profile.host)
+            witness_dir = run_dir / "witness" / f"{label}-{time.strftime('%Y%m%dT%H%M%S')}-{time.perf_counter_ns()}"
+            witness_dir.mkdir(parents=True, exist_ok=True)
+            cmd = sglang_command(profile, port, witness_dir=str(witness_dir))
+            check_executables(cmd)
         else:
             port = profile.port or free_port(profile.host)
-            cmd = (sglang_command if profile.backend == "sglang" else vllm_command)(profile, port)
+            cmd = vllm_command(profile, port)
         log = run_dir / "logs" / f"{label}-{time.strftime('%Y%m%dT%H%M%S')}-{time.perf_counter_ns()}.log"
         proc = start_owned(cmd.argv, log_path=log, env_diff=cmd.env_diff)
         try:
@@ -211,6 +233,10 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
     svc = RunningService(profile=profile, url=url, process=proc, command=cmd, owners_before_launch=owners_before)
     try:
         svc.server_info = read_server_info(url, profile.wire_protocol)
+        if cmd is not None and WITNESS_ENV in cmd.env_diff:
+            svc.witness_dir = Path(cmd.env_diff[WITNESS_ENV])
+            svc.witnesses = read_witnesses(svc.witness_dir)
+        svc.patches = patch_state(profile)
     except BaseException:
         svc.stop()
         raise
@@ -275,9 +301,38 @@ def _check_openai_models(profile: ServiceProfile, info: dict[str, Any]) -> list[
     return diffs
 
 
+def patch_state(profile: ServiceProfile) -> dict[str, Any] | None:
+    """The patch identity of the engine tree the profile runs (None without a ``patches`` series).
+
+    The tree is the installed package of the profile's interpreter, found without importing it."""
+    if not profile.patches or profile.backend != "sglang":
+        return None
+    from harness.patches import load_series, patch_identity
+    from harness.spec import resolve_path
+
+    series = load_series(resolve_path(profile.patches, Path.cwd()))
+    python = profile.python or sys.executable
+    try:
+        out = subprocess.run([python, "-c", "import importlib.util as u, os; s = u.find_spec('sglang'); "
+                              "print(os.path.dirname(s.origin) if s and s.origin else '')"],
+                             capture_output=True, text=True, timeout=60, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ServiceError(f"cannot locate the sglang package of {python}: {exc}") from exc
+    if not out:
+        raise ServiceError(f"{python} has no sglang package; cannot verify the patch series {profile.patches}",
+                           hint="install sglang in that interpreter or fix the profile's python")
+    return patch_identity(series, Path(out))
+
+
 def verify_identity(svc: RunningService, claim: ClaimClass) -> None:
-    """Raise IdentityMismatch naming every differing key."""
+    """Raise IdentityMismatch naming every differing key (server configuration, backend witnesses,
+    patch series state)."""
     diffs = check_identity(svc.profile, svc.server_info, claim)
+    if svc.witness_dir is not None:
+        diffs += [f"witness: {d}" for d in compare_witnesses(svc.witnesses, svc.profile)]
+    if svc.patches is not None and svc.patches.get("status") != "applied":
+        diffs.append(f"patches: series {svc.patches.get('series')} is {svc.patches.get('status')} in the "
+                     f"engine tree, not applied (run 'dsv4h patches apply --target ...')")
     if diffs:
         raise IdentityMismatch(
             f"service '{svc.profile.name}' at {svc.url} is not what the profile asked for:\n  "
