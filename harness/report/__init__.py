@@ -1,0 +1,1 @@
+"""Reports: frozen snapshots of archives, figures and self-contained HTML/Markdown/LaTeX."""

@@ -1,0 +1,388 @@
+"""Report figures from a snapshot (matplotlib, Agg; no pyplot global state).
+
+Every function takes one snapshot entry (plain JSON data, see :mod:`harness.report.snapshot`) and
+returns a :class:`FigureResult`: the ``matplotlib.figure.Figure``, the artists that carry data
+(so tests can read the plotted values back), a caption and an alt text. :func:`render_figure`
+writes PNG (fixed DPI), SVG and PDF bytes deterministically: fonts embedded (TrueType in PDF, text
+as paths in SVG), fixed SVG hash salt, no dates or tool versions in the metadata.
+
+Figures (numbers follow the technical report):
+
+- :func:`formal_matrix_figure` (Figure 5): prefill and decode panels over a base-2 concurrency
+  axis; three-round medians as lines, every round as a small point, the observed range (min-max)
+  as a vertical bar, whole-wave HTTP rates as grey diamonds.
+- :func:`abba_figure` (Figures 6/7): legs A1, B1, B2, A2 in order, each wave a dot, the leg median
+  a bar; ratio, drift and spread annotated; expanded (not from zero) y axis.
+- :func:`memory_figure`: GPU memory samples over time per device (peak observed in samples).
+- :func:`historical_figure` (Figure 2 style): historical entries by date, one panel per metric and
+  unit; labelled "historical, not a controlled series"; points are never joined into a series.
+
+Anything simulated carries a "SIMULATED" watermark and title suffix.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import matplotlib as mpl
+import matplotlib.dates as mdates
+from matplotlib.figure import Figure
+
+DPI = 150
+FORMATS = ("png", "svg", "pdf")
+LEG_ORDER = ("A1", "B1", "B2", "A2")
+CONTROL_COLOR = "#1f5fa8"
+CANDIDATE_COLOR = "#c2571a"
+PREFILL_COLOR = "#2e7d32"
+DECODE_COLOR = "#1f5fa8"
+HTTP_COLOR = "0.55"
+
+RC: dict[str, Any] = {
+    "font.family": "DejaVu Sans",
+    "font.size": 8.5,
+    "axes.titlesize": 9.5,
+    "axes.labelsize": 8.5,
+    "legend.fontsize": 7.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.fonttype": "path",
+    "svg.hashsalt": "dsv4h-report",
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    "pdf.compression": 6,
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "axes.unicode_minus": False,
+    "axes.grid": True,
+    "grid.color": "0.92",
+    "grid.linewidth": 0.6,
+    "axes.axisbelow": True,
+}
+
+_METADATA: dict[str, dict[str, Any]] = {
+    "png": {"Software": None},
+    "svg": {"Date": None, "Creator": None},
+    "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
+}
+
+
+@contextmanager
+def style() -> Iterator[None]:
+    """The report's matplotlib settings (also needed while saving: SVG/PDF font handling)."""
+    with mpl.rc_context(RC):
+        yield
+
+
+@dataclass
+class FigureResult:
+    """One figure: file stem, the figure, its data-carrying artists by name, caption and alt text."""
+
+    stem: str
+    fig: Figure
+    caption: str
+    alt: str
+    artists: dict[str, Any] = field(default_factory=dict)
+
+
+def _finite(v: Any) -> bool:
+    return v is not None and isinstance(v, int | float) and math.isfinite(float(v))
+
+
+def _watermark(fig: Figure) -> None:
+    fig.text(0.5, 0.5, "SIMULATED", fontsize=54, color="#b00020", alpha=0.10, rotation=25, ha="center",
+             va="center", zorder=0, gid="simulated-watermark")
+
+
+def _new_figure(w: float, h: float) -> Figure:
+    fig = Figure(figsize=(w, h), dpi=DPI)
+    return fig
+
+
+def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
+    """Figure 5: one formal matrix archive (``snapshot['formal'][i]``).
+
+    Artists: ``{prefill,decode}_median`` (Line2D: x = concurrency, y = three-round median),
+    ``{prefill,decode}_rounds`` (Line2D markers: every finite round rate), ``{..}_range``
+    (LineCollection: observed min-max per cell), ``decode_http`` (Line2D: whole-wave HTTP output
+    tok/s per cell).
+    """
+    sim = bool(entry.get("simulated"))
+    aid = str(entry["archive_id"])
+    with style():
+        fig = _new_figure(10.0, 4.2)
+        axes = fig.subplots(1, 2)
+        res = FigureResult(f"formal-{aid}", fig, "", "")
+        tiers: set[int] = set()
+        for ax, wl in zip(axes, ("prefill", "decode"), strict=True):
+            cells = sorted((c for c in entry.get("cells") or [] if c.get("workload") == wl),
+                           key=lambda c: int(c.get("concurrency") or 0))
+            color = PREFILL_COLOR if wl == "prefill" else DECODE_COLOR
+            unit = "input tok/s" if wl == "prefill" else "output tok/s"
+            ax.set_title(f"{'Prefill' if wl == 'prefill' else 'Resident decode'} ({unit})")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("client concurrency C (base-2 axis)")
+            ax.set_ylabel(f"{'prefill input' if wl == 'prefill' else 'output'} tok/s")
+            if not cells:
+                ax.text(0.5, 0.5, f"no {wl} cells in this archive", transform=ax.transAxes, ha="center",
+                        va="center", color="0.4")
+                continue
+            tiers.update(int(c["concurrency"]) for c in cells)
+            mx = [int(c["concurrency"]) for c in cells if _finite(c.get("median"))]
+            my = [float(c["median"]) for c in cells if _finite(c.get("median"))]
+            (line,) = ax.plot(mx, my, "-", color=color, lw=1.6, marker="o", ms=4.5,
+                              label="three-round median", zorder=3)
+            res.artists[f"{wl}_median"] = line
+            rx: list[int] = []
+            ry: list[float] = []
+            for c in cells:
+                for v in c.get("round_rates") or []:
+                    if _finite(v):
+                        rx.append(int(c["concurrency"]))
+                        ry.append(float(v))
+            (pts,) = ax.plot(rx, ry, ls="none", marker="o", ms=2.4, color="black", alpha=0.75,
+                             label="each round", zorder=4)
+            res.artists[f"{wl}_rounds"] = pts
+            lo = [c for c in cells if _finite(c.get("observed_min")) and _finite(c.get("observed_max"))]
+            rng = ax.vlines([int(c["concurrency"]) for c in lo], [float(c["observed_min"]) for c in lo],
+                            [float(c["observed_max"]) for c in lo], colors=color, lw=5, alpha=0.28,
+                            label="observed range (min-max of rounds)", zorder=2)
+            res.artists[f"{wl}_range"] = rng
+            if wl == "decode":
+                hx = [int(c["concurrency"]) for c in cells if _finite(c.get("http_rate"))]
+                hy = [float(c["http_rate"]) for c in cells if _finite(c.get("http_rate"))]
+                (http,) = ax.plot(hx, hy, ls="none", marker="D", ms=4, color=HTTP_COLOR,
+                                  label="whole-wave HTTP output (not resident)", zorder=3)
+                res.artists["decode_http"] = http
+            ax.set_ylim(bottom=0)
+            ticks = sorted(int(c["concurrency"]) for c in cells)
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.minorticks_off()
+            if len(ticks) == 1:
+                ax.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
+            ax.legend(loc="upper left", frameon=False)
+        title = (f"Formal P/D matrix — {entry.get('campaign')} ({entry.get('claim_class')}), archive {aid}"
+                 + (" — SIMULATED" if sim else ""))
+        fig.suptitle(title, fontsize=10)
+        if sim:
+            _watermark(fig)
+        fig.tight_layout()
+    res.caption = ("Formal matrix: lines are three-round medians, small points every round, bars the observed "
+                   "range (min-max, not a confidence interval); grey diamonds are whole-wave HTTP output rates, "
+                   "a different metric from resident decode." + (" Simulated data." if sim else ""))
+    res.alt = (f"Formal matrix of archive {aid}: prefill input tok/s and resident decode output tok/s against "
+               f"concurrency {', '.join(str(t) for t in sorted(tiers))}")
+    return res
+
+
+def abba_figure(entry: Mapping[str, Any]) -> FigureResult:
+    """Figures 6/7: one ABBA screen (``snapshot['screens'][i]``).
+
+    Artists: ``waves_<leg>`` (Line2D markers: every wave rate of the leg, y in wave order),
+    ``median_<leg>`` (LineCollection: the leg median as a horizontal bar), ``annotation`` (Text).
+    """
+    sim = bool(entry.get("simulated"))
+    aid = str(entry["archive_id"])
+    legs = {str(leg["leg"]): leg for leg in entry.get("legs") or []}
+    with style():
+        fig = _new_figure(8.6, 4.0)
+        ax = fig.add_axes((0.09, 0.16, 0.55, 0.68))
+        res = FigureResult(f"abba-{aid}", fig, "", "")
+        allv: list[float] = []
+        for i, name in enumerate(LEG_ORDER):
+            leg = legs.get(name) or {}
+            color = CONTROL_COLOR if name.startswith("A") else CANDIDATE_COLOR
+            waves = [float(v) for v in leg.get("wave_rates") or [] if _finite(v)]
+            allv.extend(waves)
+            n = len(waves)
+            offs = [0.0] if n <= 1 else [-0.14 + 0.28 * k / (n - 1) for k in range(n)]
+            (dots,) = ax.plot([i + o for o in offs[:n]], waves, ls="none", marker="o", ms=5, color=color,
+                              alpha=0.85, label=("each wave" if i == 0 else None), zorder=3)
+            res.artists[f"waves_{name}"] = dots
+            if _finite(leg.get("median")):
+                bar = ax.hlines([float(leg["median"])], i - 0.3, i + 0.3, colors=color, lw=2.4,
+                                label=("leg median" if i == 0 else None), zorder=4)
+                res.artists[f"median_{name}"] = bar
+        ax.set_xticks(range(4), ["A1\ncontrol", "B1\ncandidate", "B2\ncandidate", "A2\ncontrol"])
+        ax.set_xlim(-0.6, 3.6)
+        if allv:
+            lo, hi = min(allv), max(allv)
+            pad = max((hi - lo) * 0.18, abs(hi) * 0.002, 1e-6)
+            ax.set_ylim(lo - pad, hi + pad)
+        boundary = entry.get("boundary") or "resident"
+        res.artists["ylabel"] = ax.set_ylabel(f"{boundary} output tok/s\n(expanded axis, not from zero)")
+        ax.set_title(f"ABBA screen {entry.get('screen')}: C{entry.get('concurrency')}, {boundary} boundary"
+                     + (" — SIMULATED" if sim else ""))
+        for key, color, name in (("control_mean", CONTROL_COLOR, "control mean"),
+                                 ("candidate_mean", CANDIDATE_COLOR, "candidate mean")):
+            if _finite(entry.get(key)):
+                res.artists[key] = ax.axhline(float(entry[key]), color=color, ls="--", lw=0.8, alpha=0.6,
+                                              label=f"{name} of arm medians", zorder=1)
+        fig.legend(*ax.get_legend_handles_labels(), loc="lower left", bbox_to_anchor=(0.66, 0.12), frameon=False,
+                   fontsize=7)
+
+        def pct(v: Any) -> str:
+            return f"{float(v):+.3f}%" if _finite(v) else "n/a"
+
+        out = entry.get("outputs") or {}
+        text = "\n".join([
+            "Screen, not a formal cell",
+            "",
+            f"candidate/control: {pct(entry.get('ratio_pct'))}",
+            "  (mean of arm medians)",
+            f"return-control drift A2/A1: {pct(entry.get('drift_pct'))}",
+            f"candidate spread B2/B1: {pct(entry.get('spread_pct'))}",
+            f"every candidate wave beats every\n  control wave: {'yes' if entry.get('separated') else 'no'}",
+            f"identical completions: {out.get('identical_all_legs', 'n/a')} of {out.get('compared', 'n/a')}",
+            f"verdict: {entry.get('verdict')}",
+            "",
+            "Percentages from other experiments",
+            "must not be added or multiplied.",
+        ])
+        res.artists["annotation"] = fig.text(0.67, 0.86, text, va="top", ha="left", fontsize=7.8,
+                                             family="DejaVu Sans")
+        fig.text(0.67, 0.06, f"archive {aid}", fontsize=7, color="0.4")
+        if sim:
+            _watermark(fig)
+    res.caption = (f"ABBA screen {entry.get('screen')} (archive {aid}): each dot is one wave, bars are leg "
+                   f"medians; the y axis is expanded and does not start at zero. Candidate/control "
+                   f"{pct(entry.get('ratio_pct'))}, drift {pct(entry.get('drift_pct'))}."
+                   + (" Simulated data." if sim else ""))
+    res.alt = (f"ABBA screen {entry.get('screen')}: wave rates of legs A1, B1, B2, A2 with leg medians; "
+               f"candidate/control {pct(entry.get('ratio_pct'))}")
+    return res
+
+
+GIB = float(1 << 30)
+
+
+def memory_figure(entry: Mapping[str, Any]) -> FigureResult:
+    """GPU memory samples of one archive (``snapshot['memory'][i]``) over time, one line per device.
+
+    Artists: ``device_<n>`` (Line2D: x = seconds since the archive's first sample, y = used GiB).
+    """
+    sim = bool(entry.get("simulated"))
+    aid = str(entry["archive_id"])
+    with style():
+        fig = _new_figure(8.0, 3.4)
+        ax = fig.subplots()
+        res = FigureResult(f"memory-{aid}", fig, "", "")
+        cmap = mpl.colormaps["tab10"]
+        for k, dev in enumerate(entry.get("devices") or []):
+            pairs = [(t / 1e9, u / GIB) for t, u in zip(dev.get("t_ns") or [], dev.get("used_bytes") or [],
+                                                         strict=True) if u is not None]
+            color = cmap(k % 10)
+            peak = dev.get("peak_used_bytes")
+            label = f"device {dev['device']}" + (f" (peak observed {peak / GIB:.2f} GiB)" if peak is not None
+                                                 else "")
+            (line,) = ax.plot([p[0] for p in pairs], [p[1] for p in pairs], "-", marker=".", ms=2.5, lw=1.0,
+                              color=color, label=label)
+            res.artists[f"device_{dev['device']}"] = line
+            if dev.get("total_bytes"):
+                ax.axhline(float(dev["total_bytes"]) / GIB, color=color, ls=":", lw=0.8)
+        ax.set_xlabel("seconds since the first sample")
+        ax.set_ylabel("used GiB (dotted: device total)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"GPU memory samples, archive {aid} (peak observed in samples)"
+                     + (" — SIMULATED" if sim else ""))
+        ax.legend(loc="lower right", frameon=False, fontsize=7)
+        if sim:
+            _watermark(fig)
+        fig.tight_layout()
+    res.caption = ("GPU memory samples over time per device; a peak is the largest value observed in the samples "
+                   "at the sampling interval, not an allocator peak.")
+    res.alt = f"GPU memory used over time per device for archive {aid}"
+    return res
+
+
+def _entry_date(e: Mapping[str, Any]) -> date | None:
+    for key in ("measured_date", "published_date"):
+        v = e.get(key)
+        if v:
+            try:
+                return date.fromisoformat(str(v)[:10])
+            except ValueError:
+                continue
+    return None
+
+
+def historical_figure(entries: Sequence[Mapping[str, Any]]) -> FigureResult | None:
+    """Figure 2 style milestones from historical ledger rows (``snapshot['historical']``): one panel
+    per (metric, unit), each entry a point at its measured (else published) date, labelled with its
+    label and original protocol label. Entries without a date or value are left out of the figure
+    (they stay in the table). Returns ``None`` when nothing can be plotted.
+
+    Artists: ``panel_<k>`` (Line2D markers: x = matplotlib date numbers, y = values, in the order of
+    ``entries`` after filtering).
+    """
+    groups: dict[tuple[str, str], list[tuple[date, float, Mapping[str, Any]]]] = {}
+    for e in entries:
+        d = _entry_date(e)
+        v = e.get("value")
+        if d is None or not _finite(v):
+            continue
+        groups.setdefault((str(e.get("metric") or "value"), str(e.get("unit") or "")), []).append((d, float(v), e))
+    if not groups:
+        return None
+    keys = sorted(groups)
+    with style():
+        fig = _new_figure(9.0, 1.0 + 2.8 * len(keys))
+        axes = fig.subplots(len(keys), 1, squeeze=False)[:, 0]
+        res = FigureResult("historical", fig, "", "")
+        for k, (ax, key) in enumerate(zip(axes, keys, strict=True)):
+            pts = groups[key]
+            xs = [float(mdates.date2num(p[0])) for p in pts]
+            (line,) = ax.plot(xs, [p[1] for p in pts], ls="none", marker="s", ms=5, color="#6a4c93",
+                              label="historical entry (own protocol)")
+            res.artists[f"panel_{k}"] = line
+            for x, (_, v, e) in zip(xs, pts, strict=True):
+                lab = str(e.get("label") or e.get("entry_id") or "")
+                proto = e.get("protocol_label")
+                ax.annotate(lab + (f"\n[{proto}]" if proto else ""), (x, v), textcoords="offset points",
+                            xytext=(4, 4), fontsize=6.5, color="0.25")
+            ax.xaxis.set_major_locator(mdates.AutoDateLocator())
+            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
+            if len(xs) == 1 or max(xs) == min(xs):
+                ax.set_xlim(xs[0] - 15, xs[0] + 15)
+            else:
+                span = max(xs) - min(xs)
+                ax.set_xlim(min(xs) - 0.08 * span, max(xs) + 0.25 * span)
+            ax.set_ylim(bottom=0, top=max(p[1] for p in pts) * 1.25)
+            ax.set_ylabel(f"{key[0]}" + (f" ({key[1]})" if key[1] else ""))
+            ax.set_title(f"{key[0]}: historical, not a controlled series")
+            ax.legend(loc="upper left", frameon=False)
+        fig.suptitle("Historical milestones (historical, not a controlled series; not current results)",
+                     fontsize=10)
+        fig.tight_layout()
+    res.caption = ("Historical milestones: each point keeps its original protocol label; the points are not a "
+                   "controlled series and are never compared with current cells.")
+    res.alt = "Historical milestones by date, one panel per metric"
+    return res
+
+
+def snapshot_figures(snapshot: Mapping[str, Any]) -> list[FigureResult]:
+    """Every figure of a snapshot, in report order: formal matrices, screens, memory, historical."""
+    out = [formal_matrix_figure(e) for e in snapshot.get("formal") or []]
+    out += [abba_figure(e) for e in snapshot.get("screens") or []]
+    out += [memory_figure(e) for e in snapshot.get("memory") or []]
+    hist = historical_figure(snapshot.get("historical") or [])
+    if hist is not None:
+        out.append(hist)
+    return out
+
+
+def render_figure(res: FigureResult, formats: Sequence[str] = FORMATS) -> dict[str, bytes]:
+    """The figure's bytes per format (PNG at :data:`DPI`, SVG, PDF), deterministic for a given
+    matplotlib version: fixed hash salt, no dates, no tool versions, fonts embedded."""
+    out: dict[str, bytes] = {}
+    with style():
+        for fmt in formats:
+            buf = io.BytesIO()
+            res.fig.savefig(buf, format=fmt, dpi=DPI, metadata=_METADATA[fmt])
+            out[fmt] = buf.getvalue()
+    return out

@@ -1,0 +1,293 @@
+"""Render a report from its snapshot bytes only (edge module: writes the report directory).
+
+:func:`render_report` parses the snapshot (``results.json`` written by the build), draws the
+figures (:mod:`harness.report.figures`), and fills the jinja2 templates of
+``reports/templates/`` into a self-contained HTML file (figures inlined as base64 PNG data URIs,
+inline CSS, a content-security policy that forbids any external resource), a Markdown file, and
+with ``latex=True`` a LaTeX file of tables. Figures are also written as PNG, SVG and PDF under
+``figures/``.
+
+Output is deterministic: the same snapshot bytes give the same files, apart from the build time,
+which appears in exactly two lines of ``report.html`` (a ``<meta name="dsv4h-build-time">`` and the
+footer line) and one line of ``report.md`` (see :func:`normalize_build_time`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+
+from harness.errors import ArchiveError, SpecError
+from harness.report import figures as figs
+from harness.report.snapshot import load_snapshot
+
+REPORT_HTML = "report.html"
+REPORT_MD = "report.md"
+REPORT_TEX = "tables.tex"
+SNAPSHOT_NAME = "results.json"
+FIGURES_DIR = "figures"
+_MANAGED = (REPORT_HTML, REPORT_MD, REPORT_TEX, SNAPSHOT_NAME)
+
+_BUILD_TIME_RES = (
+    re.compile(r'(<meta name="dsv4h-build-time" content=")[^"]*(")'),
+    re.compile(r"(Built at )\S+()"),
+)
+
+# The page's only script: marks the document when every figure has loaded (browser tests read it).
+PAGE_SCRIPT = (
+    "window.addEventListener('load',function(){"
+    "var imgs=Array.prototype.slice.call(document.images);"
+    "var ok=imgs.filter(function(i){return i.complete&&i.naturalWidth>0;}).length;"
+    "var root=document.documentElement;"
+    "root.setAttribute('data-figures-total',String(imgs.length));"
+    "root.setAttribute('data-figures-loaded',String(ok));"
+    "if(ok!==imgs.length){console.error('dsv4h-report: '+(imgs.length-ok)+' figure(s) failed to load');}"
+    "});"
+)
+
+
+def normalize_build_time(text: str) -> str:
+    """``text`` with the recorded build time replaced by ``BUILD-TIME`` (for comparing builds)."""
+    for rx in _BUILD_TIME_RES:
+        text = rx.sub(r"\1BUILD-TIME\2", text)
+    return text
+
+
+def default_templates_dir() -> Path:
+    """``reports/templates`` of the source tree this package lives in."""
+    return Path(__file__).resolve().parents[2] / "reports" / "templates"
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting (pure)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def fmt_rate(v: Any, digits: int = 2) -> str:
+    """A rate with fixed decimals and no thousands separator (as the report's tables); an em dash
+    for a missing value."""
+    return f"{float(v):.{digits}f}" if _finite(v) else "—"
+
+
+def fmt_pct(v: Any, digits: int = 3) -> str:
+    """A signed percentage (``+10.769%``); an em dash when missing."""
+    return f"{float(v):+.{digits}f}%" if _finite(v) else "—"
+
+
+def fmt_bytes(v: Any) -> str:
+    """Bytes as GiB with two decimals."""
+    return f"{float(v) / (1 << 30):.2f} GiB" if _finite(v) else "—"
+
+
+def tex_escape(v: Any) -> str:
+    """Escape LaTeX special characters in text."""
+    s = str(v)
+    repl = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "—": "---",
+            "–": "--", "≥": r"$\geq$", "→": r"$\rightarrow$"}
+    return "".join(repl.get(ch, ch) for ch in s)
+
+
+def md_escape(v: Any) -> str:
+    """Escape Markdown table-breaking characters."""
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+# ---------------------------------------------------------------------------------------------
+# View model (pure)
+
+
+def _cell_findings(cell_id: str, findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [f for f in findings if any(r == cell_id or str(r).startswith(cell_id + ".") for r in f["rows"])]
+
+
+def _cell_view(c: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    cid = str(c.get("cell_id"))
+    mine = _cell_findings(cid, findings)
+    statuses = list(c.get("round_status") or [])
+    rates = list(c.get("round_rates") or [])
+    https = list(c.get("round_http_rates") or [])
+    rounds = [{"value": v, "status": statuses[i] if i < len(statuses) else "?",
+               "http": https[i] if i < len(https) else None} for i, v in enumerate(rates)]
+    return {**c, "rounds_view": rounds, "findings": mine,
+            "blocked": any(f["severity"] == "blocking" for f in mine)}
+
+
+def pd_rows(entry: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Table 2 rows of one formal archive: per concurrency, the prefill and decode cells (or None)
+    with their rounds, findings and a ``blocked`` flag (a blocking finding names the cell or one of
+    its rounds/waves)."""
+    by = {(c.get("workload"), int(c.get("concurrency") or 0)): c for c in entry.get("cells") or []}
+    tiers = sorted({k[1] for k in by})
+    return [{"concurrency": t, "prefill": _cell_view(by.get(("prefill", t)), findings),
+             "decode": _cell_view(by.get(("decode", t)), findings)} for t in tiers]
+
+
+def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything the templates need, derived from the snapshot alone (pure)."""
+    findings = list(snapshot.get("findings") or [])
+    by_archive: dict[str, list[Mapping[str, Any]]] = {}
+    for f in findings:
+        by_archive.setdefault(str(f["archive_id"]), []).append(f)
+    archives = list(snapshot.get("archives") or [])
+    counts = {a["archive_id"]: {s: sum(1 for f in by_archive.get(a["archive_id"], []) if f["severity"] == s)
+                                for s in ("blocking", "warning", "info")} for a in archives}
+    formal = [{**e, "rows": pd_rows(e, by_archive.get(e["archive_id"], [])),
+               "findings": by_archive.get(e["archive_id"], []), "figure": f"formal-{e['archive_id']}"}
+              for e in snapshot.get("formal") or []]
+    screens = [{**e, "findings": by_archive.get(e["archive_id"], []), "figure": f"abba-{e['archive_id']}"}
+               for e in snapshot.get("screens") or []]
+    memory = [{**e, "figure": f"memory-{e['archive_id']}"} for e in snapshot.get("memory") or []]
+    services_by: dict[str, list[Mapping[str, Any]]] = {}
+    for s in snapshot.get("services") or []:
+        services_by.setdefault(str(s["archive_id"]), []).append(s)
+    claims = sorted({str(a.get("claim_class")) for a in archives})
+    return {
+        "s": snapshot,
+        "archives": archives,
+        "archive_by_id": {a["archive_id"]: a for a in archives},
+        "finding_counts": counts,
+        "formal": formal,
+        "screens": screens,
+        "memory": memory,
+        "historical": list(snapshot.get("historical") or []),
+        "historical_present": bool(snapshot.get("historical_present")),
+        "findings": findings,
+        "findings_source": snapshot.get("findings_source"),
+        "services_by_archive": services_by,
+        "services": list(snapshot.get("services") or []),
+        "corpora": list(snapshot.get("corpora") or []),
+        "oracles": list(snapshot.get("oracles") or []),
+        "claim_classes": claims,
+        "has_simulated": bool(snapshot.get("has_simulated")),
+        "limits": snapshot.get("limits") or {},
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Jinja environment
+
+
+def _html_num(text: Any, archive_id: str, cls: str = "") -> Markup:
+    klass = "num" + (f" {cls}" if cls else "")
+    return Markup('<a class="{}" href="#archive-{}" title="from archive {}">{}</a>').format(
+        klass, archive_id, archive_id, text)
+
+
+def _md_num(text: Any, archive_id: str) -> str:
+    return f"[{text}](#archive-{archive_id})"
+
+
+def _tex_num(text: Any, archive_id: str) -> str:
+    return f"\\hyperlink{{archive-{archive_id}}}{{{tex_escape(text)}}}"
+
+
+def make_env(templates_dir: Path) -> jinja2.Environment:
+    """The jinja2 environment: strict undefined, HTML autoescape for ``*.html.j2``, report filters."""
+    if not (templates_dir / "report.html.j2").is_file():
+        raise SpecError(f"report templates not found in {templates_dir}",
+                        hint="run from the dsv4h source tree or pass the templates directory")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        autoescape=lambda name: bool(name and name.endswith(".html.j2")),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update({
+        "rate": fmt_rate, "pct": fmt_pct, "gib": fmt_bytes, "tex": tex_escape, "md": md_escape,
+        "hnum": _html_num, "mdnum": _md_num, "texnum": _tex_num,
+    })
+    return env
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering (writes files)
+
+
+@dataclass(frozen=True)
+class RenderedReport:
+    """What a render wrote: the directory, files relative to it, and the snapshot's SHA-256."""
+
+    out_dir: Path
+    files: tuple[str, ...]
+    snapshot_sha256: str
+    figures: tuple[str, ...]
+
+    @property
+    def html(self) -> Path:
+        """The self-contained HTML report."""
+        return self.out_dir / REPORT_HTML
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    """Create ``out_dir`` or clear the files an earlier report build left there. Refuses (raises
+    ``ArchiveError``) a non-empty directory that does not hold a report, so nothing else is lost."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ArchiveError(f"{out_dir} exists and is not a directory", hint="choose another --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    entries = {p.name for p in out_dir.iterdir()}
+    if entries and not entries & {REPORT_HTML, SNAPSHOT_NAME}:
+        raise ArchiveError(f"{out_dir} is not empty and holds no earlier report; refusing to write into it",
+                           hint="choose an empty or new --out directory")
+    for name in _MANAGED:
+        if (out_dir / name).is_file():
+            (out_dir / name).unlink()
+    if (out_dir / FIGURES_DIR).is_dir():
+        shutil.rmtree(out_dir / FIGURES_DIR)
+
+
+def render_report(snapshot_data: bytes, out_dir: Path, *, build_time: str, latex: bool = False,
+                  templates_dir: Path | None = None, source: str = SNAPSHOT_NAME) -> RenderedReport:
+    """Write the report for ``snapshot_data`` (the bytes of a snapshot file) into ``out_dir``:
+    ``results.json`` (those same bytes), ``report.html``, ``report.md``, optionally ``tables.tex``,
+    and ``figures/<stem>.{png,svg,pdf}``. ``build_time`` (ISO 8601, UTC) is the only value not taken
+    from the snapshot. Raises ``SpecError`` for an unreadable snapshot or missing templates."""
+    snapshot = load_snapshot(snapshot_data, source)
+    env = make_env(templates_dir or default_templates_dir())
+    sha = hashlib.sha256(snapshot_data).hexdigest()
+    vm = view_model(snapshot)
+    figure_results = figs.snapshot_figures(snapshot)
+    prepare_out_dir(out_dir)
+    (out_dir / FIGURES_DIR).mkdir()
+    written: list[str] = []
+    figures: dict[str, dict[str, Any]] = {}
+    for fr in figure_results:
+        data = figs.render_figure(fr)
+        files = []
+        for fmt, blob in data.items():
+            rel = f"{FIGURES_DIR}/{fr.stem}.{fmt}"
+            (out_dir / rel).write_bytes(blob)
+            files.append(rel)
+        written += files
+        figures[fr.stem] = {"stem": fr.stem, "caption": fr.caption, "alt": fr.alt, "files": files,
+                            "png_b64": base64.b64encode(data["png"]).decode("ascii")}
+        fr.fig.clear()
+    script_hash = base64.b64encode(hashlib.sha256(PAGE_SCRIPT.encode()).digest()).decode()
+    ctx = vm | {"figures": figures, "build_time": build_time, "snapshot_sha256": sha,
+                "page_script": Markup(PAGE_SCRIPT), "script_hash": script_hash}
+    (out_dir / SNAPSHOT_NAME).write_bytes(snapshot_data)
+    outputs = [(REPORT_HTML, "report.html.j2"), (REPORT_MD, "report.md.j2")]
+    if latex:
+        outputs.append((REPORT_TEX, "tables.tex.j2"))
+    for name, tpl in outputs:
+        text = env.get_template(tpl).render(ctx)
+        (out_dir / name).write_text(text, encoding="utf-8")
+    written = [SNAPSHOT_NAME] + [n for n, _ in outputs] + written
+    return RenderedReport(out_dir, tuple(written), sha, tuple(figures))
