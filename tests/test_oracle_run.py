@@ -180,3 +180,20 @@ def test_cli_check_capture_repeat(sim_url: str, tmp_path: Path) -> None:
     rep_bad = runner.invoke(app, ["repeat", "--service", sim_url, "--oracle", str(bad_path), "--n", "2"])
     assert isinstance(rep_bad.exception, OracleError)
     assert "capture 1: hash 6f41fe2f01d52507, first divergence at position 3" in rep_bad.output
+
+
+def test_cli_check_starts_and_stops_a_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.cli.oracle_cmd import app
+
+    profile = tmp_path / "sim-fast.yaml"
+    profile.write_text("name: sim-fast\nbackend: sim\nsim:\n  profile: fast\nstartup_timeout_s: 60\n")
+    monkeypatch.chdir(tmp_path)  # the service's logs go under the working directory
+    res = runner.invoke(app, ["check", "--service", str(profile), "--oracle", str(FRANCE),
+                              "--oracle", str(REPO / "oracles" / "sim-code-c000.yaml")])
+    assert res.exit_code == 0, res.output
+    assert "starting service sim-fast" in res.output
+    assert "PASS france" in res.output and "PASS sim-code-c000" in res.output
+    url = next(line.split()[-1] for line in res.output.splitlines() if line.startswith("service ready at"))
+    with pytest.raises(ServerUnreachable):  # stopped after the check
+        check_oracle(url, load_oracle(FRANCE))
+    assert any((tmp_path / "logs").iterdir())

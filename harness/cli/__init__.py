@@ -58,13 +58,19 @@ _GROUPS: list[tuple[str, str]] = [
     ("sim_cmd", "sim"),
     ("service_cmd", "service"),
     ("patches_cmd", "patches"),
+    ("report_cmd", "report"),
     ("oracle_cmd", "oracle"),
     ("compare_cmd", "compare"),
+    ("record_cmd", "record"),
+    ("closure_cmd", "closure"),
+    ("gate_cmd", "gate"),
 ]
 
 
 _COMMANDS: list[tuple[str, str]] = [
     ("abba_cmd", "abba"),
+    ("freeze_cmd", "freeze"),
+    ("freeze_cmd", "reveal"),
 ]
 
 

@@ -1,0 +1,177 @@
+"""Synthetic archives for report tests and benchmarks (edge module: writes archives).
+
+Everything written here is labelled ``simulated`` and ``synthetic``, with backend ``sim``: these
+archives exercise the report pipeline (selection, verification, snapshot, figures, templates)
+without running a service. Result tables are built with the real producers
+(:func:`harness.results.cell_result`, :func:`harness.abba.summarize`), so their format follows the
+campaign code. Values are deterministic for a given ``seed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.abba import LEGS, legs_from_rates, summarize
+from harness.archive import Archive, ArchiveWriter, open_archive
+from harness.results import CampaignResults, RoundResult, cell_result, results_json, results_tables
+
+# Table 2 of the technical report (tok/s): used as the centre of synthetic rates.
+PAPER_PREFILL = {1: 7035.83, 2: 9176.62, 4: 10278.75, 8: 10362.67, 16: 10413.87, 32: 10431.43, 64: 10381.49}
+PAPER_RESIDENT = {1: 88.63, 2: 107.41, 4: 187.13, 8: 333.38, 16: 598.11, 32: 1041.78, 64: 1327.10}
+PAPER_HTTP = {1: 86.76, 2: 102.89, 4: 152.72, 8: 250.49, 16: 458.78, 32: 689.74, 64: 829.65}
+
+_SIM_SERVICE = {
+    "name": "synthetic", "backend": "sim", "url": "http://127.0.0.1:0", "owned": True,
+    "process": {"pid": 4242, "argv": ["dsv4h", "sim", "serve"]},
+    "command": ["dsv4h", "sim", "serve", "--profile", "paper-tp8"], "env_diff": {},
+    "ready_wall": "2026-11-29T00:00:00+0000", "start_index": 1,
+    "server_info": {"_source": "/server_info", "version": "sim-0.1", "model_path": "sim://deepseek-v4-flash",
+                    "tp_size": 8, "ep_size": 1, "chunked_prefill_size": 32768, "max_running_requests": 64,
+                    "dsv4h_simulator": {"label": "simulated", "profile": "paper-tp8"}},
+}
+_CORPUS = {"name": "sim-code-512", "manifest_sha256": "0" * 64, "n_cases": 64, "token_range": [511, 512]}
+
+
+def _finish(writer: ArchiveWriter, run: dict[str, Any]) -> Archive:
+    return open_archive(writer.finalize(status="complete", run=run))
+
+
+def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix", seed: int = 0,
+                         tiers: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), rounds: int = 3,
+                         created_wall: str = "2026-11-29T12:00:00+0000", memory_devices: int = 0,
+                         memory_samples: int = 0, oracles: bool = False,
+                         failed_round: tuple[str, int, int] | None = None) -> Archive:
+    """A finalized formal-matrix archive with prefill and decode cells for ``tiers``.
+
+    ``failed_round=(workload, concurrency, round_index)`` marks that round ``failed`` (kept, out of
+    the median). ``memory_devices``/``memory_samples`` add a ``memory.parquet``; ``oracles`` adds an
+    ``oracles.json`` with one passing France sentinel.
+    """
+    rng = np.random.default_rng(seed)
+    rr: list[RoundResult] = []
+    cells_spec: list[tuple[str, str, int]] = []
+    for wl in ("decode", "prefill"):
+        for c in tiers:
+            cid = f"{wl}-c{c:02d}-syn{seed:04d}"
+            cells_spec.append((cid, wl, c))
+            base = PAPER_PREFILL[c] if wl == "prefill" else PAPER_RESIDENT[c]
+            for k in range(rounds):
+                rate = float(base * (1 + rng.normal(0, 0.004)))
+                secs = 30.0 + k
+                http = float((PAPER_HTTP[c] if wl == "decode" else 1.0 * c) * (1 + rng.normal(0, 0.004)))
+                status = "failed" if failed_round == (wl, c, k) else "ok"
+                rr.append(RoundResult(
+                    round_id=f"{cid}.r{k}", cell_id=cid, round_index=k, workload=wl, concurrency=c, status=status,
+                    n_waves=2, n_requests=2 * c, n_failed=0, rate=rate, tokens=int(rate * secs), seconds=secs,
+                    http_rate=http, http_tokens=int(http * secs * 1.2), http_seconds=secs * 1.2, cache_violations=0))
+    cells = tuple(cell_result(cid, wl, c, [r for r in rr if r.cell_id == cid], rounds) for cid, wl, c in cells_spec)
+    res = CampaignResults(waves=(), rounds=tuple(rr), cells=cells)
+    w = ArchiveWriter(workspace)
+    spec = {"name": campaign, "kind": "formal-matrix", "claim_class": "native-ar", "protocol_class": "formal",
+            "decode": {"tiers": list(tiers), "rounds": rounds, "min_resident_seconds": 30.0, "max_new_tokens": 2048,
+                       "warmup_waves": 1, "ignore_eos": False},
+            "prefill": {"tiers": list(tiers), "rounds": rounds, "warmup_waves": 1, "max_new_tokens": 1},
+            "service": {"backend": "sim"}}
+    w.write_json("spec.json", spec)
+    w.write_json("results.json", results_json(res))
+    extra = {"campaign": campaign, "claim_class": "native-ar", "protocol_class": "formal"}
+    tables = results_tables(res, extra)
+    for name in ("cells", "rounds"):
+        w.write_table(f"{name}.parquet", tables[name])
+    w.write_json("service.json", {"services": [_SIM_SERVICE]})
+    w.write_json("corpora.json", {"decode": _CORPUS,
+                                  "prefill": _CORPUS | {"name": "sim-code-8k", "token_range": [8191, 8192]}})
+    w.write_json("environment.json", {"synthetic": True})
+    if memory_devices and memory_samples:
+        rows = []
+        for d in range(memory_devices):
+            used = 60e9 + d * 1e9
+            for k in range(memory_samples):
+                used += float(rng.normal(0, 2e8))
+                rows.append({"t_monotonic_ns": 1_000_000_000 * k + d, "wall_iso": f"2026-11-29T12:00:{k % 60:02d}Z",
+                             "device": d, "used_bytes": int(used), "total_bytes": 150_000_000_000})
+        w.write_table("memory.parquet", pa.Table.from_pylist(rows))
+    if oracles:
+        w.write_json("oracles.json", [{"oracle": "france", "service": "http://127.0.0.1:0", "passed": True,
+                                       "output_hash16": "6f41fe2f01d52507", "first_divergence": None}])
+    run = {"campaign": campaign, "kind": "formal-matrix", "claim_class": "native-ar", "protocol_class": "formal",
+           "backend": "sim", "created_wall": created_wall, "labels": ["simulated", "synthetic"],
+           "service_name": "synthetic", "error": None}
+    return _finish(w, run)
+
+
+def write_abba_archive(workspace: Path, *, campaign: str = "synthetic-abba", seed: int = 0,
+                       effect: float = 0.10, waves_per_leg: int = 2, concurrency: int = 32,
+                       created_wall: str = "2026-11-29T13:00:00+0000") -> Archive:
+    """A finalized ABBA screen archive with a candidate ``effect`` (0.10 = +10 %) on C``concurrency``."""
+    rng = np.random.default_rng(seed)
+    base = PAPER_RESIDENT.get(concurrency, 1000.0)
+    rates: dict[str, list[tuple[float, float]]] = {}
+    for leg in LEGS:
+        f = 1 + (effect if leg.startswith("B") else 0.0)
+        rates[leg] = [(float(base * f * (1 + rng.normal(0, 0.003))), float(0.72 * base * f * (1 + rng.normal(0, 0.003))))
+                      for _ in range(waves_per_leg)]
+    legs = legs_from_rates(rates)
+    result = summarize(legs)
+    n = waves_per_leg * concurrency
+    outputs = {"compared": n, "identical_all_legs": n, "differing": 0, "identical_within_control": n,
+               "identical_within_candidate": n, "identical_across_arms": n}
+    leg_services = {"A1": {"pid": 100, "service_index": 1, "fresh_start": True},
+                    "B1": {"pid": 200, "service_index": 2, "fresh_start": True},
+                    "B2": {"pid": 200, "service_index": 2, "fresh_start": False},
+                    "A2": {"pid": 300, "service_index": 3, "fresh_start": True}}
+    w = ArchiveWriter(workspace)
+    w.write_json("spec.json", {"name": campaign, "kind": "abba", "workload": {
+        "name": f"{campaign}-workload", "concurrency": concurrency, "waves_per_leg": waves_per_leg,
+        "boundary": "resident", "max_new_tokens": 192, "declared_change": ["sim.step_factor"]}})
+    w.write_json("comparison.json", {"result": asdict(result), "outputs": outputs, "legs": leg_services,
+                                     "failed_leg": None})
+    services = [_SIM_SERVICE | {"name": name, "start_index": i, "process": {"pid": pid}}
+                for i, (name, pid) in enumerate((("control", 100), ("candidate", 200), ("control", 300)), start=1)]
+    w.write_json("service.json", {"services": services, "legs": leg_services, "b2_shares_b1_service": True})
+    w.write_json("identity_check.json", {"declared_change": ["sim.step_factor"],
+                                         "declared_differences": ["sim.step_factor: control 1.0, candidate 0.909"],
+                                         "undeclared_differences": [], "allow_identity_change": False})
+    w.write_json("corpora.json", {"workload": _CORPUS})
+    w.write_table("legs.parquet", pa.Table.from_pylist(
+        [{"leg": k, "wave_rates": list(v.wave_rates), "http_rates": list(v.http_rates), "median": v.median}
+         for k, v in legs.items()]))
+    run = {"campaign": campaign, "kind": "abba", "claim_class": "native-ar", "protocol_class": "abba-screen",
+           "backend": "sim", "created_wall": created_wall, "labels": ["simulated", "synthetic"],
+           "service_name": "control vs candidate", "error": None}
+    return _finish(w, run)
+
+
+HISTORICAL_COLUMNS = ("entry_id", "source", "published_date", "measured_date", "protocol_label", "claim_class",
+                      "protocol_class", "metric", "concurrency", "value", "unit", "tp", "label", "not_claims")
+
+
+def write_historical_ledger(workspace: Path, entries: Sequence[Mapping[str, Any]]) -> Path:
+    """Write ``<workspace>/ledgers/historical.parquet`` with :data:`HISTORICAL_COLUMNS` (missing keys
+    become nulls). Returns the path."""
+    path = workspace / "ledgers" / "historical.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{k: e.get(k) for k in HISTORICAL_COLUMNS} for e in entries]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+def synthetic_historical_entries(n: int = 5) -> list[dict[str, Any]]:
+    """``n`` clearly synthetic historical entries (source ``synthetic``) for tests and benchmarks."""
+    out = []
+    for k in range(n):
+        out.append({
+            "entry_id": f"syn-{k:03d}", "source": "synthetic", "published_date": f"2026-0{1 + k % 9}-15",
+            "measured_date": f"2026-0{1 + k % 9}-10", "protocol_label": "synthetic TP4 short probe",
+            "claim_class": "native-ar", "protocol_class": "historical", "metric": "decode C1",
+            "concurrency": 1, "value": 15.0 + 12.0 * k, "unit": "tok/s", "tp": 4, "label": f"milestone {k}",
+            "not_claims": "not current; not a controlled series",
+        })
+    return out
