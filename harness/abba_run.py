@@ -34,6 +34,7 @@ from harness.load.driver import LoadClient
 from harness.pipeline import Reporter, _loop_factory, _silent, start_memory_sampler, write_memory
 from harness.records import RequestRecord
 from harness.results import wave_result
+from harness.sentinels import load_sentinels, run_sentinels
 from harness.service.manager import RunningService, start_service, verify_identity
 from harness.spec import AbbaSpec, ServiceProfile, resolve_path
 
@@ -94,6 +95,8 @@ class AbbaRunner:
         self.services: list[dict[str, Any]] = []
         self.leg_services: dict[str, dict[str, Any]] = {}
         self.failed_leg: str | None = None
+        self.sentinels = load_sentinels(spec.oracles, base)
+        self.oracle_results: list[dict[str, Any]] = []
 
     def run(self) -> AbbaOutcome:
         """Run the four legs; always finalize an archive with whatever finished."""
@@ -168,9 +171,23 @@ class AbbaRunner:
         writer.append_event({"event": "service-ready", "leg": leg, "url": svc.url, "t_ns": time.perf_counter_ns(),
                              "pid": svc.process.pid if svc.process else None})
         self.report("service-ready", service=svc, leg=leg)
+        self._sentinels(writer, svc, f"before {leg}")
         return svc
 
+    def _sentinels(self, writer: ArchiveWriter, svc: RunningService, when: str) -> None:
+        if not self.sentinels:
+            return
+        idx = len(self.services)
+        rows = run_sentinels(svc, self.sentinels, when, f"service#{idx}")
+        self.oracle_results.extend(rows)
+        writer.write_json("oracles.json", {"results": self.oracle_results})
+
     def _stop(self, svc: RunningService, writer: ArchiveWriter) -> None:
+        if svc.process is None or svc.process.exit_code() is None:
+            try:
+                self._sentinels(writer, svc, "after")
+            except DsvError as exc:
+                writer.append_event({"event": "sentinel-error", "error": exc.message})
         idx = next(i for i, s in enumerate(self.services) if s.get("url") == svc.url and
                    (s.get("process") or {}).get("pid") == (svc.process.pid if svc.process else None))
         self.services[idx] = svc.identity() | {k: self.services[idx][k] for k in ("start_index", "first_leg")}
@@ -274,6 +291,7 @@ class AbbaRunner:
             "created_wall": anchor["wall_iso"], "run_token": self.token,
             "labels": list(self.spec.labels) + (["simulated"] if "sim" in backends else []),
             "error": error.message if error else None, "failed_leg": self.failed_leg,
+            "oracles_failed": sum(1 for r in self.oracle_results if not r["passed"]),
         }
         path = writer.finalize(status=status, run=run)
         archive = open_archive(path)

@@ -34,6 +34,7 @@ from harness.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cas
 from harness.records import RequestRecord
 from harness.results import CampaignResults, compute_results, results_json, results_tables
 from harness.service.manager import RunningService, start_service, verify_identity
+from harness.sentinels import load_sentinels, run_sentinels
 from harness.service.memory import MemorySampler
 from harness.spec import CampaignSpec, ServiceProfile, load_campaign, resolve_path
 
@@ -128,6 +129,8 @@ class CampaignRunner:
         self.report = reporter
         self.resume = resume
         self.corpora = load_corpora(spec, spec_path)
+        self.sentinels = load_sentinels(spec.oracles, spec_path.parent)
+        self.oracle_results: list[dict[str, Any]] = []
         self.plan = make_plan(spec, self.corpora)
         self.token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
         self.state = _State()
@@ -228,13 +231,27 @@ class CampaignRunner:
             raise
         self.services.append(svc.identity() | {"start_index": self.state.service_starts})
         writer.write_json("service.json", {"services": self.services})
+        self._sentinels(writer, svc, "before")
         writer.append_event({"event": "service-ready", "url": svc.url, "t_ns": time.perf_counter_ns(),
                              "pid": svc.process.pid if svc.process else None})
         self.report("service-ready", service=svc)
         return svc
 
+    def _sentinels(self, writer: ArchiveWriter, svc: RunningService, when: str) -> None:
+        if not self.sentinels:
+            return
+        rows = run_sentinels(svc, self.sentinels, when, f"service#{self.state.service_starts}")
+        self.oracle_results.extend(rows)
+        writer.write_json("oracles.json", {"results": self.oracle_results})
+        self.report("oracles", when=when, results=rows)
+
     def _stop_service(self, writer: ArchiveWriter) -> None:
         assert self.service is not None
+        if self.service.process is None or self.service.process.exit_code() is None:
+            try:
+                self._sentinels(writer, self.service, "after")
+            except DsvError as exc:
+                writer.append_event({"event": "sentinel-error", "error": exc.message})
         self.services[-1] = self.service.identity() | {"start_index": self.state.service_starts}
         writer.write_json("service.json", {"services": self.services})
         self.service.stop()
@@ -345,7 +362,10 @@ class CampaignRunner:
             "resumed_from": self.resume.archive_id if self.resume else None,
             "labels": list(self.spec.labels) + (["simulated"] if self.spec.service.backend == "sim" else []),
             "error": error.message if error else None,
+            "oracles_failed": sum(1 for r in self.oracle_results if not r["passed"]),
         }
+        if run["oracles_failed"]:
+            run["labels"].append("oracle-failed")
         path = writer.finalize(status=status, run=run)
         archive = open_archive(path)
         rows = ingest_archive(self.workspace, archive)

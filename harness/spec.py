@@ -195,6 +195,8 @@ class CampaignSpec(_Strict):
     corpora: CorporaSpec = Field(default_factory=CorporaSpec)
     decode: DecodeSpec | None = None
     prefill: PrefillSpec | None = None
+    oracles: list[str] = Field(default_factory=list, description="oracle files run as sentinels before and "
+                               "after measurement on every service")
     order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"])  # type: ignore[arg-type]
     request_timeout_s: float = Field(1800.0, gt=0)
 
@@ -253,6 +255,7 @@ class AbbaSpec(_Strict):
     workload: AbbaWorkload
     fresh_candidate: bool = False
     allow_identity_change: bool = False
+    oracles: list[str] = Field(default_factory=list, description="oracle files run before and after every leg")
     request_timeout_s: float = Field(1800.0, gt=0)
 
     @property

@@ -39,7 +39,7 @@ def build_time_now() -> str:
 
 def build_report(workspace: Path, out_dir: Path, *, config: ReportConfig | None = None, latex: bool = False,
                  build_time: str | None = None, templates_dir: Path | None = None,
-                 findings_fn: FindingsFn | None | bool = True) -> RenderedReport:
+                 findings_fn: FindingsFn | bool | None = True) -> RenderedReport:
     """Select, verify and freeze the archives of ``workspace`` (``config`` defaults to every
     archive), write ``<out_dir>/results.json`` and render the report from it.
 

@@ -11,6 +11,7 @@ archive's content and the optional inputs: ``memory.parquet`` (GPU memory sample
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from harness.report.config import ReportConfig
 from harness.report.snapshot import ArchiveContent, freeze, select_archives
 
 HISTORICAL_LEDGER = Path("ledgers") / "historical.parquet"
+_ID_RE = re.compile(r"[0-9a-f]{16}")
 
 FindingsFn = Callable[[Archive], Sequence[Any]]
 
@@ -107,14 +109,30 @@ def read_historical(workspace: Path) -> list[dict[str, Any]] | None:
     return _rows(workspace / HISTORICAL_LEDGER)
 
 
+def _unreadable_archive_dirs(workspace: Path) -> list[Path]:
+    """Directories under ``archives/`` named like an archive id (16 hex digits) without a manifest."""
+    root = workspace / "archives"
+    if not root.is_dir():
+        return []
+    return sorted(d for d in root.iterdir() if d.is_dir() and _ID_RE.fullmatch(d.name) and not (d / MANIFEST).exists())
+
+
 def collect(workspace: Path, config: ReportConfig, *,
-            findings_fn: FindingsFn | None | bool = True) -> dict[str, Any]:
+            findings_fn: FindingsFn | bool | None = True) -> dict[str, Any]:
     """Select, verify and load archives of ``workspace`` and return the frozen snapshot document.
 
     ``findings_fn``: ``True`` uses :func:`evidence_checker` (skipped when unavailable), ``False``
     or ``None`` skips findings, or a callable replaces the checker (tests). Raises ``ArchiveError``
     when a selected archive is missing or fails verification, or when the workspace holds none.
     """
+    refs = config.select.archive_ids
+    broken = [d for d in _unreadable_archive_dirs(workspace)
+              if refs is None or any(d.name.startswith(r) for r in refs)]
+    if broken:
+        raise ArchiveError("cannot build the report: archive(s) without a manifest: "
+                           + ", ".join(f"{d.name} (missing: {MANIFEST})" for d in broken),
+                           hint="an archive must not be edited; restore it from a copy or move the directory out "
+                                "of archives/")
     all_archives = list(iter_archives(workspace))
     by_id = {a.archive_id: a for a in all_archives}
     if len(by_id) != len(all_archives):

@@ -59,7 +59,7 @@ class Selection(_Strict):
 class ReportConfig(_Strict):
     """What a report shows. See the module docstring for the YAML form."""
 
-    format_version: Literal[1] = REPORT_CONFIG_FORMAT_VERSION
+    format_version: Literal[1] = 1
     title: str = "dsv4h report"
     description: str = ""
     select: Selection = Selection()

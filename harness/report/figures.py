@@ -75,7 +75,8 @@ _METADATA: dict[str, dict[str, Any]] = {
 @contextmanager
 def style() -> Iterator[None]:
     """The report's matplotlib settings (also needed while saving: SVG/PDF font handling)."""
-    with mpl.rc_context(RC):
+    rc: Any = RC
+    with mpl.rc_context(rc):
         yield
 
 
@@ -108,7 +109,8 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
     """Figure 5: one formal matrix archive (``snapshot['formal'][i]``).
 
     Artists: ``{prefill,decode}_median`` (Line2D: x = concurrency, y = three-round median),
-    ``{prefill,decode}_rounds`` (Line2D markers: every finite round rate), ``{..}_range``
+    ``{prefill,decode}_rounds`` (Line2D markers: every finite ok round rate, cells in concurrency
+    order, rounds in order), ``{..}_rounds_excluded`` (rounds not ok, when any), ``{..}_range``
     (LineCollection: observed min-max per cell), ``decode_http`` (Line2D: whole-wave HTTP output
     tok/s per cell).
     """
@@ -138,16 +140,22 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
             (line,) = ax.plot(mx, my, "-", color=color, lw=1.6, marker="o", ms=4.5,
                               label="three-round median", zorder=3)
             res.artists[f"{wl}_median"] = line
-            rx: list[int] = []
-            ry: list[float] = []
+            ok: tuple[list[int], list[float]] = ([], [])
+            bad: tuple[list[int], list[float]] = ([], [])
             for c in cells:
-                for v in c.get("round_rates") or []:
+                statuses = list(c.get("round_status") or [])
+                for k, v in enumerate(c.get("round_rates") or []):
                     if _finite(v):
-                        rx.append(int(c["concurrency"]))
-                        ry.append(float(v))
-            (pts,) = ax.plot(rx, ry, ls="none", marker="o", ms=2.4, color="black", alpha=0.75,
+                        dest = ok if (statuses[k] if k < len(statuses) else "ok") == "ok" else bad
+                        dest[0].append(int(c["concurrency"]))
+                        dest[1].append(float(v))
+            (pts,) = ax.plot(ok[0], ok[1], ls="none", marker="o", ms=2.4, color="black", alpha=0.75,
                              label="each round", zorder=4)
             res.artists[f"{wl}_rounds"] = pts
+            if bad[0]:
+                (xpts,) = ax.plot(bad[0], bad[1], ls="none", marker="x", ms=5, color="#b00020",
+                                  label="round not ok (kept, excluded from median)", zorder=5)
+                res.artists[f"{wl}_rounds_excluded"] = xpts
             lo = [c for c in cells if _finite(c.get("observed_min")) and _finite(c.get("observed_max"))]
             rng = ax.vlines([int(c["concurrency"]) for c in lo], [float(c["observed_min"]) for c in lo],
                             [float(c["observed_max"]) for c in lo], colors=color, lw=5, alpha=0.28,
@@ -165,7 +173,7 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
             ax.minorticks_off()
             if len(ticks) == 1:
                 ax.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
-            ax.legend(loc="upper left", frameon=False)
+            ax.legend(loc="lower right" if wl == "prefill" else "upper left", frameon=False)
         title = (f"Formal P/D matrix — {entry.get('campaign')} ({entry.get('claim_class')}), archive {aid}"
                  + (" — SIMULATED" if sim else ""))
         fig.suptitle(title, fontsize=10)
@@ -202,11 +210,11 @@ def abba_figure(entry: Mapping[str, Any]) -> FigureResult:
             n = len(waves)
             offs = [0.0] if n <= 1 else [-0.14 + 0.28 * k / (n - 1) for k in range(n)]
             (dots,) = ax.plot([i + o for o in offs[:n]], waves, ls="none", marker="o", ms=5, color=color,
-                              alpha=0.85, label=("each wave" if i == 0 else None), zorder=3)
+                              alpha=0.85, label=("each wave" if i == 0 else "_nolegend_"), zorder=3)
             res.artists[f"waves_{name}"] = dots
             if _finite(leg.get("median")):
                 bar = ax.hlines([float(leg["median"])], i - 0.3, i + 0.3, colors=color, lw=2.4,
-                                label=("leg median" if i == 0 else None), zorder=4)
+                                label=("leg median" if i == 0 else "_nolegend_"), zorder=4)
                 res.artists[f"median_{name}"] = bar
         ax.set_xticks(range(4), ["A1\ncontrol", "B1\ncandidate", "B2\ncandidate", "A2\ncontrol"])
         ax.set_xlim(-0.6, 3.6)
@@ -324,7 +332,7 @@ def historical_figure(entries: Sequence[Mapping[str, Any]]) -> FigureResult | No
     for e in entries:
         d = _entry_date(e)
         v = e.get("value")
-        if d is None or not _finite(v):
+        if d is None or v is None or not _finite(v):
             continue
         groups.setdefault((str(e.get("metric") or "value"), str(e.get("unit") or "")), []).append((d, float(v), e))
     if not groups:
@@ -336,7 +344,7 @@ def historical_figure(entries: Sequence[Mapping[str, Any]]) -> FigureResult | No
         res = FigureResult("historical", fig, "", "")
         for k, (ax, key) in enumerate(zip(axes, keys, strict=True)):
             pts = groups[key]
-            xs = [float(mdates.date2num(p[0])) for p in pts]
+            xs = [float(mdates.date2num(p[0])) for p in pts]  # type: ignore[no-untyped-call]
             (line,) = ax.plot(xs, [p[1] for p in pts], ls="none", marker="s", ms=5, color="#6a4c93",
                               label="historical entry (own protocol)")
             res.artists[f"panel_{k}"] = line
@@ -345,8 +353,9 @@ def historical_figure(entries: Sequence[Mapping[str, Any]]) -> FigureResult | No
                 proto = e.get("protocol_label")
                 ax.annotate(lab + (f"\n[{proto}]" if proto else ""), (x, v), textcoords="offset points",
                             xytext=(4, 4), fontsize=6.5, color="0.25")
-            ax.xaxis.set_major_locator(mdates.AutoDateLocator())
-            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
+            locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
             if len(xs) == 1 or max(xs) == min(xs):
                 ax.set_xlim(xs[0] - 15, xs[0] + 15)
             else:

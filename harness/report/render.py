@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from harness.errors import ArchiveError, SpecError
 from harness.report import figures as figs

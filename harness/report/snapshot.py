@@ -515,7 +515,7 @@ def _memory(c: ArchiveContent, simulated: bool) -> dict[str, Any] | None:
 
 
 def _findings(c: ArchiveContent) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for f in c.findings or []:
         out.append({
             "archive_id": str(f.get("archive_id") or c.archive_id),
@@ -578,7 +578,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         f["id"] = f"finding-{i}"
     hist = _historical(historical) if (historical is not None and config.historical) else []
     sel = config.select.model_dump(mode="json", exclude_none=True)
-    return json_value({
+    snapshot: dict[str, Any] = json_value({
         "format": SNAPSHOT_FORMAT,
         "snapshot_format_version": SNAPSHOT_FORMAT_VERSION,
         "title": config.title,
@@ -598,3 +598,4 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "has_simulated": any(a["simulated"] for a in archives),
         "limits": {"general": list(GENERAL_LIMITS), "config": list(config.limits)},
     })
+    return snapshot

@@ -116,8 +116,8 @@ def write_abba_archive(workspace: Path, *, campaign: str = "synthetic-abba", see
     rates: dict[str, list[tuple[float, float]]] = {}
     for leg in LEGS:
         f = 1 + (effect if leg.startswith("B") else 0.0)
-        rates[leg] = [(float(base * f * (1 + rng.normal(0, 0.003))), float(0.72 * base * f * (1 + rng.normal(0, 0.003))))
-                      for _ in range(waves_per_leg)]
+        rates[leg] = [(float(base * f * (1 + rng.normal(0, 0.003))),
+                       float(0.72 * base * f * (1 + rng.normal(0, 0.003)))) for _ in range(waves_per_leg)]
     legs = legs_from_rates(rates)
     result = summarize(legs)
     n = waves_per_leg * concurrency

@@ -80,7 +80,7 @@ def test_step_factor_makes_a_faster_candidate() -> None:
 def test_prefill_rate_matches_model() -> None:
     """8K prompts, fresh salts, one output token.
 
-    Server side (exact): with 8 prompts the first tokens come in two groups of 4 (chunk budget 32768),
+    Server side (model timing): with 8 prompts the first tokens come in two groups of 4 (chunk budget 32768),
     one 32768-token forward apart.  Client side (GUIDE formula, prompt tokens / first send to last
     first token): within 5% of ``analytic_prefill_rate``, the rest being HTTP and JSON overhead.
     """
@@ -103,6 +103,6 @@ def test_prefill_rate_matches_model() -> None:
             want = analytic_prefill_rate(prof, n, 8192, time_scale=scale)
             assert abs(got / want - 1) < 0.05, (n, got, want)
     forward = prefill_forward_s(prof, 32768, time_scale=scale)
-    assert (firsts[-1] - firsts[0]) / 1e9 == pytest.approx(forward, rel=0.02)
+    assert (firsts[-1] - firsts[0]) / 1e9 == pytest.approx(forward, rel=0.03)
     assert firsts[3] - firsts[0] < 0.05 * forward * 1e9
     assert firsts[7] - firsts[4] < 0.05 * forward * 1e9
