@@ -29,6 +29,7 @@ from harness.execution import WaveSpec, execute_wave
 from harness.hashing import ids_hash16
 from harness.evidence import Finding, check_archive
 from harness.evidence_io import apply_findings
+from harness.identity import identity_hash
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
 from harness.pipeline import Reporter, _loop_factory, _silent, start_memory_sampler, write_memory
@@ -292,6 +293,8 @@ class AbbaRunner:
             "labels": list(self.spec.labels) + (["simulated"] if "sim" in backends else []),
             "error": error.message if error else None, "failed_leg": self.failed_leg,
             "oracles_failed": sum(1 for r in self.oracle_results if not r["passed"]),
+            "identity_hash": identity_hash([s for s in self.services if s.get("first_leg") in ("A1", "A2")]),
+            "candidate_identity_hash": identity_hash([s for s in self.services if s.get("first_leg") in ("B1", "B2")]),
         }
         path = writer.finalize(status=status, run=run)
         archive = open_archive(path)

@@ -164,6 +164,7 @@ def ingest_archive(workspace: Path, archive: Archive) -> dict[str, int]:
             "data_origin": "simulated" if backend == "sim" else "measured",
             "archive_status": archive.status,
             "created_wall": run.get("created_wall", ""),
+            "identity_hash": run.get("identity_hash", ""),
             "valid": True,
         }
         added: dict[str, int] = {}

@@ -28,6 +28,7 @@ from harness.errors import DsvError, MeasurementError, RunInterrupted, ServiceDi
 from harness.execution import WaveSpec, execute_wave
 from harness.evidence import Finding, check_archive
 from harness.evidence_io import apply_findings
+from harness.identity import identity_hash
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
 from harness.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
@@ -363,6 +364,7 @@ class CampaignRunner:
             "labels": list(self.spec.labels) + (["simulated"] if self.spec.service.backend == "sim" else []),
             "error": error.message if error else None,
             "oracles_failed": sum(1 for r in self.oracle_results if not r["passed"]),
+            "identity_hash": identity_hash(self.services),
         }
         if run["oracles_failed"]:
             run["labels"].append("oracle-failed")
