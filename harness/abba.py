@@ -66,10 +66,17 @@ def _pct(a: float, b: float) -> float:
     return (a / b - 1.0) * 100.0 if b and not math.isnan(a) and not math.isnan(b) else math.nan
 
 
+NOISE_MULTIPLE = 2.0
+
+
 def summarize(legs: Mapping[str, LegSummary], *, boundary: str = "resident",
               noise_floor_pct: float = 0.5) -> AbbaResult:
-    """Combine the four legs. ``noise_floor_pct``: an effect smaller than this (and smaller than
-    the drift) is reported as ``no-difference`` rather than a gain or loss."""
+    """Combine the four legs.
+
+    Verdict: ``no-difference`` when effect, drift and spread are all below ``noise_floor_pct``;
+    ``inconclusive`` when the effect is not more than ``NOISE_MULTIPLE`` times the larger of
+    |drift| and |spread| (a gain the drift could explain is not reported as a gain); otherwise
+    ``faster`` or ``slower``."""
     ordered = tuple(legs[k] for k in LEGS if k in legs)
     if any(k not in legs or not legs[k].wave_rates for k in LEGS):
         missing = [k for k in LEGS if k not in legs or not legs[k].wave_rates]
@@ -94,10 +101,10 @@ def summarize(legs: Mapping[str, LegSummary], *, boundary: str = "resident",
         verdict = "no-difference"
         reason = (f"effect {ratio:+.3f}%, drift {drift:+.3f}% and spread {spread:+.3f}% are all below the "
                   f"{noise_floor_pct}% noise floor")
-    elif abs(ratio) <= noise:
+    elif abs(ratio) <= NOISE_MULTIPLE * noise:
         verdict = "inconclusive"
-        reason = (f"the effect ({ratio:+.3f}%) is not larger than the drift/spread "
-                  f"(drift {drift:+.3f}%, spread {spread:+.3f}%)")
+        reason = (f"the effect ({ratio:+.3f}%) is not clearly larger than the drift/spread "
+                  f"(drift {drift:+.3f}%, spread {spread:+.3f}%; a claim needs more than {NOISE_MULTIPLE:g}x)")
     elif abs(ratio) < noise_floor_pct:
         verdict, reason = "no-difference", f"effect {ratio:+.3f}% is below the {noise_floor_pct}% noise floor"
     else:

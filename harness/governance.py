@@ -746,9 +746,11 @@ class HistoricalEntry(_Strict):
 
 
 class HistoricalFile(_Strict):
-    """A historical-evidence file: ``defaults`` merged under every entry, then ``entries``."""
+    """A historical-evidence file: ``defaults`` merged under every entry, then ``entries``
+    (``anchors`` only holds YAML anchors that entries merge with ``<<: *name``)."""
 
     document: dict[str, Any] = Field(default_factory=dict, description="free-form description of the source")
+    anchors: dict[str, Any] = Field(default_factory=dict, description="YAML anchors reused by entries; not imported")
     defaults: dict[str, Any] = Field(default_factory=dict)
     entries: list[dict[str, Any]] = Field(min_length=1)
 

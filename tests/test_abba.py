@@ -35,7 +35,10 @@ def test_drift_larger_than_effect_is_inconclusive() -> None:
     r = summarize(legs([100.0, 101.0], [103.5, 104.5], [103.0, 104.0], [103.0, 104.0]))
     assert abs(r.drift_pct) > abs(r.ratio_pct)
     assert r.verdict == "inconclusive"
-    assert "not larger than the drift" in r.reason
+    assert "not clearly larger than the drift" in r.reason
+    # an effect between one and two times the drift is still inconclusive
+    r2 = summarize(legs([100.0], [102.0], [102.0], [101.0]))
+    assert abs(r2.drift_pct) < r2.ratio_pct < 2 * abs(r2.drift_pct) and r2.verdict == "inconclusive"
 
 
 def test_identical_is_no_difference_and_missing_leg_inconclusive() -> None:

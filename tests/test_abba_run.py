@@ -18,8 +18,10 @@ REPO = Path(__file__).resolve().parents[1]
 def spec(step_factor: float = 1.0, **over: object) -> AbbaSpec:
     data: dict[str, object] = {
         "name": "t-abba",
-        "control": {"name": "ctrl", "backend": "sim", "sim": {"profile": "fast"}},
-        "candidate": {"name": "cand", "backend": "sim", "sim": {"profile": "fast", "step_factor": step_factor}},
+        # paper-tp8 at 0.4x time: C8 decode steps of ~9.6 ms, long enough to time on a busy 2-core box
+        "control": {"name": "ctrl", "backend": "sim", "sim": {"profile": "paper-tp8", "time_scale": 0.4}},
+        "candidate": {"name": "cand", "backend": "sim",
+                      "sim": {"profile": "paper-tp8", "time_scale": 0.4, "step_factor": step_factor}},
         "workload": {"corpus": str(REPO / "corpora" / "sim-code-512"), "concurrency": 8, "waves_per_leg": 2,
                      "warmup_waves": 1, "max_new_tokens": 96, "ignore_eos": True,
                      "declared_change": ["sim.step_factor"]},
@@ -49,8 +51,8 @@ def test_known_ten_percent_candidate(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_identical_candidate_and_fresh_b2(tmp_path: Path) -> None:
     out = run_abba(spec(1.0, fresh_candidate=True), tmp_path)
-    assert abs(out.result.ratio_pct) < 1.0
-    assert out.result.verdict in ("no-difference", "inconclusive")
+    assert abs(out.result.ratio_pct) < 2.0
+    assert out.result.verdict in ("no-difference", "inconclusive")  # never a claimed gain
     assert out.leg_services["B1"]["pid"] != out.leg_services["B2"]["pid"]
 
 
@@ -65,7 +67,8 @@ def test_undeclared_identity_change_refused(tmp_path: Path) -> None:
 def test_leg_failure_keeps_finished_legs(tmp_path: Path) -> None:
     s = spec(1.0)
     dying = s.model_copy(update={"candidate": s.candidate.model_copy(
-        update={"sim": s.candidate.sim.model_copy(update={"die_after_requests": 12})}),
+        update={"sim": s.candidate.sim.model_copy(update={"die_after_requests": 12, "profile": "fast",
+                                                           "time_scale": 1.0})}),
         "allow_identity_change": True})
     out = run_abba(dying, tmp_path)
     assert out.status == "failed" and out.error is not None

@@ -14,6 +14,11 @@ app = typer.Typer(help="Reports: verify archives, freeze a snapshot, render figu
                   no_args_is_help=True)
 
 
+@app.callback()
+def _report() -> None:
+    """Reports: verify archives, freeze a snapshot, render figures and tables."""
+
+
 @app.command("build")
 def build_cmd(
     workspace: WorkspaceOpt = Path(),

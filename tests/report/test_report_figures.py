@@ -1,0 +1,113 @@
+"""Figures carry the snapshot's values, label what they must, and save deterministically."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import matplotlib.dates as mdates
+import numpy as np
+import pytest
+from report_helpers import make_workspace
+
+from harness.report import figures as F
+from harness.report.collect import collect
+from harness.report.config import ReportConfig
+
+
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    ws = tmp_path_factory.mktemp("fig-ws")
+    make_workspace(ws)
+    return collect(ws, ReportConfig(), findings_fn=False)
+
+
+def _xy(artist: Any) -> tuple[list[float], list[float]]:
+    return [float(x) for x in artist.get_xdata()], [float(y) for y in artist.get_ydata()]
+
+
+def test_formal_figure_plots_medians_rounds_ranges_and_http(snap: dict[str, Any]) -> None:
+    entry = snap["formal"][0]
+    res = F.formal_matrix_figure(entry)
+    for wl in ("prefill", "decode"):
+        cells = sorted((c for c in entry["cells"] if c["workload"] == wl), key=lambda c: c["concurrency"])
+        assert _xy(res.artists[f"{wl}_median"]) == ([c["concurrency"] for c in cells], [c["median"] for c in cells])
+        ok = [(c["concurrency"], v) for c in cells for v, s in zip(c["round_rates"], c["round_status"], strict=True)
+              if s == "ok"]
+        assert list(zip(*_xy(res.artists[f"{wl}_rounds"]), strict=True)) == ok
+        segs = res.artists[f"{wl}_range"].get_segments()
+        assert [(s[0][0], s[0][1], s[1][1]) for s in segs] == [
+            (c["concurrency"], c["observed_min"], c["observed_max"]) for c in cells]
+        assert "observed range" in res.artists[f"{wl}_range"].get_label()
+    # the failed round (decode C4 round 1) is drawn apart, never in the ok points
+    bad = [(c["concurrency"], v) for c in entry["cells"] if c["workload"] == "decode"
+           for v, s in zip(c["round_rates"], c["round_status"], strict=True) if s != "ok"]
+    assert bad and list(zip(*_xy(res.artists["decode_rounds_excluded"]), strict=True)) == bad
+    dec = sorted((c for c in entry["cells"] if c["workload"] == "decode"), key=lambda c: c["concurrency"])
+    hx, hy = _xy(res.artists["decode_http"])
+    assert hy == [c["http_rate"] for c in dec] and res.artists["decode_http"].get_color() == F.HTTP_COLOR
+    ax = res.fig.axes[1]
+    assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2
+    assert ax.spines["left"].get_visible() and ax.spines["bottom"].get_visible()
+    assert not ax.spines["top"].get_visible() and not ax.spines["right"].get_visible()
+    texts = [t.get_text() for t in res.fig.texts]
+    assert "SIMULATED" in texts and "SIMULATED" in res.fig.get_suptitle()
+
+
+def test_abba_figure_waves_medians_and_expanded_axis(snap: dict[str, Any]) -> None:
+    entry = snap["screens"][0]
+    res = F.abba_figure(entry)
+    ax = res.fig.axes[0]
+    assert [t.get_text().split("\n")[0] for t in ax.get_xticklabels()] == ["A1", "B1", "B2", "A2"]
+    for i, leg in enumerate(entry["legs"]):
+        x, y = _xy(res.artists[f"waves_{leg['leg']}"])
+        assert y == leg["wave_rates"] and all(abs(v - i) < 0.5 for v in x)
+        seg = res.artists[f"median_{leg['leg']}"].get_segments()[0]
+        assert seg[0][1] == seg[1][1] == leg["median"]
+    assert "expanded axis" in res.artists["ylabel"].get_text()
+    lo, _ = ax.get_ylim()
+    assert lo > 0.5 * min(v for leg in entry["legs"] for v in leg["wave_rates"])  # not from zero
+    note = res.artists["annotation"].get_text()
+    assert f"{entry['ratio_pct']:+.3f}%" in note and f"{entry['drift_pct']:+.3f}%" in note
+    assert "not a formal cell" in note
+
+
+def test_memory_and_historical_figures(snap: dict[str, Any]) -> None:
+    mem = snap["memory"][0]
+    res = F.memory_figure(mem)
+    for dev in mem["devices"]:
+        x, y = _xy(res.artists[f"device_{dev['device']}"])
+        assert x == [t / 1e9 for t in dev["t_ns"]]
+        assert np.allclose(y, [u / F.GIB for u in dev["used_bytes"]])
+    assert "peak observed in samples" in res.fig.axes[0].get_title()
+    hist = F.historical_figure(snap["historical"])
+    assert hist is not None
+    assert "historical, not a controlled series" in hist.fig.get_suptitle()
+    x, y = _xy(hist.artists["panel_0"])
+    assert y == [h["value"] for h in snap["historical"]]
+    assert [mdates.num2date(v).date().isoformat() for v in x] == [h["measured_date"] for h in snap["historical"]]
+    assert hist.artists["panel_0"].get_linestyle() == "None"  # never joined into a series
+    assert F.historical_figure([{"value": 1.0}]) is None
+
+
+def test_render_figure_is_deterministic_with_embedded_fonts(snap: dict[str, Any]) -> None:
+    a = F.render_figure(F.abba_figure(snap["screens"][0]))
+    b = F.render_figure(F.abba_figure(snap["screens"][0]))
+    assert a == b
+    assert a["png"].startswith(b"\x89PNG") and b"Software" not in a["png"][:4096]
+    svg = a["svg"].decode()
+    assert "<text" not in svg and "<path" in svg  # text drawn as paths: no font needed to view it
+    assert "<dc:date>" not in svg and "Matplotlib v" not in svg
+    pdf = a["pdf"]
+    assert b"/FontFile2" in pdf and b"CreationDate" not in pdf  # TrueType embedded, no timestamp
+    m = re.search(rb'width="([0-9.]+)pt"', a["svg"])
+    assert m is not None and math.isclose(float(m.group(1)), 8.6 * 72, rel_tol=0.01)
+
+
+def test_snapshot_figures_order(snap: dict[str, Any], tmp_path: Path) -> None:
+    stems = [f.stem for f in F.snapshot_figures(snap)]
+    assert stems[:2] == [f"formal-{e['archive_id']}" for e in snap["formal"]]
+    assert stems[2] == f"abba-{snap['screens'][0]['archive_id']}"
+    assert stems[3].startswith("memory-") and stems[-1] == "historical"

@@ -1,0 +1,163 @@
+"""Pure snapshot logic: selection filters, freezing every value, stable bytes, config errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import ArchiveError, SpecError
+from harness.report.config import ReportConfig, Selection, load_report_config
+from harness.report.snapshot import (
+    SNAPSHOT_FORMAT_VERSION,
+    ArchiveContent,
+    freeze,
+    json_value,
+    load_snapshot,
+    select_archives,
+    snapshot_bytes,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _man(aid: str, campaign: str, kind: str, wall: str, labels: list[str], status: str = "complete") -> dict[str, Any]:
+    return {"archive_id": aid, "status": status,
+            "run": {"campaign": campaign, "kind": kind, "created_wall": wall, "labels": labels}}
+
+
+MANIFESTS = [
+    _man("aaaa000000000001", "quick", "formal-matrix", "2026-11-01T10:00:00+0000", ["simulated"]),
+    _man("aaaa000000000002", "abba-demo", "abba", "2026-11-15T10:00:00+0000", ["simulated", "x"]),
+    _man("bbbb000000000003", "quick", "formal-matrix", "2026-12-01T10:00:00+0000", [], status="partial"),
+]
+
+
+@pytest.mark.parametrize(("sel", "expected"), [
+    (Selection(), [1, 2, 3]),
+    (Selection(campaigns=["quick"]), [1, 3]),
+    (Selection(kinds=["abba"]), [2]),
+    (Selection(labels=["simulated", "x"]), [2]),
+    (Selection(since=date(2026, 11, 15)), [2, 3]),
+    (Selection(until=date(2026, 11, 15)), [1, 2]),
+    (Selection(since=date(2026, 11, 2), until=date(2026, 11, 30)), [2]),
+    (Selection(archive_ids=["bbbb", "aaaa000000000001"]), [1, 3]),
+    (Selection(statuses=["complete"], campaigns=["quick"]), [1]),
+])
+def test_select_archives_filters(sel: Selection, expected: list[int]) -> None:
+    assert select_archives(MANIFESTS, sel) == [MANIFESTS[i - 1]["archive_id"] for i in expected]
+
+
+def test_select_missing_or_ambiguous_id_names_it() -> None:
+    with pytest.raises(ArchiveError, match="archive cccc.*missing"):
+        select_archives(MANIFESTS, Selection(archive_ids=["cccc"]))
+    with pytest.raises(ArchiveError, match="'aaaa'.*ambiguous"):
+        select_archives(MANIFESTS, Selection(archive_ids=["aaaa"]))
+
+
+def test_config_errors_name_file_and_field(tmp_path: Path) -> None:
+    p = tmp_path / "report.yaml"
+    p.write_text("title: t\nselect:\n  kinds: [formal]\n  campain: [x]\n")
+    with pytest.raises(SpecError) as exc:
+        load_report_config(p)
+    msg = str(exc.value)
+    assert str(p) in msg and "select.kinds.0" in msg and "select.campain" in msg
+    assert "did you mean 'campaigns'" in msg
+    p.write_text("select: {since: 2026-12-01, until: 2026-11-01}\n")
+    with pytest.raises(SpecError, match="select.since"):
+        load_report_config(p)
+
+
+def test_demo_config_loads() -> None:
+    cfg = load_report_config(REPO / "reports" / "demo" / "report.yaml")
+    assert cfg.title and cfg.select.kinds is None
+
+
+def _formal_content(nan_round: bool = False) -> ArchiveContent:
+    rates = [88.6, math.nan if nan_round else 88.7, 88.5]
+    cells = [{"cell_id": "decode-c01", "workload": "decode", "concurrency": 1, "status": "complete",
+              "rounds_required": 3, "round_rates": rates, "round_status": ["ok", "failed" if nan_round else "ok", "ok"],
+              "median": 88.6, "observed_min": 88.5, "observed_max": 88.7, "http_rate": 45.0,
+              "round_http_rates": [45.1, 45.0, 44.9], "cache_violations": 0}]
+    rounds = [{"round_id": f"decode-c01.r{k}", "cell_id": "decode-c01", "round_index": k, "workload": "decode",
+               "concurrency": 1, "status": "ok", "rate": r} for k, r in enumerate(rates)]
+    manifest = {"archive_id": "f000000000000001", "status": "complete", "files": {"a": {}, "b": {}},
+                "run": {"campaign": "q", "kind": "formal-matrix", "claim_class": "native-ar",
+                        "protocol_class": "formal", "backend": "sim", "created_wall": "2026-11-29T10:00:00+0000",
+                        "labels": ["simulated"]}}
+    return ArchiveContent(
+        archive_id="f000000000000001", manifest=manifest, manifest_sha256="ab" * 32,
+        results={"cells": cells, "rounds": rounds}, service={"services": [{"backend": "sim", "server_info": {
+            "version": "v1", "nested": {"k": [1, 2]}}}]},
+        corpora={"decode": {"name": "c512", "manifest_sha256": "cd" * 32, "n_cases": 64}},
+        oracles={"results": [{"oracle": "france", "service_url": "http://x", "passed": False, "got_hash16": "1" * 16,
+                              "first_divergence": 3}]},
+        memory=[{"t_monotonic_ns": 2_000, "wall_iso": "w", "device": 0, "used_bytes": 5, "total_bytes": 10},
+                {"t_monotonic_ns": 1_000, "wall_iso": "w", "device": 0, "used_bytes": 7, "total_bytes": 10}],
+        findings=[{"rule": "r2", "severity": "warning", "message": "m", "remedy": "x", "archive_id": "",
+                   "rows": ("decode-c01.r1",)},
+                  {"rule": "r1", "severity": "blocking", "message": "m", "remedy": "x", "archive_id": "",
+                   "rows": ()}],
+    )
+
+
+def test_freeze_keeps_every_value_and_labels_simulation() -> None:
+    snap = freeze([_formal_content(nan_round=True)], ReportConfig(limits=["extra limit"]),
+                  historical=[{"entry_id": "h2", "measured_date": date(2026, 8, 1), "value": 74.5,
+                               "not_claims": "not current"},
+                              {"entry_id": "h1", "measured_date": date(2026, 6, 1), "value": 20.14,
+                               "not_claims": None}])
+    assert snap["snapshot_format_version"] == SNAPSHOT_FORMAT_VERSION
+    assert snap["has_simulated"] is True and snap["archives"][0]["simulated"] is True
+    assert snap["archives"][0]["files_count"] == 2 and snap["archives"][0]["manifest_sha256"] == "ab" * 32
+    cell = snap["formal"][0]["cells"][0]
+    assert cell["round_rates"] == [88.6, None, 88.5]  # NaN frozen as null, round kept
+    assert cell["round_http_rates"] == [45.1, 45.0, 44.9]
+    assert [r["rate"] for r in snap["formal"][0]["rounds"]] == [88.6, None, 88.5]
+    assert any("SIMULATED" in lim for lim in snap["formal"][0]["limits"])
+    assert [f["rule"] for f in snap["findings"]] == ["r1", "r2"]  # blocking first
+    assert snap["findings"][0]["archive_id"] == "f000000000000001" and snap["findings"][0]["id"] == "finding-1"
+    assert [h["entry_id"] for h in snap["historical"]] == ["h1", "h2"]
+    assert snap["historical"][0]["measured_date"] == "2026-06-01" and snap["historical"][0]["not_claims"] == []
+    dev = snap["memory"][0]["devices"][0]
+    assert dev["t_ns"] == [0, 1000] and dev["used_bytes"] == [7, 5] and dev["peak_used_bytes"] == 7
+    assert snap["oracles"][0]["output_hash16"] == "1" * 16 and snap["oracles"][0]["first_divergence"] == 3
+    assert ["nested.k", "[1,2]"] in snap["services"][0]["server_info"]
+    assert snap["corpora"][0]["name"] == "c512"
+    assert snap["limits"]["config"] == ["extra limit"]
+
+
+def test_freeze_respects_switches_and_absent_inputs() -> None:
+    snap = freeze([_formal_content()], ReportConfig(memory=False, findings=False, historical=False),
+                  historical=[{"entry_id": "h"}])
+    assert snap["memory"] == [] and snap["findings"] == [] and snap["historical"] == []
+    assert snap["findings_source"] == "disabled" and snap["historical_present"] is False
+    snap = freeze([_formal_content()], ReportConfig(), historical=None)
+    assert snap["historical_present"] is False
+
+
+def test_snapshot_bytes_are_stable_and_round_trip() -> None:
+    snap = freeze([_formal_content()], ReportConfig())
+    a = snapshot_bytes(snap)
+    assert a == snapshot_bytes(json.loads(a))
+    assert load_snapshot(a, "x") == json.loads(a)
+    assert b"NaN" not in snapshot_bytes(freeze([_formal_content(nan_round=True)], ReportConfig()))
+
+
+def test_load_snapshot_rejects_other_files() -> None:
+    with pytest.raises(SpecError, match="not a report snapshot"):
+        load_snapshot(b'{"cells": []}', "archive/results.json")
+    with pytest.raises(SpecError, match="snapshot_format_version 99"):
+        load_snapshot(json.dumps({"format": "dsv4h-report-snapshot", "snapshot_format_version": 99}).encode(), "f")
+    with pytest.raises(SpecError, match="invalid JSON"):
+        load_snapshot(b"{", "f")
+
+
+def test_json_value_refuses_unknown_types() -> None:
+    with pytest.raises(TypeError):
+        json_value(object())
+    assert json_value({1: (float("inf"), date(2026, 1, 2))}) == {"1": [None, "2026-01-02"]}
