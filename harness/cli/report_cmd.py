@@ -29,6 +29,8 @@ def build_cmd(
     from_snapshot: Annotated[Path | None, typer.Option(
         "--from-snapshot", help="render from this snapshot (a report's results.json); no archives needed")] = None,
     latex: Annotated[bool, typer.Option("--latex", help="also write tables.tex (booktabs + hyperref)")] = False,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", min=1, help="processes drawing figures (default: one per CPU); output is identical")] = None,
 ) -> None:
     """Build a report. Verifies every selected archive (a missing or changed archive stops the
     build, naming it), writes the frozen snapshot results.json, then renders report.html
@@ -50,9 +52,9 @@ def build_cmd(
 
             raise SpecError("--config and --from-snapshot exclude each other: a snapshot already fixes the "
                             "selection", hint="drop --config, or build from the workspace without --from-snapshot")
-        rendered = build_from_snapshot(from_snapshot, out_dir, latex=latex)
+        rendered = build_from_snapshot(from_snapshot, out_dir, latex=latex, jobs=jobs)
     else:
         cfg = load_report_config(config) if config is not None else None
-        rendered = build_report(ws, out_dir, config=cfg, latex=latex)
+        rendered = build_report(ws, out_dir, config=cfg, latex=latex, jobs=jobs)
     console.print(f"report: {rendered.html} ({len(rendered.figures)} figure(s), {len(rendered.files)} files)")
     console.print(f"snapshot: {rendered.out_dir / 'results.json'} (sha256 {rendered.snapshot_sha256[:16]}...)")

@@ -15,7 +15,7 @@ from harness.service.command import LaunchCommand, multinode_commands, sglang_co
 from harness.spec import ServiceProfile, load_profile
 
 app = typer.Typer(
-    help="Service profiles: show how a profile's server is launched.\n\n"
+    help="Service profiles: print launch commands; start, check and stop owned services by hand.\n\n"
     "Example: dsv4h service command campaigns/profiles/sglang-tp8-native.yaml",
     no_args_is_help=True,
 )
@@ -23,7 +23,7 @@ app = typer.Typer(
 
 @app.callback()
 def _service() -> None:
-    """Service profiles: show how a profile's server is launched."""
+    """Service profiles: print launch commands; start, check and stop owned services by hand."""
 
 
 def _render(profile: ServiceProfile, cmd: LaunchCommand) -> str:
@@ -102,3 +102,109 @@ def command_cmd(
         ], indent=1))
         return
     typer.echo("\n\n".join(_render(profile, c) for c in cmds))
+
+
+# --- manual lifecycle: start / status / stop ------------------------------------------------------
+
+def _state_dir(workspace: Path) -> Path:
+    return workspace / "services"
+
+
+@app.command("start")
+def start_cmd(
+    profile_path: Annotated[Path, typer.Argument(metavar="PROFILE", help="service profile YAML")],
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="where state and logs go")] = Path(),
+    claim: Annotated[str, typer.Option("--claim", help="claim class the identity check applies")] = "native-ar",
+) -> None:
+    """Start a profile's service as an owned process tree (after the GPU-ownership check), wait for
+    /health, verify its identity, and leave it running; state goes to WORKSPACE/services/NAME.json.
+
+    Example: dsv4h service start campaigns/profiles/sim-control.yaml -w ws
+    """
+    from harness.archive import dump_json
+    from harness.cli.common import console
+    from harness.service.manager import start_service, verify_identity
+
+    profile = load_profile(profile_path)
+    state = _state_dir(workspace) / f"{profile.name}.json"
+    if state.exists():
+        raise SpecError(f"service '{profile.name}' already has state in {state}",
+                        hint=f"stop it first: dsv4h service stop {profile.name} -w {workspace}")
+    svc = start_service(profile, workspace, label=profile.name)
+    try:
+        verify_identity(svc, claim)  # type: ignore[arg-type]
+    except Exception:
+        svc.stop()
+        raise
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_bytes(dump_json(svc.identity()))
+    pid = svc.process.pid if svc.process else None
+    console.print(f"service '{profile.name}' ready at {svc.url} (pid {pid}); state in {state}")
+
+
+def _load_state(name: str, workspace: Path) -> tuple[Path, dict[str, object]]:
+    state = _state_dir(workspace) / f"{name}.json"
+    if not state.exists():
+        known = sorted(p.stem for p in _state_dir(workspace).glob("*.json"))
+        raise SpecError(f"no started service '{name}' in {_state_dir(workspace)}",
+                        hint=f"started services: {', '.join(known) or 'none'}")
+    return state, json.loads(state.read_text())
+
+
+def _owned(data: dict[str, object]) -> object:
+    from harness.service.process import OwnedProcess
+
+    proc = data.get("process")
+    if not isinstance(proc, dict):
+        return None
+    return OwnedProcess(pid=int(proc["pid"]), create_time=float(proc["create_time"]), argv=list(proc["argv"]),
+                        env_diff=dict(proc["env_diff"]), log_path=Path(str(proc["log_path"])), cwd=str(proc["cwd"]))
+
+
+@app.command("status")
+def status_cmd(
+    name: Annotated[str, typer.Argument(help="service name (the profile's name)")],
+    workspace: Annotated[Path, typer.Option("--workspace", "-w")] = Path(),
+) -> None:
+    """Show whether a started service is alive (PID and birth time match) and healthy.
+
+    Example: dsv4h service status sim-control -w ws
+    """
+    from harness.cli.common import console
+    from harness.errors import ServerUnreachable
+    from harness.service.manager import http_get
+    from harness.service.process import OwnedProcess
+
+    _, data = _load_state(name, workspace)
+    proc = _owned(data)
+    alive = isinstance(proc, OwnedProcess) and proc.alive()
+    tree = [p.pid for p in proc.tree()] if isinstance(proc, OwnedProcess) else []
+    try:
+        health = http_get(f"{data['url']}/health", timeout_s=3)[0]
+    except ServerUnreachable:
+        health = None
+    console.print(f"service '{name}' at {data['url']}: process {'alive' if alive else 'gone'}"
+                  f" (tree {tree}), /health {health}")
+
+
+@app.command("stop")
+def stop_cmd(
+    name: Annotated[str, typer.Argument(help="service name (the profile's name)")],
+    workspace: Annotated[Path, typer.Option("--workspace", "-w")] = Path(),
+) -> None:
+    """Stop a started service: SIGTERM then SIGKILL to its owned tree only (PID and birth time
+    checked, so a reused PID is never signalled), then remove its state.
+
+    Example: dsv4h service stop sim-control -w ws
+    """
+    from harness.cli.common import console
+    from harness.service.process import OwnedProcess, stop_owned
+
+    state, data = _load_state(name, workspace)
+    proc = _owned(data)
+    if isinstance(proc, OwnedProcess):
+        report = stop_owned(proc)
+        console.print(f"stopped '{name}': SIGTERM to {list(report.terminated)}, SIGKILL to {list(report.killed)}")
+    else:
+        console.print(f"'{name}' was attached, not owned: nothing to stop")
+    state.unlink()

@@ -39,9 +39,10 @@ def build_time_now() -> str:
 
 def build_report(workspace: Path, out_dir: Path, *, config: ReportConfig | None = None, latex: bool = False,
                  build_time: str | None = None, templates_dir: Path | None = None,
-                 findings_fn: FindingsFn | bool | None = True) -> RenderedReport:
+                 findings_fn: FindingsFn | bool | None = True, jobs: int | None = None) -> RenderedReport:
     """Select, verify and freeze the archives of ``workspace`` (``config`` defaults to every
-    archive), write ``<out_dir>/results.json`` and render the report from it.
+    archive), write ``<out_dir>/results.json`` and render the report from it. ``jobs``: figure
+    worker processes (default: automatic; the output does not depend on it).
 
     Raises ``ArchiveError`` when a selected archive is missing or fails verification (naming it and
     what changed), or when nothing is selected; ``SpecError`` for missing templates.
@@ -49,11 +50,11 @@ def build_report(workspace: Path, out_dir: Path, *, config: ReportConfig | None 
     snapshot = collect(workspace, config or ReportConfig(), findings_fn=findings_fn)
     data = snapshot_bytes(snapshot)
     return render_report(data, out_dir, build_time=build_time or build_time_now(), latex=latex,
-                         templates_dir=templates_dir)
+                         templates_dir=templates_dir, jobs=jobs)
 
 
 def build_from_snapshot(snapshot_path: Path, out_dir: Path, *, latex: bool = False, build_time: str | None = None,
-                        templates_dir: Path | None = None) -> RenderedReport:
+                        templates_dir: Path | None = None, jobs: int | None = None) -> RenderedReport:
     """Render the report of an existing snapshot file into ``out_dir`` (no archives needed).
     Raises ``SpecError`` when the file is missing or is not a snapshot this version renders."""
     if not snapshot_path.is_file():
@@ -61,4 +62,4 @@ def build_from_snapshot(snapshot_path: Path, out_dir: Path, *, latex: bool = Fal
                         hint="give the results.json of a report directory")
     data = snapshot_path.read_bytes()
     return render_report(data, out_dir, build_time=build_time or build_time_now(), latex=latex,
-                         templates_dir=templates_dir, source=str(snapshot_path))
+                         templates_dir=templates_dir, source=str(snapshot_path), jobs=jobs)

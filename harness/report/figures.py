@@ -374,15 +374,37 @@ def historical_figure(entries: Sequence[Mapping[str, Any]]) -> FigureResult | No
     return res
 
 
+FIGURE_KINDS = ("formal", "abba", "memory", "historical")
+
+
+def figure_jobs(snapshot: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The figures of a snapshot as ``(kind, data)`` pairs, in report order: formal matrices,
+    screens, memory, historical. Each pair is plain data, so it can be drawn in another process."""
+    jobs: list[tuple[str, Any]] = [("formal", e) for e in snapshot.get("formal") or []]
+    jobs += [("abba", e) for e in snapshot.get("screens") or []]
+    jobs += [("memory", e) for e in snapshot.get("memory") or []]
+    if snapshot.get("historical"):
+        jobs.append(("historical", snapshot["historical"]))
+    return jobs
+
+
+def build_figure(kind: str, data: Any) -> FigureResult | None:
+    """Draw one figure of :func:`figure_jobs` (``None`` when a historical figure has nothing to plot)."""
+    if kind == "formal":
+        return formal_matrix_figure(data)
+    if kind == "abba":
+        return abba_figure(data)
+    if kind == "memory":
+        return memory_figure(data)
+    if kind == "historical":
+        return historical_figure(data)
+    raise ValueError(f"unknown figure kind {kind!r}; expected one of {', '.join(FIGURE_KINDS)}")
+
+
 def snapshot_figures(snapshot: Mapping[str, Any]) -> list[FigureResult]:
     """Every figure of a snapshot, in report order: formal matrices, screens, memory, historical."""
-    out = [formal_matrix_figure(e) for e in snapshot.get("formal") or []]
-    out += [abba_figure(e) for e in snapshot.get("screens") or []]
-    out += [memory_figure(e) for e in snapshot.get("memory") or []]
-    hist = historical_figure(snapshot.get("historical") or [])
-    if hist is not None:
-        out.append(hist)
-    return out
+    out = [build_figure(kind, data) for kind, data in figure_jobs(snapshot)]
+    return [f for f in out if f is not None]
 
 
 def render_figure(res: FigureResult, formats: Sequence[str] = FORMATS) -> dict[str, bytes]:
