@@ -37,7 +37,7 @@ def synth(n_requests: int, n_events: int, wave_size: int) -> list[RequestRecord]
         out.append(RequestRecord(
             rid=f"r{i}", send_ns=base, done_ns=int(ev[-1]) + 1000, event_ns=ev, event_tokens=tokens,
             output_ids=tokens, prompt_tokens=512, cached_tokens=0, completion_tokens=n_events,
-            finish_reason="length", http_status=200, cell_id=cell.split(".")[0], round_index=(w // 8) % 3,
+            finish_reason="length", http_status=200, cell_id=cell.split(".", maxsplit=1)[0], round_index=(w // 8) % 3,
             wave_id=f"{cell}.w{w:05d}", wave_index=w, workload="decode", concurrency=wave_size,
             case_id=f"c{i % 64:03d}", input_len=512,
         ))

@@ -25,10 +25,10 @@ from harness.archive import Archive, ArchiveWriter, open_archive
 from harness.corpus import Corpus, load_corpus
 from harness.environment import capture_environment, clock_anchor
 from harness.errors import DsvError, MeasurementError, RunInterrupted, SpecError
-from harness.execution import WaveSpec, execute_wave
-from harness.hashing import ids_hash16
 from harness.evidence import Finding, check_archive
 from harness.evidence_io import apply_findings
+from harness.execution import WaveSpec, execute_wave
+from harness.hashing import ids_hash16
 from harness.identity import identity_hash
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
@@ -302,7 +302,8 @@ class AbbaRunner:
         findings = check_archive(archive)
         apply_findings(self.workspace, archive.archive_id, findings)
         if error is not None:
-            error.hint = (error.hint + "; " if error.hint else "") + f"finished legs are in archive {archive.archive_id}"
+            where = f"finished legs are in archive {archive.archive_id}"
+            error.hint = (error.hint + "; " if error.hint else "") + where
         return AbbaOutcome(archive, status, self.spec, result, match, self.leg_services, self.declared,
                            self.undeclared, error, rows, findings)
 

@@ -71,7 +71,7 @@ def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) ->
             n = int(pc.sum(pc.cast(hit, pa.int64())).as_py() or 0)
             if not new.equals(old):
                 t = t.set_column(t.column_names.index("valid"), "valid", new)
-                atomic_write_table(ledger_dir(workspace) / f"{table}.parquet", t.replace_schema_metadata(t.schema.metadata))
+                atomic_write_table(ledger_dir(workspace) / f"{table}.parquet", t)
             if n:
                 changed[table] = n
         rows = [{"archive_id": archive_id, "rule": f.rule, "severity": f.severity, "message": f.message,

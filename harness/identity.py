@@ -46,7 +46,7 @@ def service_fingerprint(service: Mapping[str, Any]) -> dict[str, Any]:
         "backend": service.get("backend"),
         "server_info": _strip(info, _VOLATILE_INFO) if models is None else {"models": models},
         "patches": patches,
-        "witnesses": sorted(witnesses, key=lambda w: sha256_json(w)),
+        "witnesses": sorted(witnesses, key=sha256_json),
         "argv": _argv_without_port(service.get("command")),
         "env_diff": service.get("env_diff") or {},
     }

@@ -25,17 +25,17 @@ from harness.archive import Archive, ArchiveWriter, open_archive
 from harness.corpus import Corpus, load_corpus
 from harness.environment import capture_environment, clock_anchor
 from harness.errors import DsvError, MeasurementError, RunInterrupted, ServiceDied, SpecError
-from harness.execution import WaveSpec, execute_wave
 from harness.evidence import Finding, check_archive
 from harness.evidence_io import apply_findings
+from harness.execution import WaveSpec, execute_wave
 from harness.identity import identity_hash
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
 from harness.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
 from harness.records import RequestRecord
 from harness.results import CampaignResults, compute_results, results_json, results_tables
-from harness.service.manager import RunningService, start_service, verify_identity
 from harness.sentinels import load_sentinels, run_sentinels
+from harness.service.manager import RunningService, start_service, verify_identity
 from harness.service.memory import MemorySampler
 from harness.spec import CampaignSpec, ServiceProfile, load_campaign, resolve_path
 

@@ -90,7 +90,7 @@ class ServiceProfile(_Strict):
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     patches: str | None = Field(None, description="path of a model_patches series file")
-    sim: SimSettings = Field(default_factory=lambda: SimSettings())
+    sim: SimSettings = Field(default_factory=lambda: SimSettings())  # noqa: PLW0108 - mypy needs the call
     startup_timeout_s: float = Field(900.0, gt=0)
     expect: dict[str, Any] = Field(
         default_factory=dict,
@@ -114,9 +114,9 @@ class ServiceProfile(_Strict):
         """The GPUs this service uses: ``gpus``, else its env's *_VISIBLE_DEVICES, else None (all)."""
         if self.gpus is not None:
             return list(self.gpus)
-        from harness.service.ownership import visible_devices
-
         import os
+
+        from harness.service.ownership import visible_devices
 
         vis = visible_devices({**os.environ, **self.env})
         return list(vis) if vis is not None else None

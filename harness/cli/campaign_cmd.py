@@ -10,9 +10,8 @@ import typer
 from harness.cli.common import WorkspaceOpt, console, default_workspace
 from harness.cli.progress import LiveReporter
 from harness.cli.render import pd_table, plan_table
-from harness.errors import ArchiveError
+from harness.errors import ArchiveError, SpecError
 from harness.pipeline import load_corpora, make_plan, run_campaign
-from harness.errors import SpecError
 from harness.spec import AbbaSpec, load_any, load_campaign
 
 app = typer.Typer(help="Formal matrix campaigns.\n\nExample: dsv4h campaign run campaigns/demo-matrix.yaml",

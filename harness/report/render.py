@@ -297,13 +297,14 @@ def render_report(snapshot_data: bytes, out_dir: Path, *, build_time: str, latex
     """Write the report for ``snapshot_data`` (the bytes of a snapshot file) into ``out_dir``:
     ``results.json`` (those same bytes), ``report.html``, ``report.md``, optionally ``tables.tex``,
     and ``figures/<stem>.{png,svg,pdf}``. ``build_time`` (ISO 8601, UTC) is the only value not taken
-    from the snapshot. ``jobs``: figure worker processes (see :func:`draw_figures`). Raises ``SpecError`` for an unreadable snapshot or missing templates."""
+    from the snapshot. ``jobs``: figure worker processes (see :func:`draw_figures`). Raises
+    ``SpecError`` for an unreadable snapshot or missing templates."""
     snapshot = load_snapshot(snapshot_data, source)
     env = make_env(templates_dir or default_templates_dir())
     sha = hashlib.sha256(snapshot_data).hexdigest()
     vm = view_model(snapshot)
-    drawn = draw_figures(figs.figure_jobs(snapshot), jobs=jobs)
     prepare_out_dir(out_dir)
+    drawn = draw_figures(figs.figure_jobs(snapshot), jobs=jobs)
     (out_dir / FIGURES_DIR).mkdir()
     written: list[str] = []
     figures: dict[str, dict[str, Any]] = {}

@@ -46,7 +46,7 @@ def test_formal_figure_plots_medians_rounds_ranges_and_http(snap: dict[str, Any]
            for v, s in zip(c["round_rates"], c["round_status"], strict=True) if s != "ok"]
     assert bad and list(zip(*_xy(res.artists["decode_rounds_excluded"]), strict=True)) == bad
     dec = sorted((c for c in entry["cells"] if c["workload"] == "decode"), key=lambda c: c["concurrency"])
-    hx, hy = _xy(res.artists["decode_http"])
+    _, hy = _xy(res.artists["decode_http"])
     assert hy == [c["http_rate"] for c in dec] and res.artists["decode_http"].get_color() == F.HTTP_COLOR
     ax = res.fig.axes[1]
     assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2

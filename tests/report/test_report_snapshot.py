@@ -53,9 +53,9 @@ def test_select_archives_filters(sel: Selection, expected: list[int]) -> None:
 
 
 def test_select_missing_or_ambiguous_id_names_it() -> None:
-    with pytest.raises(ArchiveError, match="archive cccc.*missing"):
+    with pytest.raises(ArchiveError, match=r"archive cccc.*missing"):
         select_archives(MANIFESTS, Selection(archive_ids=["cccc"]))
-    with pytest.raises(ArchiveError, match="'aaaa'.*ambiguous"):
+    with pytest.raises(ArchiveError, match=r"'aaaa'.*ambiguous"):
         select_archives(MANIFESTS, Selection(archive_ids=["aaaa"]))
 
 
@@ -68,7 +68,7 @@ def test_config_errors_name_file_and_field(tmp_path: Path) -> None:
     assert str(p) in msg and "select.kinds.0" in msg and "select.campain" in msg
     assert "did you mean 'campaigns'" in msg
     p.write_text("select: {since: 2026-12-01, until: 2026-11-01}\n")
-    with pytest.raises(SpecError, match="select.since"):
+    with pytest.raises(SpecError, match=r"select\.since"):
         load_report_config(p)
 
 
