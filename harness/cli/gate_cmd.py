@@ -15,6 +15,11 @@ app = typer.Typer(help="Gates: a quantity of one archive compared with a thresho
                   no_args_is_help=True)
 
 
+@app.callback()
+def _gate() -> None:
+    """Gates: a quantity of one archive compared with a threshold."""
+
+
 @app.command("check")
 def check_cmd(
     gate: Annotated[Path, typer.Argument(help="gate YAML file")],

@@ -32,7 +32,7 @@ def render_record(row: dict[str, Any]) -> None:
     console.print(f"value: [bold]{row['value']:.6f}[/] {row['unit']} (median of {len(row['suite_ids'])} suite medians)")
     t = Table(title="suites", title_justify="left")
     for col in ("archive", "value", "n", "how", "created"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for s in c.get("suites", []):
         t.add_row(s["archive_id"], f"{s['value']:.6f}", str(s["n"]), str(s["detail"]), str(s["created_wall"]))
     console.print(t)
@@ -79,13 +79,13 @@ def list_cmd(workspace: WorkspaceOpt = Path()) -> None:
         console.print("no records yet (dsv4h record propose FILE)")
         return
     t = Table(title=f"records ({len(rows)})", title_justify="left")
-    for col in ("id", "name", "scope", "metric", "C", "claim", "origin", "value", "suites", "vs previous",
-                "vs control", "recorded"):
-        t.add_column(col)
+    for col in ("id", "name / scope", "metric", "claim / origin", "value", "suites", "vs previous", "vs control",
+                "recorded"):
+        t.add_column(col, overflow="fold")
     for r in rows:
-        t.add_row(r["record_id"], r["name"], r["scope"], r["metric"], str(r["concurrency"]), r["claim_class"],
-                  r["data_origin"], f"{r['value']:.3f}", str(len(r["suite_ids"])), _pct(r["over_previous_pct"]),
-                  _pct(r["over_control_pct"]), r["recorded_at"][:19])
+        t.add_row(r["record_id"], f"{r['name']}\n{r['scope']}", f"{r['metric']}\nC{r['concurrency']}",
+                  f"{r['claim_class']}\n{r['data_origin']}", f"{r['value']:.3f}", str(len(r["suite_ids"])),
+                  _pct(r["over_previous_pct"]), _pct(r["over_control_pct"]), r["recorded_at"][:19])
     console.print(t)
 
 

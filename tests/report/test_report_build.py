@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from report_helpers import BUILD_TIME, make_workspace, stand_in_findings, tree_bytes
+from report_helpers import BUILD_TIME, make_workspace, tree_bytes
 from typer.testing import CliRunner
 
 from harness.cli.report_cmd import app
@@ -19,15 +19,6 @@ from harness.report.config import ReportConfig, Selection
 from harness.report.render import normalize_build_time
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], Path]:
-    ws = tmp_path_factory.mktemp("ws")
-    ids = make_workspace(ws)
-    out = ws / "report"
-    build_report(ws, out, latex=True, build_time=BUILD_TIME, findings_fn=stand_in_findings)
-    return ws, ids, out
 
 
 def test_outputs_and_snapshot_contents(built: tuple[Path, dict[str, str], Path]) -> None:
@@ -170,7 +161,7 @@ def test_cli_build_and_rebuild(built: tuple[Path, dict[str, str], Path], tmp_pat
                                monkeypatch: pytest.MonkeyPatch) -> None:
     result = runner.invoke(app, ["build", "--help"])
     assert result.exit_code == 0 and "Example" in result.output and "--from-snapshot" in result.output
-    ws, _, out = built
+    ws = built[0]
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1795000000")
     cfg = tmp_path / "report.yaml"
     cfg.write_text("title: CLI report\nselect: {kinds: [abba]}\nfindings: false\n")
