@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.metadata
 import json
 import math
@@ -37,13 +38,14 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter_ns, process_time_ns
-from typing import Any
+from typing import IO, Any
 
 import aiohttp
 import numpy as np
@@ -66,32 +68,44 @@ def step_ms(c: int) -> float:
 
 @contextmanager
 def sim_process(profile: str) -> Iterator[str]:
-    """Run the simulator as a child process; yield its base URL; stop its process group."""
+    """Run the simulator as a child process; yield its base URL; stop its process group.
+
+    Its stderr goes to a temporary file whose tail is shown if it fails to start.
+    """
     cmd = [sys.executable, "-c", "from harness.cli import main; main()"]
     cmd += ["sim", "serve", "--profile", profile, "--port", "0"]
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
-    )
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 60
-        url = None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"simulator exited (rc={proc.poll()}) before printing its URL")
-            m = re.search(r"listening on (http://\S+)", line)
-            url = m.group(1) if m else None
-        if url is None:
-            raise RuntimeError("simulator did not print its URL within 60 s")
-        yield url.rstrip("/")
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            yield _read_url(proc, err)
+        finally:
+            _stop(proc)
+
+
+def _read_url(proc: subprocess.Popen[str], err: IO[str]) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        m = re.search(r"listening on (http://\S+)", line)
+        if m:
+            return m.group(1).rstrip("/")
+    time.sleep(0.5)
+    err.seek(0)
+    tail = err.read()[-2000:]
+    raise RuntimeError(f"simulator did not print its URL (rc={proc.poll()}); stderr:\n{tail}")
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def make_requests(c: int, max_new: int, tag: str) -> list[WaveRequest]:

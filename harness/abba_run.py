@@ -27,12 +27,12 @@ from harness.environment import capture_environment, clock_anchor
 from harness.errors import DsvError, MeasurementError, RunInterrupted, SpecError
 from harness.evidence import Finding, check_archive
 from harness.evidence_io import apply_findings
-from harness.execution import WaveSpec, execute_wave
+from harness.execution import MetricsWitness, WaveSpec, execute_wave
 from harness.hashing import ids_hash16
 from harness.identity import identity_hash
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
-from harness.pipeline import Reporter, _loop_factory, _silent, start_memory_sampler, write_memory
+from harness.pipeline import Reporter, _loop_factory, _silent, record_witness, start_memory_sampler, write_memory
 from harness.records import RequestRecord
 from harness.results import wave_result
 from harness.sentinels import load_sentinels, run_sentinels
@@ -98,6 +98,7 @@ class AbbaRunner:
         self.failed_leg: str | None = None
         self.sentinels = load_sentinels(spec.oracles, base)
         self.oracle_results: list[dict[str, Any]] = []
+        self.witness = MetricsWitness()
 
     def run(self) -> AbbaOutcome:
         """Run the four legs; always finalize an archive with whatever finished."""
@@ -160,6 +161,7 @@ class AbbaRunner:
     def _start(self, leg: str, profile: ServiceProfile, writer: ArchiveWriter) -> RunningService:
         self.report("service-starting", profile=profile, leg=leg)
         svc = start_service(profile, self.workspace, label=f"abba-{leg}-{profile.name}")
+        self.witness = MetricsWitness()
         try:
             verify_identity(svc, self.spec.claim_class)
         except DsvError:
@@ -227,8 +229,9 @@ class AbbaRunner:
                         phase=phase, workload="decode", concurrency=wl.concurrency,
                         max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos,
                         cache="fresh-salt" if wl.cache_salt == "fresh" else "none")
-        recs = await execute_wave(svc, client, spec, self.cases)
+        recs = await execute_wave(svc, client, spec, self.cases, self.witness)
         writer.write_wave(recs)
+        record_witness(writer, self.witness, recs, wave_id, wl.concurrency)
         return recs
 
     def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None,

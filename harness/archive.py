@@ -99,8 +99,12 @@ class ArchiveWriter:
 
     def append_event(self, event: dict[str, Any]) -> None:
         """Append one line to ``events.jsonl`` (the run's own log of what happened)."""
-        with (self.dir / "events.jsonl").open("ab") as fh:
-            fh.write(json.dumps(event, sort_keys=True, default=_json_default).encode() + b"\n")
+        self.append_jsonl("events.jsonl", event)
+
+    def append_jsonl(self, name: str, row: dict[str, Any]) -> None:
+        """Append one JSON line to ``name`` (flushed, so a crash keeps every finished line)."""
+        with (self.dir / name).open("ab") as fh:
+            fh.write(json.dumps(row, sort_keys=True, default=_json_default).encode() + b"\n")
             fh.flush()
 
     def write_wave(self, records: Sequence[RequestRecord]) -> Path:

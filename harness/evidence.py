@@ -18,6 +18,7 @@ Rule ids (GUIDE section 3 and the record notes):
   client-lag           client receive lag large enough that the client may have limited the rate
   oracle               oracle sentinel missing or failed
   service-restarts     a formal matrix measured on more than one service start
+  concurrency-witness  the server's /metrics did not show C requests running during a resident window
 """
 
 from __future__ import annotations
@@ -319,10 +320,34 @@ def rule_service_restarts(d: ArchiveData) -> list[Finding]:
                "for a publishable formal matrix run every cell on one fresh service", [])]
 
 
+def rule_concurrency_witness(d: ArchiveData) -> list[Finding]:
+    """The server itself must show C requests running while a measured decode window is open."""
+    rows = [w for w in d.extra.get("server_metrics", []) if w.get("phase") == "measured"]
+    decode_waves = {w["wave_id"] for w in d.waves if w.get("workload") == "decode" and w.get("phase") == "measured"}
+    rows = [w for w in rows if not decode_waves or w.get("wave_id") in decode_waves]
+    seen = [w for w in rows if (w.get("samples_in_window") or 0) > 0]
+    short = [w for w in seen if float(w.get("running_min_in_window") or 0) < int(w.get("concurrency") or 0)]
+    out: list[Finding] = []
+    if short:
+        out.append(_f(d.archive_id, "concurrency-witness", "warning",
+                      f"{len(short)} measured wave(s) where the server reported fewer running requests than the "
+                      "wave's concurrency inside its resident window (e.g. "
+                      f"{short[0]['wave_id']}: min {short[0].get('running_min_in_window')} of "
+                      f"{short[0].get('concurrency')})",
+                      "check admission limits (max running requests, KV pool) for this concurrency",
+                      [str(w["wave_id"]) for w in short]))
+    if decode_waves and not seen:
+        out.append(_f(d.archive_id, "concurrency-witness", "info",
+                      "the server's /metrics did not witness concurrency during resident windows (not exported "
+                      "or windows shorter than the sampling interval)",
+                      "start SGLang with --enable-metrics so residency is witnessed by the server", []))
+    return out
+
+
 RULES: tuple[Callable[[ArchiveData], list[Finding]], ...] = (
     rule_formal_rounds, rule_resident_short, rule_prefill_cached, rule_warmup_in_measured, rule_identity,
     rule_speculative_native, rule_simulated_context, rule_abba_drift, rule_failed_requests, rule_client_lag,
-    rule_oracle, rule_service_restarts,
+    rule_oracle, rule_service_restarts, rule_concurrency_witness,
 )
 
 

@@ -33,11 +33,17 @@ def archive_data(archive: Archive) -> ArchiveData:
     oracles = archive.json("oracles.json") if (archive.path / "oracles.json").exists() else None
     if isinstance(oracles, dict):
         oracles = oracles.get("results", [])
+    metrics_rows = []
+    if (archive.path / "server_metrics.jsonl").exists():
+        for line in (archive.path / "server_metrics.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            row.pop("samples", None)
+            metrics_rows.append(row)
     return ArchiveData(
         archive_id=archive.archive_id, run=archive.manifest.get("run", {}), spec=spec,
         cells=_rows(archive, "cells.parquet"), rounds=_rows(archive, "rounds.parquet"),
         waves=_rows(archive, "waves.parquet"), requests=requests, services=services,
-        comparison=comparison, oracles=oracles,
+        comparison=comparison, oracles=oracles, extra={"server_metrics": metrics_rows},
     )
 
 

@@ -8,12 +8,17 @@ they run so a dead server is reported promptly, not at the next request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+
+import aiohttp
 
 from harness.corpus import Case
 from harness.errors import MeasurementError
 from harness.load.driver import LoadClient, WaveRequest, run_wave
+from harness.load.prom import parse_gauges
 from harness.records import RequestRecord
 from harness.service.manager import RunningService, http_post
 
@@ -82,9 +87,68 @@ async def watched(svc: RunningService, coro: Awaitable[list[RequestRecord]]) -> 
 
 
 async def execute_wave(svc: RunningService, client: LoadClient, spec: WaveSpec,
-                       cases: Sequence[Case]) -> list[RequestRecord]:
-    """Send one wave of ``cases`` and return its records (request order)."""
+                       cases: Sequence[Case], witness: MetricsWitness | None = None) -> list[RequestRecord]:
+    """Send one wave of ``cases`` and return its records (request order). With ``witness``, the
+    server's ``/metrics`` gauges are sampled while the wave runs."""
     svc.check_alive()
     if spec.cache == "flush":
         await flush_cache(svc)
-    return await watched(svc, run_wave(client, build_requests(spec, cases)))
+    if witness is None or not witness.available:
+        return await watched(svc, run_wave(client, build_requests(spec, cases)))
+    stop = asyncio.Event()
+    sampler = asyncio.ensure_future(witness.sample(svc.url, stop))
+    try:
+        return await watched(svc, run_wave(client, build_requests(spec, cases)))
+    finally:
+        stop.set()
+        await sampler
+
+
+class MetricsWitness:
+    """Samples ``/metrics`` (running and queued requests) every ``interval_s`` during waves, on its
+    own connection so it never competes with the wave's connection pool. Disables itself for the
+    service when the server exports no metrics."""
+
+    def __init__(self, interval_s: float = 0.1) -> None:
+        self.interval_s = interval_s
+        self.available = True
+        self.samples: list[tuple[int, float | None, float | None]] = []
+
+    async def sample(self, url: str, stop: asyncio.Event) -> None:
+        """Poll until ``stop`` is set; samples are (perf_counter_ns, running, queued)."""
+        timeout = aiohttp.ClientTimeout(total=2.0)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while not stop.is_set():
+                t = time.perf_counter_ns()
+                try:
+                    async with session.get(url + "/metrics") as resp:
+                        if resp.status != 200:
+                            self.available = False
+                            return
+                        g = parse_gauges(await resp.text())
+                except (aiohttp.ClientError, TimeoutError, ValueError):
+                    g = None
+                if g is not None:
+                    if g.running is None:
+                        self.available = False
+                        return
+                    self.samples.append((t, g.running, g.queued))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.interval_s)
+
+    def take(self) -> list[tuple[int, float | None, float | None]]:
+        """The samples since the last call."""
+        out, self.samples = self.samples, []
+        return out
+
+
+def witness_summary(wave_id: str, concurrency: int, start_ns: int, end_ns: int,
+                    samples: Sequence[tuple[int, float | None, float | None]]) -> dict[str, object]:
+    """What the server reported while a wave's resident window was open (pure): how many samples
+    fell inside it and the fewest running requests among them (C means all were resident)."""
+    inside = [s for s in samples if start_ns <= s[0] <= end_ns and s[1] is not None]
+    running = [float(s[1]) for s in inside if s[1] is not None]
+    return {"wave_id": wave_id, "concurrency": concurrency, "window_start_ns": start_ns, "window_end_ns": end_ns,
+            "samples": [list(s) for s in samples], "samples_in_window": len(inside),
+            "running_min_in_window": min(running) if running else None,
+            "running_max_in_window": max(running) if running else None}

@@ -27,7 +27,7 @@ from harness.environment import capture_environment, clock_anchor
 from harness.errors import DsvError, MeasurementError, RunInterrupted, ServiceDied, SpecError
 from harness.evidence import Finding, check_archive
 from harness.evidence_io import apply_findings
-from harness.execution import WaveSpec, execute_wave
+from harness.execution import MetricsWitness, WaveSpec, execute_wave, witness_summary
 from harness.identity import identity_hash
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
@@ -132,6 +132,7 @@ class CampaignRunner:
         self.corpora = load_corpora(spec, spec_path)
         self.sentinels = load_sentinels(spec.oracles, spec_path.parent)
         self.oracle_results: list[dict[str, Any]] = []
+        self.witness = MetricsWitness()
         self.plan = make_plan(spec, self.corpora)
         self.token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
         self.state = _State()
@@ -225,6 +226,7 @@ class CampaignRunner:
         self.report("service-starting", profile=self.spec.service)
         svc = start_service(self.spec.service, self.workspace, label=self.spec.service.name)
         self.state.service_starts += 1
+        self.witness = MetricsWitness()
         try:
             verify_identity(svc, self.spec.claim_class)
         except DsvError:
@@ -336,8 +338,9 @@ class CampaignRunner:
         spec = WaveSpec(run_id=self.token, cell_id=cell.cell_id, wave_id=wave_id, round_index=k,
                         wave_index=j, phase=phase, workload=cell.workload, concurrency=cell.concurrency,
                         max_new_tokens=cell.max_new_tokens, ignore_eos=cell.ignore_eos, cache=cell.cache)
-        recs = await execute_wave(self._svc, client, spec, cases)
+        recs = await execute_wave(self._svc, client, spec, cases, self.witness)
         writer.write_wave(recs)
+        record_witness(writer, self.witness, recs, wave_id, cell.concurrency)
         return recs
 
     # --- finishing -------------------------------------------------------------------------
@@ -378,6 +381,17 @@ class CampaignRunner:
                 f"data so far is in archive {archive.archive_id} ({path}); continue with "
                 f"'dsv4h campaign run {self.spec_path} --resume {archive.archive_id}'")
         return RunOutcome(archive, status, self.plan, results, error, rows, findings)
+
+
+def record_witness(writer: ArchiveWriter, witness: MetricsWitness, recs: list[RequestRecord], wave_id: str,
+                   concurrency: int) -> None:
+    """Append what /metrics reported during the wave's resident window to ``server_metrics.jsonl``."""
+    samples = witness.take()
+    if not witness.available and not samples:
+        return
+    win = m.resident_window(recs)
+    writer.append_jsonl("server_metrics.jsonl", witness_summary(wave_id, concurrency, win.start_ns, win.end_ns,
+                                                                samples) | {"phase": recs[0].phase if recs else ""})
 
 
 def start_memory_sampler(profile: ServiceProfile) -> MemorySampler | None:

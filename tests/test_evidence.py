@@ -27,6 +27,8 @@ REQ = {"rid": "q", "wave_id": "decode-c08-x.r0.w000", "phase": "measured", "work
        "cached_tokens": 0, "ok": True, "error": None, "round_index": 0}
 
 CLEAN = ArchiveData(
+    extra={"server_metrics": [{"wave_id": "decode-c08-x.r0.w000", "phase": "measured", "concurrency": 8,
+                               "samples_in_window": 10, "running_min_in_window": 8.0}]},
     archive_id="a1", run={"protocol_class": "formal", "claim_class": "native-ar", "backend": "sglang",
                           "labels": [], "service_starts": 1},
     spec={"decode": {"min_resident_seconds": 30}, "oracles": ["france"]},
@@ -135,4 +137,16 @@ def test_blocking_findings_mark_ledger_rows_invalid(tmp_path: Path) -> None:
 
 
 def test_rule_registry_complete() -> None:
-    assert len(ev.RULES) == 12
+    assert len(ev.RULES) == 13
+
+
+def test_concurrency_witness_rule() -> None:
+    seen = {"wave_id": WAVE["wave_id"], "phase": "measured", "concurrency": 8, "samples_in_window": 40,
+            "running_min_in_window": 8.0}
+    ok = replace(CLEAN, extra={"server_metrics": [seen]})
+    assert "concurrency-witness" not in rules_hit(ok)
+    bad = replace(CLEAN, extra={"server_metrics": [seen | {"running_min_in_window": 5.0}]})
+    f = next(f for f in check(bad) if f.rule == "concurrency-witness")
+    assert f.severity == "warning" and f.rows == (WAVE["wave_id"],)
+    unseen = replace(CLEAN, extra={"server_metrics": []})
+    assert "concurrency-witness" in rules_hit(unseen, "info")
