@@ -212,6 +212,10 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
             witness_dir.mkdir(parents=True, exist_ok=True)
             cmd = sglang_command(profile, port, witness_dir=str(witness_dir))
             check_executables(cmd)
+            # flags drift between SGLang releases: name any flag the installed version does not know
+            from harness.service.sglang_flags import load_flagset, validate_argv
+
+            validate_argv(cmd.argv, load_flagset(python=profile.python or sys.executable))
         else:
             port = profile.port or free_port(profile.host)
             cmd = vllm_command(profile, port)
