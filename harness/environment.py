@@ -60,6 +60,19 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+def visible_gpus() -> dict[str, Any]:
+    """GPUs visible on this host (index, uuid, memory) from amd-smi, NVML or nvidia-smi; the error
+    text instead when the tools fail; an empty list on a machine without GPU tools."""
+    from harness.errors import DsvError
+    from harness.service.gpu_probe import read_gpu_memory
+
+    try:
+        snap = read_gpu_memory("auto")
+    except (DsvError, OSError) as exc:
+        return {"source": "error", "error": str(exc), "devices": []}
+    return {"source": snap.source, "devices": [d.to_dict() for d in snap.devices]}
+
+
 def capture_environment() -> dict[str, Any]:
     """The environment record stored as ``environment.json``."""
     return {
@@ -73,5 +86,6 @@ def capture_environment() -> dict[str, Any]:
         "cpu_count": __import__("os").cpu_count(),
         "packages": package_versions(),
         "gpu_tools": {t: shutil.which(t) for t in ("nvidia-smi", "amd-smi", "rocm-smi")},
+        "gpus": visible_gpus(),
         "clock": clock_anchor(),
     }
