@@ -14,13 +14,16 @@ the floor, and once through ``harness.load`` (``LoadClient`` + ``run_wave``). Me
     decode step ``step(C) = C / rate(C)`` at every tier.
 
 Kinds alternate order between repeats. CPU per event is the minimum over repeats. The
-involuntary context switches of this process per wave are recorded: on a shared machine they
-show when the client was kept off the CPU by other work, which inflates lag tails.
+simulator and this process are pinned to two different CPUs (``--no-pin`` to disable): left
+alone, the scheduler tends to wake the client on the simulator's CPU, behind its burst of C
+event writes. The involuntary context switches of this process per wave are recorded: on a
+shared machine they show when the client was kept off the CPU by other work, which inflates
+lag tails.
 
 Writes ``benchmarks/results/client.json`` and prints a table. Usage::
 
     .venv/bin/python benchmarks/bench_client.py [--tiers 1,2,4,8,16,32,64] [--seconds 4]
-        [--repeats 3] [--url http://127.0.0.1:PORT]   # --url: use a running server instead
+        [--repeats 3] [--no-pin] [--url http://127.0.0.1:PORT]   # --url: use a running server
 """
 
 from __future__ import annotations
@@ -67,17 +70,22 @@ def step_ms(c: int) -> float:
 
 
 @contextmanager
-def sim_process(profile: str) -> Iterator[str]:
+def sim_process(profile: str, cpus: set[int] | None = None) -> Iterator[str]:
     """Run the simulator as a child process; yield its base URL; stop its process group.
 
-    Its stderr goes to a temporary file whose tail is shown if it fails to start.
+    With ``cpus``, every thread of the simulator is pinned to those CPUs once it listens. Its
+    stderr goes to a temporary file whose tail is shown if it fails to start.
     """
     cmd = [sys.executable, "-c", "from harness.cli import main; main()"]
     cmd += ["sim", "serve", "--profile", profile, "--port", "0"]
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
         try:
-            yield _read_url(proc, err)
+            url = _read_url(proc, err)
+            if cpus is not None:
+                for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                    os.sched_setaffinity(int(tid), cpus)
+            yield url
         finally:
             _stop(proc)
 
@@ -283,6 +291,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="waves per client kind and tier")
     ap.add_argument("--profile", default="paper-tp8")
     ap.add_argument("--url", help="use this running server instead of starting the simulator")
+    ap.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="do not pin the simulator and the client to two different CPUs (pinned by default: the "
+        "scheduler otherwise tends to wake the client on the simulator's CPU, behind its event burst)",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "client.json")
     args = ap.parse_args()
     tiers = [int(t) for t in args.tiers.split(",")]
@@ -290,13 +305,19 @@ def main() -> None:
     if unknown:
         ap.error(f"tiers must be among {sorted(RATES)}: {unknown}")
 
+    pin = args.pin and hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
+    sim_cpus, client_cpus = None, None
+    if pin:
+        first, second = sorted(os.sched_getaffinity(0))[:2]
+        sim_cpus, client_cpus = {first}, {second}
+        os.sched_setaffinity(0, client_cpus)
     load_before = os.getloadavg()
     print(f"load average before: {load_before[0]:.2f} (1 min) on {os.cpu_count()} CPUs", flush=True)
     print(HEADER, flush=True)
     if args.url:
         rows = uvloop.run(bench(args.url.rstrip("/"), tiers, args.seconds, args.repeats))
     else:
-        with sim_process(args.profile) as url:
+        with sim_process(args.profile, sim_cpus) as url:
             rows = uvloop.run(bench(url, tiers, args.seconds, args.repeats))
     result = {
         "benchmark": "bench_client",
@@ -312,6 +333,9 @@ def main() -> None:
             "loadavg_1min_before": round(load_before[0], 2),
             "loadavg_1min_after": round(os.getloadavg()[0], 2),
         },
+        "cpu_pinning": {"sim": sorted(sim_cpus), "client": sorted(client_cpus)}
+        if pin and sim_cpus and client_cpus
+        else None,
         "targets": {"cpu_ratio_max": CPU_TARGET, "lag_p99_over_step_max": LAG_TARGET},
         "all_pass": all(r["pass_cpu"] and r["pass_lag_pooled"] for r in rows),
         "tiers": rows,

@@ -191,6 +191,8 @@ class AbbaRunner:
                 self._sentinels(writer, svc, "after")
             except DsvError as exc:
                 writer.append_event({"event": "sentinel-error", "error": exc.message})
+        if svc.process is None or svc.process.exit_code() is None:
+            svc.read_final_info()
         idx = next(i for i, s in enumerate(self.services) if s.get("url") == svc.url and
                    (s.get("process") or {}).get("pid") == (svc.process.pid if svc.process else None))
         self.services[idx] = svc.identity() | {k: self.services[idx][k] for k in ("start_index", "first_leg")}

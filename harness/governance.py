@@ -258,23 +258,11 @@ def _archive_problems(role: str, ref: str, f: ArchiveFacts | str, p: RecordPropo
     return out
 
 
-def evaluate_proposal(
-    proposal: RecordProposal,
-    suites: Mapping[str, ArchiveFacts | str],
-    controls: Mapping[str, ArchiveFacts | str],
-    gate_rows: Sequence[Mapping[str, Any]],
-    record_rows: Sequence[Mapping[str, Any]],
-) -> RecordDraft:
-    """Check a proposal against its evidence; return the record or raise ``EvidenceError`` listing
-    every missing or failing piece.
-
-    ``suites``/``controls`` map each reference in the proposal to its facts, or to a string saying
-    why it could not be read. ``gate_rows`` are rows of the ``gates`` ledger table, ``record_rows``
-    of the ``records`` table (oldest first).
-    """
-    p = proposal
+def _suite_problems(
+    p: RecordProposal, suites: Mapping[str, ArchiveFacts | str],
+) -> tuple[list[ArchiveFacts], list[str]]:
+    """The readable distinct suites and every problem with the suite set."""
     problems: list[str] = []
-    # --- suites
     good: list[ArchiveFacts] = []
     if len(p.suites) < MIN_SUITES:
         problems.append(f"suites: {len(p.suites)} given, at least {MIN_SUITES} independent suite archives "
@@ -290,10 +278,8 @@ def evaluate_proposal(
                 continue
             seen[f.archive_id] = ref
             good.append(f)
-    distinct_ids = {f.archive_id for f in good}
-    if p.suites and len(distinct_ids) < MIN_SUITES <= len(p.suites):
-        problems.append(f"suites: only {len(distinct_ids)} distinct readable archives, at least {MIN_SUITES} "
-                        "are required")
+    if p.suites and len(good) < MIN_SUITES <= len(p.suites):
+        problems.append(f"suites: only {len(good)} distinct readable archives, at least {MIN_SUITES} are required")
     starts: dict[tuple[int | None, float | None], str] = {}
     for f in good:
         if not f.service_starts:
@@ -303,45 +289,51 @@ def evaluate_proposal(
                 problems.append(f"suite {f.archive_id}: reuses the service start of suite {starts[st]} "
                                 f"(pid {st[0]}, created {st[1]}); suites need independent service starts")
             starts.setdefault(st, f.archive_id)
-    if good:
+    for f in good[1:]:
         first = good[0]
-        for f in good[1:]:
-            if first.metric_definition is not None and f.metric_definition is not None:
-                diffs = _dict_diff(first.metric_definition, f.metric_definition)
-                if diffs:
-                    problems.append(f"suite {f.archive_id}: different metric definition than suite {first.archive_id}: "
-                                    + "; ".join(diffs[:6]))
-            if first.service_profile is not None and f.service_profile is not None:
-                _, und = profile_differences(first.service_profile, f.service_profile, [])
-                if und:
-                    problems.append(f"suite {f.archive_id}: service profile differs from suite {first.archive_id}: "
-                                    + "; ".join(und[:6]))
-    origin = data_origin(good) if good else "unknown"
-    if origin == "mixed":
+        if first.metric_definition is not None and f.metric_definition is not None:
+            diffs = _dict_diff(first.metric_definition, f.metric_definition)
+            if diffs:
+                problems.append(f"suite {f.archive_id}: different metric definition than suite {first.archive_id}: "
+                                + "; ".join(diffs[:6]))
+        if first.service_profile is not None and f.service_profile is not None:
+            _, und = profile_differences(first.service_profile, f.service_profile, [])
+            if und:
+                problems.append(f"suite {f.archive_id}: service profile differs from suite {first.archive_id}: "
+                                + "; ".join(und[:6]))
+    if good and data_origin(good) == "mixed":
         problems.append("suites mix simulated and measured data (simulator numbers are never evidence about "
                         "hardware)")
-    # --- control
+    return good, problems
+
+
+def _control_problems(p: RecordProposal, controls: Mapping[str, ArchiveFacts | str],
+                      good: Sequence[ArchiveFacts]) -> tuple[list[ArchiveFacts], list[str], list[str]]:
+    """The usable control archives, every problem with the control, and the declared differences
+    (``profile_differences`` lines) between control and candidate (the first suite)."""
+    problems: list[str] = []
     ctrl_good: list[ArchiveFacts] = []
+    declared_lines: list[str] = []
     if not p.control.archives:
         problems.append("control: no control archive given; a record needs a same-build control")
     if not p.control.declared_change:
         problems.append("control: declared_change is empty; name the profile keys the candidate changes")
+    suite_ids = {f.archive_id for f in good}
     cand = good[0] if good else None
-    declared_lines: list[str] = []
     for cref in p.control.archives:
         f = controls.get(cref, "not resolved")
         problems.extend(_archive_problems("control", cref, f, p))
         if not isinstance(f, ArchiveFacts):
             continue
-        if f.archive_id in distinct_ids:
+        if f.archive_id in suite_ids:
             problems.append(f"control {f.archive_id}: is also a suite; the control must be a separate run")
             continue
         ctrl_good.append(f)
         if cand is None or cand.service_profile is None or f.service_profile is None:
             continue
         declared, undeclared = profile_differences(f.service_profile, cand.service_profile, p.control.declared_change)
-        for line in undeclared:
-            problems.append(f"control {f.archive_id}: differs from the candidate in an undeclared key: {line}")
+        problems.extend(f"control {f.archive_id}: differs from the candidate in an undeclared key: {line}"
+                        for line in undeclared)
         for key in p.control.declared_change:
             if not any(d.split(":")[0] == key or d.split(":")[0].startswith(key + ".") for d in declared):
                 problems.append(f"control {f.archive_id}: declared change '{key}' does not differ from the "
@@ -355,35 +347,68 @@ def evaluate_proposal(
             if diffs:
                 problems.append(f"control {f.archive_id}: different metric definition than the suites: "
                                 + "; ".join(diffs[:6]))
-        if good and f.simulated != good[0].simulated:
+        if f.simulated != cand.simulated:
             problems.append(f"control {f.archive_id}: simulated and measured data are never compared")
-    # --- gates
-    suite_ids = distinct_ids
-    gates_out: list[dict[str, Any]] = []
+    return ctrl_good, problems, declared_lines
+
+
+def _gate_evidence(p: RecordProposal, gate_rows: Sequence[Mapping[str, Any]], suite_ids: set[str],
+                   origin: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The latest passing result of every named gate, and a problem for each gate without one.
+
+    A result counts when it is about a suite, or about the candidate by name on data of the same
+    origin (a simulator gate never promotes a measured candidate)."""
+    problems: list[str] = []
+    out: list[dict[str, Any]] = []
     if len(p.gates) < MIN_GATES:
         problems.append(f"gates: none named; a candidate is promoted only after passing at least {MIN_GATES} gate")
+
+    def counts(r: Mapping[str, Any], g: str) -> bool:
+        return r.get("gate") == g and (r.get("archive_id") in suite_ids or (
+            (r.get("candidate") or None) == p.candidate and r.get("data_origin") in (origin, None)))
+
     for g in p.gates:
-        passing = [r for r in gate_rows if r.get("gate") == g and bool(r.get("passed"))
-                   and (r.get("archive_id") in suite_ids or (r.get("candidate") or None) == p.candidate)]
+        tried = [r for r in gate_rows if counts(r, g)]
+        passing = [r for r in tried if bool(r.get("passed"))]
         if not passing:
-            tried = [r for r in gate_rows if r.get("gate") == g
-                     and (r.get("archive_id") in suite_ids or (r.get("candidate") or None) == p.candidate)]
             why = f"{len(tried)} result(s), none passing" if tried else "no result"
             problems.append(f"gate {g}: {why} for the suites or candidate '{p.candidate}' "
                             f"(run 'dsv4h gate check GATE.yaml --archive ARCHIVE --candidate {p.candidate}')")
             continue
         last = passing[-1]
-        gates_out.append({"gate": g, "archive_id": last.get("archive_id"), "value": last.get("value"),
-                          "op": last.get("op"), "threshold": last.get("threshold"), "unit": last.get("unit"),
-                          "checked_at": last.get("checked_at")})
-    # --- value, previous, percentages
-    value = statistics.median([f.metric_value for f in good if f.metric_value is not None]) \
-        if good and all(f.metric_value is not None for f in good) else None
+        out.append({"gate": g, "archive_id": last.get("archive_id"), "value": last.get("value"),
+                    "op": last.get("op"), "threshold": last.get("threshold"), "unit": last.get("unit"),
+                    "checked_at": last.get("checked_at")})
+    return out, problems
+
+
+def evaluate_proposal(
+    proposal: RecordProposal,
+    suites: Mapping[str, ArchiveFacts | str],
+    controls: Mapping[str, ArchiveFacts | str],
+    gate_rows: Sequence[Mapping[str, Any]],
+    record_rows: Sequence[Mapping[str, Any]],
+) -> RecordDraft:
+    """Check a proposal against its evidence; return the record or raise ``EvidenceError`` listing
+    every missing or failing piece.
+
+    ``suites``/``controls`` map each reference in the proposal to its facts, or to a string saying
+    why it could not be read. ``gate_rows`` are rows of the ``gates`` ledger table, ``record_rows``
+    of the ``records`` table (oldest first). The record value is the median of the suite values;
+    ``over_previous_pct`` and ``over_control_pct`` come from ``harness.guard.ratio_pct``.
+    """
+    p = proposal
+    good, problems = _suite_problems(p, suites)
+    origin = data_origin(good) if good else "unknown"
+    ctrl_good, ctrl_problems, declared_lines = _control_problems(p, controls, good)
+    suite_ids = {f.archive_id for f in good}
+    gates_out, gate_problems = _gate_evidence(p, gate_rows, suite_ids, origin)
+    problems += ctrl_problems + gate_problems
+    values = [f.metric_value for f in good if f.metric_value is not None]
+    value = statistics.median(values) if values and len(values) == len(good) else None
     previous = find_previous(record_rows, p, origin)
     if p.previous is not None and previous is None:
-        problems.append(f"previous: no record '{p.previous}' in the records ledger")
-    over_prev: float | None = None
-    over_ctrl: float | None = None
+        problems.append(f"previous: no unique record '{p.previous}' in the records ledger")
     content: dict[str, Any] = {
         "name": p.name, "scope": p.scope, "description": p.description, "metric": p.metric,
         "unit": METRIC_UNITS[p.metric], "concurrency": p.concurrency, "claim_class": p.claim_class,
@@ -397,16 +422,16 @@ def evaluate_proposal(
         "gates": gates_out,
     }
     rid = record_id(content)
+    over_prev: float | None = None
+    over_ctrl: float | None = None
     if value is not None:
-        sim = origin == "simulated"
+        mine = _rate(value, p.claim_class, "formal", p.metric, rid, origin == "simulated")
         if previous is not None:
             try:
-                pct = ratio_pct(
-                    _rate(value, p.claim_class, "formal", p.metric, rid, sim),
-                    _rate(float(previous["value"]), str(previous["claim_class"]),
-                          str(previous.get("protocol_class") or "formal"), str(previous["metric"]),
-                          str(previous["record_id"]), previous.get("data_origin") == "simulated"))
-                over_prev = pct.value
+                over_prev = ratio_pct(mine, _rate(
+                    float(previous["value"]), str(previous["claim_class"]),
+                    str(previous.get("protocol_class") or "formal"), str(previous["metric"]),
+                    str(previous["record_id"]), previous.get("data_origin") == "simulated")).value
             except EvidenceError as exc:
                 problems.append(f"previous record {previous['record_id']}: {exc.message}")
             if int(previous.get("concurrency") or 0) != p.concurrency:
@@ -415,12 +440,12 @@ def evaluate_proposal(
         ctrl_vals = [f.metric_value for f in ctrl_good if f.metric_value is not None]
         if ctrl_vals:
             try:
-                over_ctrl = ratio_pct(_rate(value, p.claim_class, "formal", p.metric, rid, sim),
-                                      _rate(statistics.median(ctrl_vals), ctrl_good[0].claim_class,
-                                            ctrl_good[0].protocol_class, p.metric, rid, ctrl_good[0].simulated)).value
+                over_ctrl = ratio_pct(mine, _rate(statistics.median(ctrl_vals), ctrl_good[0].claim_class,
+                                                  ctrl_good[0].protocol_class, p.metric, rid,
+                                                  ctrl_good[0].simulated)).value
             except EvidenceError as exc:
                 problems.append(f"control: {exc.message}")
-    suite_set = sorted(distinct_ids)
+    suite_set = sorted(suite_ids)
     existing = [r for r in record_rows if r.get("record_id") == rid or (
         suite_set and sorted(r.get("suite_ids") or []) == suite_set and r.get("metric") == p.metric
         and int(r.get("concurrency") or 0) == p.concurrency)]

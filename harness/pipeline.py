@@ -255,6 +255,7 @@ class CampaignRunner:
                 self._sentinels(writer, self.service, "after")
             except DsvError as exc:
                 writer.append_event({"event": "sentinel-error", "error": exc.message})
+            self.service.read_final_info()
         self.services[-1] = self.service.identity() | {"start_index": self.state.service_starts}
         writer.write_json("service.json", {"services": self.services})
         self.service.stop()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 import yaml
+from test_governance_support import make_abba, make_formal, profile
 from typer.testing import CliRunner
 
 from harness.cli import closure_cmd, gate_cmd, record_cmd
@@ -16,7 +17,6 @@ from harness.cli.freeze_cmd import freeze, reveal
 from harness.cli.historical_cmd import import_historical
 from harness.errors import EvidenceError
 from harness.governance_io import table_rows
-from test_governance_support import make_abba, make_formal, profile
 
 REPO = Path(__file__).resolve().parents[1]
 GATES = REPO / "campaigns" / "gates"

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_governance_support import make_abba
 
 from harness import governance as gv
 from harness.errors import ArchiveError, EvidenceError, SpecError
 from harness.governance_io import add_closure, check_direction, closure_states, reopen_direction, table_rows
-from test_governance_support import make_abba
 
 OLD, NEW = "2026-07-15T22:20:00+0000", "2026-07-16T09:00:00+0000"
 

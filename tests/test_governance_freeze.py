@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_governance_support import make_abba
 
 from harness import governance as gv
 from harness.governance_io import analysis_plan_status, freeze_file, reveal_file, table_rows
-from test_governance_support import make_abba
 
 BEFORE = datetime(2026, 7, 16, 8, 0, tzinfo=UTC)
 RESULTS = "2026-07-16T10:00:00+0200"  # = 08:00:00 UTC + 0 s: the archive's created_wall (local offset)

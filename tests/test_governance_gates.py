@@ -10,12 +10,12 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from test_governance_support import make_abba, make_formal, stream_record
 
 from harness import governance as gv
 from harness.archive import Archive
 from harness.errors import EvidenceError, SpecError
 from harness.governance_io import check_gate, gate_failure, load_gate, table_rows
-from test_governance_support import make_abba, make_formal, stream_record
 
 REPO = Path(__file__).resolve().parents[1]
 GATES = REPO / "campaigns" / "gates"
@@ -49,7 +49,8 @@ CASES: list[tuple[str, str, float, dict[str, Any], Callable[[Path], Archive], fl
     ("cell.median", ">=", 110.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 100.0,
      False),
     ("cell.median", ">=", 1.0, {"workload": "decode", "concurrency": 8}, formal_with([stream_record(0)]), None, False),
-    ("cell.http_rate", ">", 89.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 90.0, True),
+    ("cell.http_rate", ">", 89.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 90.0,
+     True),
     ("cell.http_rate", "<", 89.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 90.0,
      False),
     ("abba.ratio_pct", ">=", 5.0, {}, lambda ws: make_abba(ws, ratio_pct=10.0), 10.0, True),

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_governance_support import make_abba, make_formal, profile, stream_record
 
 from harness import governance as gv
 from harness.errors import EvidenceError, SpecError
 from harness.governance_io import check_gate, get_record, propose_record, table_rows
-from test_governance_support import make_abba, make_formal, profile, stream_record
 
 REPO = Path(__file__).resolve().parents[1]
 FRESH = REPO / "campaigns" / "gates" / "fresh-response.yaml"

@@ -10,6 +10,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from harness.archive import Archive, ArchiveWriter, open_archive
@@ -43,11 +44,13 @@ def stream_record(i: int, *, case_id: str = "c000", n_tokens: int = 120, step_ms
     first = send + int(ttft_ms * 1e6)
     ev = [first + int(k * step_ms * 1e6) for k in range(n_tokens)]
     return RequestRecord(
-        rid=f"r{i}", send_ns=send, done_ns=ev[-1] + 1000 if ev else send + 1000, event_ns=ev,
-        event_tokens=list(range(1, n_tokens + 1)), output_ids=output if output is not None else list(range(n_tokens)),
+        rid=f"r{i}", send_ns=send, done_ns=ev[-1] + 1000 if ev else send + 1000, event_ns=np.asarray(ev, np.int64),
+        event_tokens=np.arange(1, n_tokens + 1, dtype=np.int32),
+        output_ids=np.asarray(output if output is not None else range(n_tokens), dtype=np.int32),
         prompt_tokens=512, cached_tokens=cached, completion_tokens=n_tokens, finish_reason="stop",
         http_status=200, error=error, phase=phase, workload=workload, case_id=case_id, concurrency=concurrency,
-        wave_id=wave if phase == "measured" else wave.replace(".r0.", ".warmup."), cell_id=wave.split(".")[0],
+        wave_id=wave if phase == "measured" else wave.replace(".r0.", ".warmup."),
+        cell_id=wave.split(".", maxsplit=1)[0],
         round_index=0, wave_index=0,
     )
 
@@ -76,7 +79,8 @@ def make_formal(ws: Path, *, value: float = 88.0, concurrency: int = 1, workload
     w.write_json("service.json", {"services": [{"start_index": 1, "url": f"http://127.0.0.1:{pid}",
                                                 "process": {"pid": pid, "create_time": create_time},
                                                 "server_info": info, "profile": prof}]})
-    w.write_json("corpora.json", {"decode": {"manifest_sha256": corpus_sha}, "prefill": {"manifest_sha256": corpus_sha}})
+    w.write_json("corpora.json", {"decode": {"manifest_sha256": corpus_sha},
+                                  "prefill": {"manifest_sha256": corpus_sha}})
     w.write_json("environment.json", {"packages": {"sglang": None, "torch": None}})
     cid = f"{workload}-c{concurrency:02d}-x"
     ok = ["ok", "ok", "ok"] if cell_status == "complete" else ["ok", "failed", "ok"]

@@ -50,7 +50,8 @@ def render_record(row: dict[str, Any]) -> None:
                       f"{_pct(row['over_previous_pct'])} over it")
     else:
         console.print("previous record: none in this lineage (scope, metric, concurrency, claim class, origin)")
-    console.print(f"recorded {row['recorded_at']} from {row['proposal_file']} (sha256 {row['proposal_sha256'][:16]}...)")
+    console.print(f"recorded {row['recorded_at']} from {row['proposal_file']} "
+                  f"(sha256 {row['proposal_sha256'][:16]}...)")
 
 
 @app.command("propose")

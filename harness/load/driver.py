@@ -181,9 +181,11 @@ class LoadClient:
 async def run_wave(client: LoadClient, requests: Sequence[WaveRequest]) -> list[RequestRecord]:
     """Send ``requests`` together and return their records in request order.
 
-    Bodies are built first, then every request task is created before any is awaited. Raises
-    ``ValueError`` when the wave is larger than the client's concurrency (requests would queue
-    for a connection and the wave would no longer be sent together) or rids repeat.
+    Bodies are built first, then every request task is created before any is awaited. Request
+    failures come back as records with ``error`` set; if the wave itself is cancelled, every
+    request of it is cancelled too. Raises ``ValueError`` when the wave is larger than the
+    client's concurrency (requests would queue for a connection and the wave would no longer be
+    sent together) or rids repeat.
     """
     if len(requests) > client.concurrency:
         raise ValueError(f"wave of {len(requests)} requests exceeds the client's concurrency {client.concurrency}")
@@ -193,7 +195,13 @@ async def run_wave(client: LoadClient, requests: Sequence[WaveRequest]) -> list[
     n = len(requests)
     with _gc_paused(client.pause_gc):
         tasks = [asyncio.ensure_future(client.send(r, b, n)) for r, b in zip(requests, bodies, strict=True)]
-        return list(await asyncio.gather(*tasks))
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:  # cancellation (or a bug): leave no request of the wave running
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
 
 _gc_state = {"depth": 0, "was_enabled": False}

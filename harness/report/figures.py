@@ -174,12 +174,12 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
             if len(ticks) == 1:
                 ax.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
             ax.legend(loc="lower right" if wl == "prefill" else "upper left", frameon=False)
-        title = (f"Formal P/D matrix — {entry.get('campaign')} ({entry.get('claim_class')}), archive {aid}"
-                 + (" — SIMULATED" if sim else ""))
+        title = (f"Formal P/D matrix: {entry.get('campaign')} ({entry.get('claim_class')}), archive {aid}"
+                 + (" - SIMULATED" if sim else ""))
         fig.suptitle(title, fontsize=10)
         if sim:
             _watermark(fig)
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.07, right=0.985, bottom=0.13, top=0.85, wspace=0.2)
     res.caption = ("Formal matrix: lines are three-round medians, small points every round, bars the observed "
                    "range (min-max, not a confidence interval); grey diamonds are whole-wave HTTP output rates, "
                    "a different metric from resident decode." + (" Simulated data." if sim else ""))
@@ -225,7 +225,7 @@ def abba_figure(entry: Mapping[str, Any]) -> FigureResult:
         boundary = entry.get("boundary") or "resident"
         res.artists["ylabel"] = ax.set_ylabel(f"{boundary} output tok/s\n(expanded axis, not from zero)")
         ax.set_title(f"ABBA screen {entry.get('screen')}: C{entry.get('concurrency')}, {boundary} boundary"
-                     + (" — SIMULATED" if sim else ""))
+                     + (" - SIMULATED" if sim else ""))
         for key, color, name in (("control_mean", CONTROL_COLOR, "control mean"),
                                  ("candidate_mean", CANDIDATE_COLOR, "candidate mean")):
             if _finite(entry.get(key)):
@@ -297,11 +297,11 @@ def memory_figure(entry: Mapping[str, Any]) -> FigureResult:
         ax.set_ylabel("used GiB (dotted: device total)")
         ax.set_ylim(bottom=0)
         ax.set_title(f"GPU memory samples, archive {aid} (peak observed in samples)"
-                     + (" — SIMULATED" if sim else ""))
+                     + (" - SIMULATED" if sim else ""))
         ax.legend(loc="lower right", frameon=False, fontsize=7)
         if sim:
             _watermark(fig)
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.9)
     res.caption = ("GPU memory samples over time per device; a peak is the largest value observed in the samples "
                    "at the sampling interval, not an allocator peak.")
     res.alt = f"GPU memory used over time per device for archive {aid}"

@@ -53,6 +53,15 @@ class RunningService:
     witness_dir: Path | None = None
     witnesses: list[dict[str, Any]] = field(default_factory=list)
     patches: dict[str, Any] | None = None
+    server_info_at_stop: dict[str, Any] | None = None
+
+    def read_final_info(self) -> None:
+        """Read the server's configuration and internal state once more before it is stopped
+        (e.g. SGLang's internal_states, the simulator's late-step counters); best effort."""
+        try:
+            self.server_info_at_stop = read_server_info(self.url, self.profile.wire_protocol)
+        except ServiceError:
+            self.server_info_at_stop = None
 
     def check_owners(self, where: str) -> None:
         """Refuse to go on while an unrelated process owns one of this service's GPUs (before every
@@ -91,6 +100,7 @@ class RunningService:
             "env_diff": dict(self.command.env_diff) if self.command else {},
             "ready_wall": self.ready_wall,
             "server_info": self.server_info,
+            "server_info_at_stop": self.server_info_at_stop,
             "profile": self.profile.model_dump(mode="json"),
             "gpu_owners_before_launch": self.owners_before_launch,
             "gpu_owner_checks": self.owner_checks,

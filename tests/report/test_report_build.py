@@ -79,6 +79,8 @@ def test_markdown_and_latex(built: tuple[Path, dict[str, str], Path]) -> None:
     md = (out / "report.md").read_text()
     assert f"(#archive-{ids['f1']})" in md and f'<a id="archive-{ids["abba"]}"></a>' in md
     assert f"figures/formal-{ids['f1']}.png" in md and "**[SIMULATED]**" in md
+    assert md.count("\n- [info: stand-in-info](#finding-") == 3  # one finding per line, every archive
+    assert "\n\nLimits of these claims:" in md
     tex = (out / "tables.tex").read_text()
     assert f"\\hypertarget{{archive-{ids['f1']}}}" in tex and f"\\hyperlink{{archive-{ids['f1']}}}" in tex
     assert tex.count("\\begin{table}") == 4 and "SIMULATED" in tex
@@ -90,7 +92,8 @@ def test_rebuild_from_snapshot_is_identical(built: tuple[Path, dict[str, str], P
     copy = tmp_path / "elsewhere" / "results.json"
     copy.parent.mkdir()
     shutil.copy(out / "results.json", copy)  # no archives next to it
-    again = build_from_snapshot(copy, tmp_path / "r2", latex=True, build_time="2027-01-01T00:00:00Z")
+    # the fixture drew figures in worker processes; this rebuild draws them in this process
+    again = build_from_snapshot(copy, tmp_path / "r2", latex=True, build_time="2027-01-01T00:00:00Z", jobs=1)
     a, b = tree_bytes(out), tree_bytes(again.out_dir)
     assert a.keys() == b.keys()
     assert [k for k in a if a[k] != b[k]] == []
@@ -176,3 +179,35 @@ def test_cli_build_and_rebuild(built: tuple[Path, dict[str, str], Path], tmp_pat
     cfg.write_text("selekt: {}\n")
     result = runner.invoke(app, ["build", "-w", str(ws), "--config", str(cfg), "--out", str(tmp_path / "r3")])
     assert isinstance(result.exception, SpecError) and "selekt" in result.exception.message
+
+
+def test_partial_and_failed_data_render(tmp_path: Path) -> None:
+    """Missing medians, a failed leg and absent optional files render as em dashes, not errors."""
+    from harness.report.render import render_report
+    from harness.report.snapshot import ArchiveContent, freeze, snapshot_bytes
+
+    run = {"campaign": "broken", "claim_class": "native-ar", "backend": "sglang", "created_wall": "2026-11-29",
+           "labels": []}
+    formal = ArchiveContent(
+        archive_id="1" * 16, manifest={"status": "partial", "run": run | {"kind": "formal-matrix",
+                                                                           "protocol_class": "formal"}},
+        manifest_sha256="0" * 64,
+        results={"cells": [{"cell_id": "decode-c01", "workload": "decode", "concurrency": 1, "status": "missing",
+                            "round_rates": [], "round_status": [], "median": float("nan"),
+                            "observed_min": float("nan"), "observed_max": float("nan"),
+                            "http_rate": float("nan")}], "rounds": []})
+    screen = ArchiveContent(
+        archive_id="2" * 16, manifest={"status": "failed", "run": run | {"kind": "abba",
+                                                                          "protocol_class": "abba-screen"}},
+        manifest_sha256="0" * 64,
+        comparison={"result": {"boundary": "resident", "legs": [{"leg": "A1", "wave_rates": [100.0, 101.0],
+                                                                 "http_rates": [80.0, 81.0]}],
+                               "ratio_pct": float("nan"), "verdict": "inconclusive",
+                               "reason": "legs without data: B1, B2, A2"},
+                    "outputs": {}, "legs": {"A1": {"pid": 1, "fresh_start": True}}, "failed_leg": "B1"})
+    data = snapshot_bytes(freeze([formal, screen], ReportConfig()))
+    out = render_report(data, tmp_path / "r", build_time=BUILD_TIME)
+    html = out.html.read_text()
+    assert "inconclusive" in html and "(missing)" in html and "—" in html
+    assert "SIMULATED" not in html.replace("Sections marked SIMULATED", "")  # measured data is not labelled
+    assert set(out.figures) == {f"formal-{'1' * 16}", f"abba-{'2' * 16}"}
