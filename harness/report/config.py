@@ -13,6 +13,11 @@ A report config is a YAML mapping (``reports/<name>/report.yaml``); every key is
       archive_ids: [3e7fd55e]    # ids or unique prefixes; each must exist
       statuses: [complete]
     historical: true             # include <workspace>/ledgers/historical.parquet when present
+    historical_figure:           # which historical entries the milestones figure draws
+      metrics: [single_request_output]
+      protocol_classes: null     # default: all but formal and abba-screen
+      min_entries: 2
+      max_panels: 4
     memory: true                 # include memory.parquet samples of the archives when present
     findings: true               # run harness.evidence.check_archive when available
     limits: ["free text limits added to the report's Limits section"]
@@ -56,6 +61,19 @@ class Selection(_Strict):
     statuses: list[ArchiveStatus] | None = None
 
 
+class HistoricalFigure(_Strict):
+    """Which historical entries the milestones figure (Figure 2 style) draws; every entry is always
+    listed in the historical table. Entries are grouped into panels by (claim class, metric, unit);
+    the largest groups come first."""
+
+    metrics: list[str] | None = Field(None, description="only these metrics (default: every metric)")
+    protocol_classes: list[str] | None = Field(
+        None, description="only these protocol classes (default: every class except formal and abba-screen, "
+                          "whose historical cells and legs are tables, not milestones)")
+    min_entries: int = Field(2, ge=1, description="a panel needs at least this many entries")
+    max_panels: int = Field(4, ge=1, le=12)
+
+
 class ReportConfig(_Strict):
     """What a report shows. See the module docstring for the YAML form."""
 
@@ -64,6 +82,7 @@ class ReportConfig(_Strict):
     description: str = ""
     select: Selection = Selection()
     historical: bool = True
+    historical_figure: HistoricalFigure = HistoricalFigure()
     memory: bool = True
     findings: bool = True
     limits: list[str] = Field(default_factory=list)

@@ -14,8 +14,8 @@ Figures (numbers follow the technical report):
 - :func:`abba_figure` (Figures 6/7): legs A1, B1, B2, A2 in order, each wave a dot, the leg median
   a bar; ratio, drift and spread annotated; expanded (not from zero) y axis.
 - :func:`memory_figure`: GPU memory samples over time per device (peak observed in samples).
-- :func:`historical_figure` (Figure 2 style): historical entries by date, one panel per metric and
-  unit; labelled "historical, not a controlled series"; points are never joined into a series.
+- :func:`historical_figure` (Figure 2 style): historical milestones as bars, one panel per claim
+  class, metric and unit; labelled "historical, not a controlled series".
 
 Anything simulated carries a "SIMULATED" watermark and title suffix.
 """
@@ -27,11 +27,9 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 
 import matplotlib as mpl
-import matplotlib.dates as mdates
 from matplotlib.figure import Figure
 
 DPI = 150
@@ -308,69 +306,77 @@ def memory_figure(entry: Mapping[str, Any]) -> FigureResult:
     return res
 
 
-def _entry_date(e: Mapping[str, Any]) -> date | None:
-    for key in ("measured_date", "published_date"):
-        v = e.get(key)
-        if v:
-            try:
-                return date.fromisoformat(str(v)[:10])
-            except ValueError:
-                continue
-    return None
+def _wrap(text: str, width: int = 46, lines: int = 3) -> str:
+    words, out, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            out.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    if cur:
+        out.append(cur)
+    if len(out) > lines:
+        out = [*out[:lines - 1], out[lines - 1][: width - 3] + "..."]
+    return "\n".join(out)
 
 
-def historical_figure(entries: Sequence[Mapping[str, Any]]) -> FigureResult | None:
-    """Figure 2 style milestones from historical ledger rows (``snapshot['historical']``): one panel
-    per (metric, unit), each entry a point at its measured (else published) date, labelled with its
-    label and original protocol label. Entries without a date or value are left out of the figure
-    (they stay in the table). Returns ``None`` when nothing can be plotted.
+def historical_figure(entries: Sequence[Mapping[str, Any]],
+                      groups: Sequence[Mapping[str, Any]]) -> FigureResult | None:
+    """Figure 2 style milestones from historical ledger rows (``snapshot['historical']``), one
+    horizontal-bar panel per group of ``snapshot['historical_figure']`` (claim class, metric, unit),
+    one bar per entry in ledger order, labelled with its label; a published range (``range_max``)
+    is drawn as a line to its upper end. Bars are independent milestones, never a series. Returns
+    ``None`` when there is no group.
 
-    Artists: ``panel_<k>`` (Line2D markers: x = matplotlib date numbers, y = values, in the order of
-    ``entries`` after filtering).
+    Artists: ``panel_<k>`` (BarContainer: bar widths = entry values, top to bottom in ledger order),
+    ``entries_<k>`` (list of the plotted entry ids).
     """
-    groups: dict[tuple[str, str], list[tuple[date, float, Mapping[str, Any]]]] = {}
-    for e in entries:
-        d = _entry_date(e)
-        v = e.get("value")
-        if d is None or v is None or not _finite(v):
-            continue
-        groups.setdefault((str(e.get("metric") or "value"), str(e.get("unit") or "")), []).append((d, float(v), e))
-    if not groups:
+    by_id = {str(e.get("entry_id")): e for e in entries}
+    panels = []
+    for g in groups:
+        rows = [by_id[i] for i in g.get("entry_ids") or [] if i in by_id and _finite(by_id[i].get("value"))]
+        if rows:
+            panels.append((g, rows))
+    if not panels:
         return None
-    keys = sorted(groups)
+    heights = [0.9 + 0.42 * len(rows) for _, rows in panels]
     with style():
-        fig = _new_figure(9.0, 1.0 + 2.8 * len(keys))
-        axes = fig.subplots(len(keys), 1, squeeze=False)[:, 0]
+        fig = _new_figure(9.0, 0.9 + sum(heights))
+        axes = fig.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
         res = FigureResult("historical", fig, "", "")
-        for k, (ax, key) in enumerate(zip(axes, keys, strict=True)):
-            pts = groups[key]
-            xs = [float(mdates.date2num(p[0])) for p in pts]  # type: ignore[no-untyped-call]
-            (line,) = ax.plot(xs, [p[1] for p in pts], ls="none", marker="s", ms=5, color="#6a4c93",
-                              label="historical entry (own protocol)")
-            res.artists[f"panel_{k}"] = line
-            for x, (_, v, e) in zip(xs, pts, strict=True):
-                lab = str(e.get("label") or e.get("entry_id") or "")
-                proto = e.get("protocol_label")
-                ax.annotate(lab + (f"\n[{proto}]" if proto else ""), (x, v), textcoords="offset points",
-                            xytext=(4, 4), fontsize=6.5, color="0.25")
-            locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
-            ax.xaxis.set_major_locator(locator)
-            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
-            if len(xs) == 1 or max(xs) == min(xs):
-                ax.set_xlim(xs[0] - 15, xs[0] + 15)
-            else:
-                span = max(xs) - min(xs)
-                ax.set_xlim(min(xs) - 0.08 * span, max(xs) + 0.25 * span)
-            ax.set_ylim(bottom=0, top=max(p[1] for p in pts) * 1.25)
-            ax.set_ylabel(f"{key[0]}" + (f" ({key[1]})" if key[1] else ""))
-            ax.set_title(f"{key[0]}: historical, not a controlled series")
-            ax.legend(loc="upper left", frameon=False)
+        for k, (ax, (g, rows)) in enumerate(zip(axes, panels, strict=True)):
+            ys = list(range(len(rows)))[::-1]
+            vals = [float(r["value"]) for r in rows]
+            bars = ax.barh(ys, vals, height=0.6, color="#8c7aa9", edgecolor="#5b4a78", linewidth=0.6,
+                           label="historical entry (its own protocol)")
+            res.artists[f"panel_{k}"] = bars
+            res.artists[f"entries_{k}"] = [str(r.get("entry_id")) for r in rows]
+            top = max(vals + [float(r["range_max"]) for r in rows if _finite(r.get("range_max"))])
+            for y, r, v in zip(ys, rows, vals, strict=True):
+                end = float(r["range_max"]) if _finite(r.get("range_max")) else v
+                text = f"{v:g}"
+                if end != v:
+                    ax.plot([v, end], [y, y], color="#5b4a78", lw=2.2, solid_capstyle="butt")
+                    text = f"{v:g}-{end:g} (published range)"
+                when = r.get("measured_date") or r.get("published_date")
+                if when:
+                    text += f"  [{when}]"
+                ax.text(max(v, end) + top * 0.01, y, text, va="center", fontsize=6.8, color="0.2")
+            ax.set_yticks(ys, [_wrap(str(r.get("label") or r.get("entry_id") or "")) for r in rows], fontsize=6.8)
+            ax.set_xlim(0, top * 1.35)
+            ax.grid(axis="y", visible=False)
+            unit = str(g.get("unit") or "")
+            ax.set_xlabel(f"{g.get('metric')}" + (f" ({unit})" if unit else ""))
+            ax.set_title(f"{g.get('metric')}, claim class {g.get('claim_class')}: historical, not a controlled series",
+                         fontsize=8.5)
         fig.suptitle("Historical milestones (historical, not a controlled series; not current results)",
                      fontsize=10)
         fig.tight_layout()
-    res.caption = ("Historical milestones: each point keeps its original protocol label; the points are not a "
-                   "controlled series and are never compared with current cells.")
-    res.alt = "Historical milestones by date, one panel per metric"
+    res.caption = ("Historical milestones: each bar is one ledger entry with its own original protocol label "
+                   "(listed in the table below); the bars are not a controlled series and are never compared "
+                   "with current cells.")
+    res.alt = "Historical milestones as horizontal bars, one panel per metric"
     return res
 
 
@@ -383,8 +389,8 @@ def figure_jobs(snapshot: Mapping[str, Any]) -> list[tuple[str, Any]]:
     jobs: list[tuple[str, Any]] = [("formal", e) for e in snapshot.get("formal") or []]
     jobs += [("abba", e) for e in snapshot.get("screens") or []]
     jobs += [("memory", e) for e in snapshot.get("memory") or []]
-    if snapshot.get("historical"):
-        jobs.append(("historical", snapshot["historical"]))
+    if snapshot.get("historical") and snapshot.get("historical_figure"):
+        jobs.append(("historical", {"entries": snapshot["historical"], "groups": snapshot["historical_figure"]}))
     return jobs
 
 
@@ -397,7 +403,7 @@ def build_figure(kind: str, data: Any) -> FigureResult | None:
     if kind == "memory":
         return memory_figure(data)
     if kind == "historical":
-        return historical_figure(data)
+        return historical_figure(data["entries"], data["groups"])
     raise ValueError(f"unknown figure kind {kind!r}; expected one of {', '.join(FIGURE_KINDS)}")
 
 

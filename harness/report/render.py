@@ -90,6 +90,15 @@ def fmt_pct(v: Any, digits: int = 3) -> str:
     return f"{float(v):+.{digits}f}%" if _finite(v) else "—"
 
 
+def fmt_plain(v: Any) -> str:
+    """A number as stored (shortest round-trip form: ``74.5``, ``10413.87``); an em dash when missing.
+    Used for historical values, which keep their published precision."""
+    if not _finite(v):
+        return "—"
+    f = float(v)
+    return str(int(f)) if f.is_integer() and abs(f) < 1e15 else repr(f)
+
+
 def fmt_bytes(v: Any) -> str:
     """Bytes as GiB with two decimals."""
     return f"{float(v) / (1 << 30):.2f} GiB" if _finite(v) else "—"
@@ -214,7 +223,7 @@ def make_env(templates_dir: Path) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update({
-        "rate": fmt_rate, "pct": fmt_pct, "gib": fmt_bytes, "tex": tex_escape, "md": md_escape,
+        "rate": fmt_rate, "pct": fmt_pct, "plain": fmt_plain, "gib": fmt_bytes, "tex": tex_escape, "md": md_escape,
         "hnum": _html_num, "mdnum": _md_num, "texnum": _tex_num,
     })
     return env

@@ -20,7 +20,9 @@ Snapshot layout (top-level keys): ``snapshot_format_version``, ``title``, ``desc
 identity, ``simulated``), ``formal`` (per formal archive: every cell with every round value, every
 round, HTTP rates, spec summary, limits), ``screens`` (per ABBA archive: legs with every wave,
 ratio, drift, spread, separation, completion equality, verdict, limits), ``memory`` (samples per
-device, peak observed in samples), ``historical`` (ledger rows, never mixed with current cells),
+device, peak observed in samples), ``historical`` (ledger rows in ledger order, never mixed with
+current cells) and ``historical_figure`` (the milestone panels: entry ids per claim class, metric and
+unit),
 ``findings`` (evidence findings, ``findings_source`` says where they came from), ``services``,
 ``corpora``, ``oracles``, ``limits`` (report-wide), ``has_simulated``.
 
@@ -40,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ArchiveError, SpecError
-from harness.report.config import ReportConfig, Selection
+from harness.report.config import HistoricalFigure, ReportConfig, Selection
 
 SNAPSHOT_FORMAT_VERSION = 1
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
@@ -48,7 +50,7 @@ SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 LEG_ORDER = ("A1", "B1", "B2", "A2")
 SEVERITY_ORDER = {"blocking": 0, "warning": 1, "info": 2}
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
-                  "findings", "services", "corpora", "oracles", "limits")
+                  "historical_figure", "findings", "services", "corpora", "oracles", "limits")
 
 
 @dataclass(frozen=True)
@@ -528,6 +530,7 @@ def _findings(c: ArchiveContent) -> list[dict[str, Any]]:
 
 
 def _historical(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Historical ledger rows as plain data, in ledger order (the order of the imported file)."""
     out = [json_value(dict(r)) for r in rows]
     for r in out:
         nc = r.get("not_claims")
@@ -535,9 +538,36 @@ def _historical(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             r["not_claims"] = [nc] if nc else []
         elif nc is None:
             r["not_claims"] = []
-    out.sort(key=lambda r: (str(r.get("measured_date") or r.get("published_date") or ""),
-                            str(r.get("entry_id") or "")))
     return out
+
+
+MILESTONE_EXCLUDED_CLASSES = ("formal", "abba-screen")
+
+
+def historical_figure_groups(rows: Sequence[Mapping[str, Any]], spec: HistoricalFigure) -> list[dict[str, Any]]:
+    """The panels of the historical milestones figure: entries with a finite value grouped by
+    (claim class, metric, unit), filtered by ``spec``; groups with at least ``spec.min_entries``
+    entries, largest first (ties: first appearance), at most ``spec.max_panels``. Each group lists
+    its ``entry_ids`` in ledger order. Pure."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for r in rows:
+        if _num(r.get("value")) is None:
+            continue
+        pclass = str(r.get("protocol_class") or "")
+        if spec.protocol_classes is not None:
+            if pclass not in spec.protocol_classes:
+                continue
+        elif pclass in MILESTONE_EXCLUDED_CLASSES:
+            continue
+        metric = str(r.get("metric") or "value")
+        if spec.metrics is not None and metric not in spec.metrics:
+            continue
+        key = (str(r.get("claim_class") or ""), metric, str(r.get("unit") or ""))
+        groups.setdefault(key, []).append(str(r.get("entry_id")))
+    order = sorted((k for k in groups if len(groups[k]) >= spec.min_entries),
+                   key=lambda k: (-len(groups[k]), list(groups).index(k)))
+    return [{"claim_class": k[0], "metric": k[1], "unit": k[2], "entry_ids": groups[k]}
+            for k in order[:spec.max_panels]]
 
 
 def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
@@ -577,6 +607,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     for i, f in enumerate(findings, start=1):
         f["id"] = f"finding-{i}"
     hist = _historical(historical) if (historical is not None and config.historical) else []
+    hist_groups = historical_figure_groups(hist, config.historical_figure)
     sel = config.select.model_dump(mode="json", exclude_none=True)
     snapshot: dict[str, Any] = json_value({
         "format": SNAPSHOT_FORMAT,
@@ -590,6 +621,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "memory": memory,
         "historical": hist,
         "historical_present": historical is not None and config.historical,
+        "historical_figure": hist_groups,
         "findings": findings,
         "findings_source": findings_source if config.findings else "disabled",
         "services": services,
