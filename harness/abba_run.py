@@ -32,7 +32,15 @@ from harness.hashing import ids_hash16
 from harness.identity import identity_hash
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
-from harness.pipeline import Reporter, _loop_factory, _silent, record_witness, start_memory_sampler, write_memory
+from harness.pipeline import (
+    Reporter,
+    _loop_factory,
+    _silent,
+    check_governance,
+    record_witness,
+    start_memory_sampler,
+    write_memory,
+)
 from harness.records import RequestRecord
 from harness.results import wave_result
 from harness.sentinels import load_sentinels, run_sentinels
@@ -99,6 +107,7 @@ class AbbaRunner:
         self.sentinels = load_sentinels(spec.oracles, base)
         self.oracle_results: list[dict[str, Any]] = []
         self.witness = MetricsWitness()
+        self.governance: dict[str, Any] = {}
 
     def run(self) -> AbbaOutcome:
         """Run the four legs; always finalize an archive with whatever finished."""
@@ -113,6 +122,8 @@ class AbbaRunner:
             "undeclared_differences": self.undeclared,
             "allow_identity_change": self.spec.allow_identity_change})
         anchor = clock_anchor()
+        if self.governance:
+            writer.write_json("governance.json", self.governance)
         writer.append_event({"event": "run-start", **anchor})
         self.report("abba-start", spec=self.spec, declared=self.declared, undeclared=self.undeclared)
         status: str = "complete"
@@ -299,6 +310,7 @@ class AbbaRunner:
             "error": error.message if error else None, "failed_leg": self.failed_leg,
             "oracles_failed": sum(1 for r in self.oracle_results if not r["passed"]),
             "identity_hash": identity_hash([s for s in self.services if s.get("first_leg") in ("A1", "A2")]),
+            "direction": self.spec.direction,
             "candidate_identity_hash": identity_hash([s for s in self.services if s.get("first_leg") in ("B1", "B2")]),
         }
         path = writer.finalize(status=status, run=run)
@@ -316,5 +328,7 @@ class AbbaRunner:
 def run_abba(spec: AbbaSpec, workspace: Path, *, base: Path | None = None, reporter: Reporter = _silent,
              spec_bytes: bytes | None = None) -> AbbaOutcome:
     """Run an ABBA screen into ``<workspace>/archives`` and the ``comparisons`` ledger."""
+    governance = check_governance(spec, workspace, f"abba:{spec.name}")
     runner = AbbaRunner(spec, base or Path.cwd(), workspace, reporter, spec_bytes)
+    runner.governance = governance
     return runner.run()

@@ -713,11 +713,16 @@ def reveal_decision(rows: Sequence[Mapping[str, Any]], path: str, sha256: str, r
                           f"frozen {match['at']}, not before the results were created {results_created}", match)
 
 
-def plan_status(rows: Sequence[Mapping[str, Any]], path: str, sha256: str) -> dict[str, Any]:
-    """An analysis plan's status: ``preregistered`` when its current content was frozen, otherwise
-    ``exploratory`` with the reason (never frozen, or changed since its freeze)."""
+def plan_status(rows: Sequence[Mapping[str, Any]], path: str, sha256: str,
+                run_started: str | None = None) -> dict[str, Any]:
+    """An analysis plan's status: ``preregistered`` when its current content was frozen (strictly
+    before ``run_started``, the run's ``created_wall``, when given), otherwise ``exploratory`` with
+    the reason (never frozen, changed since its freeze, or frozen after the run started)."""
     match = existing_freeze(rows, sha256)
     if match is not None:
+        if run_started is not None and not parse_wall(str(match["at"])) < parse_wall(run_started):
+            return {"frozen": True, "sha256": sha256, "frozen_at": match["at"], "label": "exploratory",
+                    "reason": f"frozen at {match['at']}, not before the run started {run_started}"}
         return {"frozen": True, "sha256": sha256, "frozen_at": match["at"], "label": "preregistered",
                 "reason": f"content frozen at {match['at']}"}
     same_path = [r for r in freezes_of(rows) if r.get("path") == path]

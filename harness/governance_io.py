@@ -397,16 +397,17 @@ def reveal_failure(row: dict[str, Any]) -> EvidenceError:
                          "exploratory, not a preregistered test")
 
 
-def analysis_plan_status(workspace: Path, path: Path) -> dict[str, Any]:
+def analysis_plan_status(workspace: Path, path: Path, run_started: str | None = None) -> dict[str, Any]:
     """Pipeline hook for a formal spec naming ``analysis_plan: FILE``: reads the file and the
     ``freezes`` table, writes nothing. Returns ``{frozen, sha256, frozen_at, label, reason, path}``
-    with label ``preregistered`` (current content frozen) or ``exploratory`` (never frozen, changed
-    since, or missing)."""
+    with label ``preregistered`` (current content frozen, strictly before ``run_started`` — the
+    run's ``created_wall`` — when given) or ``exploratory`` (missing, never frozen, changed since
+    its freeze, or frozen too late)."""
     if not path.is_file():
         return {"frozen": False, "sha256": None, "frozen_at": None, "label": "exploratory",
                 "reason": f"{path}: no such file", "path": str(path)}
     apath, sha, _ = _file_identity(path)
-    return gv.plan_status(table_rows(workspace, "freezes"), apath, sha) | {"path": apath}
+    return gv.plan_status(table_rows(workspace, "freezes"), apath, sha, run_started) | {"path": apath}
 
 
 # --- historical evidence ----------------------------------------------------------------------------

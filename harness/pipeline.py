@@ -37,7 +37,7 @@ from harness.results import CampaignResults, compute_results, results_json, resu
 from harness.sentinels import load_sentinels, run_sentinels
 from harness.service.manager import RunningService, start_service, verify_identity
 from harness.service.memory import MemorySampler
-from harness.spec import CampaignSpec, ServiceProfile, load_campaign, resolve_path
+from harness.spec import AbbaSpec, CampaignSpec, ServiceProfile, load_campaign, resolve_path
 
 
 class Reporter(Protocol):
@@ -133,6 +133,7 @@ class CampaignRunner:
         self.sentinels = load_sentinels(spec.oracles, spec_path.parent)
         self.oracle_results: list[dict[str, Any]] = []
         self.witness = MetricsWitness()
+        self.governance: dict[str, Any] = {}
         self.plan = make_plan(spec, self.corpora)
         self.token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
         self.state = _State()
@@ -196,6 +197,14 @@ class CampaignRunner:
         if self.old_records:
             writer.write_wave(self.old_records)
         anchor = clock_anchor()
+        if self.spec.analysis_plan is not None:
+            from harness.governance_io import analysis_plan_status
+
+            self.governance["analysis_plan"] = analysis_plan_status(
+                self.workspace, resolve_path(self.spec.analysis_plan, self.spec_path.parent),
+                run_started=anchor["wall_iso"])
+        if self.governance:
+            writer.write_json("governance.json", self.governance)
         writer.append_event({"event": "run-start", **anchor, "resumed_from":
                              self.resume.archive_id if self.resume else None})
         self.report("plan", plan=self.plan)
@@ -369,7 +378,12 @@ class CampaignRunner:
             "error": error.message if error else None,
             "oracles_failed": sum(1 for r in self.oracle_results if not r["passed"]),
             "identity_hash": identity_hash(self.services),
+            "direction": self.spec.direction,
+            "analysis_plan": self.governance.get("analysis_plan"),
         }
+        plan_label = (self.governance.get("analysis_plan") or {}).get("label")
+        if plan_label:
+            run["labels"].append(plan_label)
         if run["oracles_failed"]:
             run["labels"].append("oracle-failed")
         path = writer.finalize(status=status, run=run)
@@ -429,8 +443,22 @@ def run_campaign(spec_path: Path, workspace: Path, *, reporter: Reporter = _sile
     """Run the formal matrix in ``spec_path`` into ``<workspace>/archives`` and the ledgers."""
     spec = load_campaign(spec_path)
     prev = open_archive(resume) if resume is not None else None
+    governance = check_governance(spec, workspace, f"campaign:{spec.name}")
     runner = CampaignRunner(spec, spec_path, workspace, reporter, prev)
+    runner.governance = governance
     return runner.run()
+
+
+def check_governance(spec: CampaignSpec | AbbaSpec, workspace: Path, source: str) -> dict[str, Any]:
+    """Refuse a run that tests a closed direction without new evidence (before any service starts);
+    returns what is recorded in the archive's ``governance.json``."""
+    from harness.governance_io import check_direction
+
+    out: dict[str, Any] = {}
+    if spec.direction is not None:
+        out["direction"] = check_direction(workspace, spec.direction, spec.reopen.evidence if spec.reopen else None,
+                                           spec.reopen.reason if spec.reopen else None, source=source)
+    return out
 
 
 __all__ = ["CampaignRunner", "Reporter", "RunOutcome", "ServiceDied", "load_corpora", "make_plan",

@@ -181,6 +181,13 @@ def _check_tiers(v: list[int]) -> list[int]:
     return sorted(v)
 
 
+class ReopenSpec(_Strict):
+    """New evidence that reopens a closed direction (``dsv4h closure list``)."""
+
+    evidence: str = Field(min_length=1, description="archive id/path of NEW evidence (not the closing archive)")
+    reason: str = Field(min_length=1)
+
+
 class CampaignSpec(_Strict):
     """A formal matrix campaign (``kind: formal-matrix``)."""
 
@@ -197,6 +204,10 @@ class CampaignSpec(_Strict):
     prefill: PrefillSpec | None = None
     oracles: list[str] = Field(default_factory=list, description="oracle files run as sentinels before and "
                                "after measurement on every service")
+    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]*$",
+                                  description="direction this run explores; refused while closed")
+    reopen: ReopenSpec | None = None
+    analysis_plan: str | None = Field(None, description="analysis plan frozen with 'dsv4h freeze FILE' before the run")
     order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"])  # type: ignore[arg-type]
     request_timeout_s: float = Field(1800.0, gt=0)
 
@@ -210,6 +221,8 @@ class CampaignSpec(_Strict):
             raise ValueError("'decode' is set but 'corpora.decode' is missing")
         if self.prefill is not None and not self.corpora.prefill:
             raise ValueError("'prefill' is set but 'corpora.prefill' is missing")
+        if self.reopen is not None and self.direction is None:
+            raise ValueError("'reopen' needs the 'direction' it reopens")
         return self
 
 
@@ -256,6 +269,9 @@ class AbbaSpec(_Strict):
     fresh_candidate: bool = False
     allow_identity_change: bool = False
     oracles: list[str] = Field(default_factory=list, description="oracle files run before and after every leg")
+    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]*$",
+                                  description="direction this screen explores; refused while closed")
+    reopen: ReopenSpec | None = None
     request_timeout_s: float = Field(1800.0, gt=0)
 
     @property

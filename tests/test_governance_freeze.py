@@ -75,6 +75,10 @@ def test_analysis_plan_status(tmp_path: Path) -> None:
     st2 = analysis_plan_status(tmp_path, p)
     assert st2["label"] == "exploratory" and "changed since its freeze" in st2["reason"]
     assert analysis_plan_status(tmp_path, tmp_path / "missing.yaml")["label"] == "exploratory"
+    p.write_text("predict: candidate >= +1.0% at C32\n", encoding="utf-8")  # the frozen content again
+    assert analysis_plan_status(tmp_path, p, "2099-01-01T00:00:00+0000")["label"] == "preregistered"
+    late = analysis_plan_status(tmp_path, p, "2020-01-01T00:00:00+0000")
+    assert late["label"] == "exploratory" and "not before the run started" in late["reason"]
     assert len(table_rows(tmp_path, "freezes")) == 1  # status never writes
 
 

@@ -170,3 +170,30 @@ def test_ctrl_c_keeps_records_and_marks_partial(tmp_path: Path) -> None:
     assert len(a.records()) >= 3
     assert "--resume" in text
     assert verify_archive(a.path) == []
+
+
+def test_closed_direction_refused_and_plan_labels(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from harness.errors import EvidenceError
+    from harness.governance_io import add_closure, freeze_file
+
+    ws = tmp_path / "ws"
+    first = run_campaign(write_spec(tmp_path, SPEC.replace("tiers: [1, 8, 32]", "tiers: [1]")
+                                    .replace("prefill: {tiers: [2], rounds: 3}", "")), ws)
+    add_closure(ws, "fused-moe-x", first.archive.archive_id, "slower in a matched screen")
+    closed = SPEC.replace("tiers: [1, 8, 32]", "tiers: [1]").replace(
+        "prefill: {tiers: [2], rounds: 3}", "direction: fused-moe-x")
+    with pytest.raises(EvidenceError, match="fused-moe-x"):
+        run_campaign(write_spec(tmp_path, closed, "closed.yaml"), ws)
+    # a frozen analysis plan labels the run preregistered; an unfrozen one exploratory
+    plan = tmp_path / "plan.md"
+    plan.write_text("C1 resident rate will be within 2% of the model.\n")
+    freeze_file(plan, ws, now=datetime.now(UTC) - timedelta(minutes=5))
+    pre = SPEC.replace("tiers: [1, 8, 32]", "tiers: [1]").replace(
+        "prefill: {tiers: [2], rounds: 3}", f"analysis_plan: {plan}")
+    out = run_campaign(write_spec(tmp_path, pre, "pre.yaml"), ws)
+    assert "preregistered" in out.archive.manifest["run"]["labels"]
+    plan.write_text("changed after the freeze\n")
+    out2 = run_campaign(write_spec(tmp_path, pre, "pre2.yaml"), ws)
+    assert "exploratory" in out2.archive.manifest["run"]["labels"]

@@ -68,3 +68,8 @@ def ingest_cmd(
         added = ingest_archive(ws, a)
         msg = ", ".join(f"{k} +{v}" for k, v in sorted(added.items())) if added else "already ingested"
         console.print(f"{a.archive_id}: {msg}")
+
+
+from harness.cli.historical_cmd import import_historical  # noqa: E402 - mounted under `dsv4h ledger`
+
+app.command("import-historical")(import_historical)

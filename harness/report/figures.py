@@ -342,7 +342,7 @@ def historical_figure(entries: Sequence[Mapping[str, Any]],
         return None
     heights = [0.9 + 0.42 * len(rows) for _, rows in panels]
     with style():
-        fig = _new_figure(9.0, 0.9 + sum(heights))
+        fig = Figure(figsize=(9.0, 0.9 + sum(heights)), dpi=DPI, layout="constrained")
         axes = fig.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
         res = FigureResult("historical", fig, "", "")
         for k, (ax, (g, rows)) in enumerate(zip(axes, panels, strict=True)):
@@ -359,11 +359,15 @@ def historical_figure(entries: Sequence[Mapping[str, Any]],
                 if end != v:
                     ax.plot([v, end], [y, y], color="#5b4a78", lw=2.2, solid_capstyle="butt")
                     text = f"{v:g}-{end:g} (published range)"
-                when = r.get("measured_date") or r.get("published_date")
-                if when:
-                    text += f"  [{when}]"
+                if r.get("measured_date"):
+                    text += f"  [measured {r['measured_date']}]"
+                elif r.get("published_date"):
+                    text += f"  [published {r['published_date']}]"
                 ax.text(max(v, end) + top * 0.01, y, text, va="center", fontsize=6.8, color="0.2")
-            ax.set_yticks(ys, [_wrap(str(r.get("label") or r.get("entry_id") or "")) for r in rows], fontsize=6.8)
+            names = [str(r.get("label") or r.get("entry_id") or "") for r in rows]
+            names = [f"{n} ({r.get('entry_id')})" if names.count(n) > 1 else n
+                     for n, r in zip(names, rows, strict=True)]
+            ax.set_yticks(ys, [_wrap(n) for n in names], fontsize=6.8)
             ax.set_xlim(0, top * 1.35)
             ax.grid(axis="y", visible=False)
             unit = str(g.get("unit") or "")
@@ -372,7 +376,6 @@ def historical_figure(entries: Sequence[Mapping[str, Any]],
                          fontsize=8.5)
         fig.suptitle("Historical milestones (historical, not a controlled series; not current results)",
                      fontsize=10)
-        fig.tight_layout()
     res.caption = ("Historical milestones: each bar is one ledger entry with its own original protocol label "
                    "(listed in the table below); the bars are not a controlled series and are never compared "
                    "with current cells.")

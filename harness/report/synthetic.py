@@ -154,24 +154,33 @@ HISTORICAL_COLUMNS = ("entry_id", "source", "published_date", "measured_date", "
 
 
 def write_historical_ledger(workspace: Path, entries: Sequence[Mapping[str, Any]]) -> Path:
-    """Write ``<workspace>/ledgers/historical.parquet`` with :data:`HISTORICAL_COLUMNS` (missing keys
-    become nulls). Returns the path."""
+    """Write ``<workspace>/ledgers/historical.parquet`` with :data:`HISTORICAL_COLUMNS` plus any
+    other key the entries carry (missing values become nulls). Returns the path."""
     path = workspace / "ledgers" / "historical.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [{k: e.get(k) for k in HISTORICAL_COLUMNS} for e in entries]
+    cols = list(HISTORICAL_COLUMNS) + sorted({k for e in entries for k in e} - set(HISTORICAL_COLUMNS))
+    rows = [{k: e.get(k) for k in cols} for e in entries]
     pq.write_table(pa.Table.from_pylist(rows), path)
     return path
 
 
 def synthetic_historical_entries(n: int = 5) -> list[dict[str, Any]]:
-    """``n`` clearly synthetic historical entries (source ``synthetic``) for tests and benchmarks."""
-    out = []
+    """``n`` clearly synthetic milestone entries (source ``synthetic``; the first has a published range,
+    every third no measured date) plus one synthetic historical formal cell, for tests and benchmarks."""
+    out: list[dict[str, Any]] = []
     for k in range(n):
         out.append({
-            "entry_id": f"syn-{k:03d}", "source": "synthetic", "published_date": f"2026-0{1 + k % 9}-15",
-            "measured_date": f"2026-0{1 + k % 9}-10", "protocol_label": "synthetic TP4 short probe",
-            "claim_class": "native-ar", "protocol_class": "historical", "metric": "decode C1",
-            "concurrency": 1, "value": 15.0 + 12.0 * k, "unit": "tok/s", "tp": 4, "label": f"milestone {k}",
-            "not_claims": "not current; not a controlled series",
+            "entry_id": f"syn-{k:03d}", "source": "synthetic", "published_date": "2026-09-18",
+            "measured_date": None if k % 3 == 2 else f"2026-0{1 + k % 9}-10",
+            "protocol_label": "synthetic TP4 short probe", "claim_class": "native-ar",
+            "protocol_class": "historical-other", "metric": "single_request_output", "concurrency": 1,
+            "value": 15.0 + 12.0 * k, "range_max": 16.0 if k == 0 else None, "unit": "output tok/s", "tp": 4,
+            "label": f"synthetic milestone {k}", "not_claims": ["not current", "not a controlled series"],
         })
+    out.append({
+        "entry_id": "syn-formal-c1", "source": "synthetic", "published_date": "2026-09-18",
+        "measured_date": "2026-09-18", "protocol_label": "synthetic formal matrix", "claim_class": "native-ar",
+        "protocol_class": "formal", "metric": "resident_decode", "concurrency": 1, "value": 88.63,
+        "unit": "output tok/s", "tp": 8, "label": "synthetic historical formal cell", "not_claims": ["not current"],
+    })
     return out

@@ -43,7 +43,7 @@ def test_outputs_and_snapshot_contents(built: tuple[Path, dict[str, str], Path])
     assert len(frozen["rounds"]) == len(archived["rounds"])
     assert snap["screens"][0]["legs"][0]["leg"] == "A1" and len(snap["screens"][0]["legs"][0]["wave_rates"]) == 2
     assert snap["oracles"][0]["oracle"] == "france" and snap["memory"][0]["archive_id"] == ids["f1"]
-    assert len(snap["historical"]) == 4 and snap["findings_source"] == "harness.evidence"
+    assert len(snap["historical"]) == 5 and snap["findings_source"] == "harness.evidence"
     assert "build" not in json.dumps(snap).lower().replace("rebuild", "")  # no build time in the snapshot
 
 

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import matplotlib.dates as mdates
 import numpy as np
 import pytest
 from report_helpers import make_workspace
@@ -82,15 +81,23 @@ def test_memory_and_historical_figures(snap: dict[str, Any]) -> None:
         assert x == [t / 1e9 for t in dev["t_ns"]]
         assert np.allclose(y, [u / F.GIB for u in dev["used_bytes"]])
     assert "peak observed in samples" in res.fig.axes[0].get_title()
-    hist = F.historical_figure(snap["historical"])
+    groups = snap["historical_figure"]
+    assert [g["metric"] for g in groups] == ["single_request_output"]  # the formal entry is a table row only
+    hist = F.historical_figure(snap["historical"], groups)
     assert hist is not None
     assert "historical, not a controlled series" in hist.fig.get_suptitle()
-    x, y = _xy(hist.artists["panel_0"])
-    assert y == [h["value"] for h in snap["historical"]]
-    dates = [mdates.num2date(v).date().isoformat() for v in x]  # type: ignore[no-untyped-call]
-    assert dates == [h["measured_date"] for h in snap["historical"]]
-    assert hist.artists["panel_0"].get_linestyle() == "None"  # never joined into a series
-    assert F.historical_figure([{"value": 1.0}]) is None
+    assert "historical, not a controlled series" in hist.fig.axes[0].get_title()
+    milestones = [h for h in snap["historical"] if h["metric"] == "single_request_output"]
+    assert hist.artists["entries_0"] == [h["entry_id"] for h in milestones]
+    bars = hist.artists["panel_0"]
+    assert [b.get_width() for b in bars] == [h["value"] for h in milestones]
+    ys = [b.get_y() for b in bars]
+    assert ys == sorted(ys, reverse=True)  # first entry on top
+    ax = hist.fig.axes[0]
+    pos_label = sorted(zip(ax.get_yticks(), (t.get_text() for t in ax.get_yticklabels()), strict=True), reverse=True)
+    assert [lab for _, lab in pos_label] == [h["label"] for h in milestones]  # top to bottom in ledger order
+    assert "(published range)" in " ".join(t.get_text() for t in hist.fig.axes[0].texts)
+    assert F.historical_figure([{"entry_id": "a", "value": 1.0}], []) is None
 
 
 def test_render_figure_is_deterministic_with_embedded_fonts(snap: dict[str, Any]) -> None:

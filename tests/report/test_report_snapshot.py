@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from harness.errors import ArchiveError, SpecError
-from harness.report.config import ReportConfig, Selection, load_report_config
+from harness.report.config import HistoricalFigure, ReportConfig, Selection, load_report_config
 from harness.report.snapshot import (
     SNAPSHOT_FORMAT_VERSION,
     ArchiveContent,
     freeze,
+    historical_figure_groups,
     json_value,
     load_snapshot,
     select_archives,
@@ -121,8 +122,9 @@ def test_freeze_keeps_every_value_and_labels_simulation() -> None:
     assert any("SIMULATED" in lim for lim in snap["formal"][0]["limits"])
     assert [f["rule"] for f in snap["findings"]] == ["r1", "r2"]  # blocking first
     assert snap["findings"][0]["archive_id"] == "f000000000000001" and snap["findings"][0]["id"] == "finding-1"
-    assert [h["entry_id"] for h in snap["historical"]] == ["h1", "h2"]
-    assert snap["historical"][0]["measured_date"] == "2026-06-01" and snap["historical"][0]["not_claims"] == []
+    assert [h["entry_id"] for h in snap["historical"]] == ["h2", "h1"]  # ledger order
+    assert snap["historical"][1]["measured_date"] == "2026-06-01" and snap["historical"][1]["not_claims"] == []
+    assert snap["historical"][0]["not_claims"] == ["not current"]
     dev = snap["memory"][0]["devices"][0]
     assert dev["t_ns"] == [0, 1000] and dev["used_bytes"] == [7, 5] and dev["peak_used_bytes"] == 7
     assert snap["oracles"][0]["output_hash16"] == "1" * 16 and snap["oracles"][0]["first_divergence"] == 3
@@ -161,3 +163,25 @@ def test_json_value_refuses_unknown_types() -> None:
     with pytest.raises(TypeError):
         json_value(object())
     assert json_value({1: (float("inf"), date(2026, 1, 2))}) == {"1": [None, "2026-01-02"]}
+
+
+def _h(eid: str, metric: str, pclass: str = "historical-other", claim: str = "native-ar",
+       value: float | None = 1.0) -> dict[str, Any]:
+    return {"entry_id": eid, "metric": metric, "protocol_class": pclass, "claim_class": claim, "value": value,
+            "unit": "tok/s"}
+
+
+def test_historical_figure_groups() -> None:
+    rows = [_h("a1", "single"), _h("f1", "resident", "formal"), _h("f2", "resident", "formal"),
+            _h("a2", "single"), _h("s1", "resident", claim="speculative-full-target"),
+            _h("s2", "resident", claim="speculative-full-target"), _h("a3", "single"), _h("x", "single", value=None),
+            _h("l1", "lonely"), _h("b1", "resident", "abba-screen"), _h("b2", "resident", "abba-screen")]
+    groups = historical_figure_groups(rows, HistoricalFigure())
+    assert [(g["claim_class"], g["metric"], g["entry_ids"]) for g in groups] == [
+        ("native-ar", "single", ["a1", "a2", "a3"]), ("speculative-full-target", "resident", ["s1", "s2"])]
+    assert [g["metric"] for g in historical_figure_groups(rows, HistoricalFigure(max_panels=1))] == ["single"]
+    only = historical_figure_groups(rows, HistoricalFigure(protocol_classes=["formal"], min_entries=1))
+    assert [g["entry_ids"] for g in only] == [["f1", "f2"]]
+    assert historical_figure_groups(rows, HistoricalFigure(metrics=["lonely"])) == []
+    assert [g["entry_ids"] for g in historical_figure_groups(rows, HistoricalFigure(metrics=["lonely"],
+                                                                                   min_entries=1))] == [["l1"]]
