@@ -1,1 +1,12 @@
-"""Reports: frozen snapshots of archives, figures and self-contained HTML/Markdown/LaTeX."""
+"""Reports: a frozen snapshot of verified archives, rendered as figures, HTML, Markdown and LaTeX.
+
+Data flows one way: workspace -> :mod:`.collect` (select, verify, load; edge) ->
+:mod:`.snapshot` (freeze every shown value; pure) -> ``results.json`` -> :mod:`.render` (figures
+from :mod:`.figures`, jinja2 templates from ``reports/templates/``; edge). :mod:`.build` holds the
+two entry points used by ``dsv4h report build``: ``build_report`` (from a workspace) and
+``build_from_snapshot`` (from a snapshot file alone). :mod:`.config` is the report config
+(``reports/<name>/report.yaml``); :mod:`.synthetic` writes labelled synthetic archives for tests
+and benchmarks.
+
+Nothing is imported here, so reading a config or a snapshot does not import matplotlib.
+"""
