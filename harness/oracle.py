@@ -471,3 +471,36 @@ def text_integrity(output_ids: IdSeq, text: str, decode: Decode) -> bool:
 def count_text_failures(pairs: Sequence[tuple[IdSeq, str]], decode: Decode) -> int:
     """How many (output IDs, text) pairs fail :func:`text_integrity`."""
     return sum(1 for ids, text in pairs if not text_integrity(ids, text, decode))
+
+
+@dataclass(frozen=True)
+class IntegrityResult:
+    """ID/text integrity over records: ``checked`` records had cumulative text and output IDs,
+    ``failed`` lists the rids whose decoded IDs differ from the streamed text; ``skipped`` had no
+    text, failed, or streamed deltas (whose last event is not the whole answer)."""
+
+    checked: int
+    passed: int
+    failed: tuple[str, ...]
+    skipped: int
+
+    @property
+    def ok(self) -> bool:
+        """True when every checked record passed and at least one was checked."""
+        return self.checked > 0 and not self.failed
+
+
+def integrity_over_records(records: Sequence[Any], decode: Decode) -> IntegrityResult:
+    """Check ``decode(output_ids) == final_text`` for every successful record with cumulative text."""
+    checked = passed = skipped = 0
+    failed: list[str] = []
+    for r in records:
+        if not r.ok or r.final_text is None or r.output_mode != "cumulative":
+            skipped += 1
+            continue
+        checked += 1
+        if text_integrity(r.output_ids, r.final_text, decode):
+            passed += 1
+        else:
+            failed.append(r.rid)
+    return IntegrityResult(checked, passed, tuple(failed), skipped)

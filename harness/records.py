@@ -7,6 +7,8 @@ and exist only when the server is the built-in simulator.
 
 Record schema history (``RECORD_SCHEMA_VERSION``):
   1 - first version (2026-11-29).
+  2 - ``final_text``: the text of the last streamed event, for ID/text integrity checks
+      (2026-11-29). Version-1 tables read back with ``final_text = None``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -68,6 +70,7 @@ class RequestRecord:
     http_status: int | None = None
     error: str | None = None
     output_mode: str = "unknown"
+    final_text: str | None = None
     # identity of the request inside a campaign (filled by the wave driver)
     run_id: str = ""
     cell_id: str = ""
@@ -157,6 +160,7 @@ _SCALARS: list[tuple[str, pa.DataType]] = [
     ("http_status", pa.int32()),
     ("error", pa.string()),
     ("output_mode", pa.string()),
+    ("final_text", pa.string()),
 ]
 _LISTS: list[tuple[str, pa.DataType]] = [
     ("event_ns", pa.int64()),

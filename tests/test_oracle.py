@@ -262,3 +262,20 @@ def test_help_has_an_example(group: str, command: str) -> None:
     result = runner.invoke(app, [command, "--help"])
     assert result.exit_code == 0, result.output
     assert "Example" in result.output
+
+
+def test_integrity_over_records() -> None:
+    from harness.oracle import integrity_over_records
+    from harness.records import RequestRecord
+
+    def decode(ids: object) -> str:
+        return "".join(chr(97 + int(i) % 26) for i in ids)  # type: ignore[attr-defined]
+
+    def rec(rid: str, ids: list[int], text: str | None, mode: str = "cumulative", err: str | None = None):  # type: ignore[no-untyped-def]
+        return RequestRecord(rid=rid, send_ns=0, done_ns=1, output_ids=ids, final_text=text, output_mode=mode,
+                             error=err)
+
+    res = integrity_over_records([rec("a", [0, 1], "ab"), rec("b", [0, 1], "ax"), rec("c", [0], None),
+                                  rec("d", [2], "c", "delta"), rec("e", [0], "a", err="http 500")], decode)
+    assert (res.checked, res.passed, res.failed, res.skipped) == (2, 1, ("b",), 3)
+    assert not res.ok

@@ -287,3 +287,46 @@ def repeat_cmd(
             f"{len(res.differing)} differing from the expected output, {len(res.errors)} failed",
             hint=hint,
         )
+
+
+@app.command("integrity")
+def integrity_cmd(
+    archive: Annotated[str, typer.Argument(help="archive directory or id")],
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="workspace holding archives/")] = Path(),
+    tokenizer: Annotated[Path | None, typer.Option(
+        "--tokenizer", help="tokenizer.json to decode output IDs (default: the simulator's own decoder "
+        "for simulator archives)")] = None,
+) -> None:
+    """ID/text integrity of an archive: decoding each response's output IDs must reproduce the text
+    the server streamed (exit 8 on any failure).
+
+    Example: dsv4h oracle integrity 3f2a9c01 -w ws --tokenizer /models/DeepSeek-V4-Flash/tokenizer.json
+    """
+    from harness.archive import find_archive, open_archive
+    from harness.oracle import integrity_over_records
+
+    a = open_archive(find_archive(archive, workspace))
+    decode: Decode | None = None
+    if tokenizer is not None:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(tokenizer))
+
+        def decode(ids: Any) -> str:
+            return str(tok.decode(list(ids), skip_special_tokens=False))
+    elif a.manifest.get("run", {}).get("backend") == "sim":
+        from harness.sim.tokens import decode_tokens
+
+        decode = decode_tokens
+    if decode is None:
+        raise SpecError("no decoder for this archive's output IDs",
+                        hint="pass --tokenizer PATH (the model's tokenizer.json)")
+    res = integrity_over_records(a.records(), decode)
+    console.print(f"archive {a.archive_id}: {res.checked} responses checked, {res.passed} passed, "
+                  f"{len(res.failed)} failed, {res.skipped} skipped (no text, failed or delta streams)")
+    if res.failed:
+        raise OracleError(f"{len(res.failed)} response(s) whose output IDs do not decode to the streamed text: "
+                          + ", ".join(res.failed[:5]), hint="check the tokenizer matches the served model")
+    if res.checked == 0:
+        raise OracleError("no response carried cumulative text to check",
+                          hint="the server must stream text (SGLang without --skip-tokenizer-init)")

@@ -252,6 +252,7 @@ async def stream_request(
         http_status=status,
         error=d.error or transport_error,
         output_mode=d.output_mode,
+        final_text=d.final_text,
         **(fields or {}),
     )
 

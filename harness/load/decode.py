@@ -25,6 +25,8 @@ class DecodedStream:
     ``meta_info.sim_emit_ns``, else empty. ``done_ns`` is the arrival of ``[DONE]`` (None if it
     never came). ``error`` is the first protocol-level failure seen (error event, malformed
     event, inconsistent counts, abort), else None; transport failures are the client's.
+    ``final_text`` is the ``text`` of the last counted event (the whole answer when the server
+    streams cumulative text, as SGLang does by default; None when the server sends no text).
     ``output_mode`` is "cumulative", "delta" or "none" (no output ids on the stream);
     a stream whose only tokens came in a single event reads the same either way and is
     reported as "cumulative".
@@ -42,6 +44,7 @@ class DecodedStream:
     finish_reason: str | None = None
     output_mode: str = "none"
     error: str | None = None
+    final_text: str | None = None
 
 
 class StreamDecoder(Protocol):

@@ -194,6 +194,8 @@ class SGLangDecoder:
             self._fail(f"malformed event: {snippet(self._last)}")
             obj, meta = {}, {}
         out.completion_tokens = self.event_tokens[-1]
+        text = obj.get("text") if isinstance(obj, dict) else None
+        out.final_text = text if isinstance(text, str) else None
         out.prompt_tokens = int_or_none(meta.get("prompt_tokens"))
         out.cached_tokens = int_or_none(meta.get("cached_tokens"))
         out.finish_reason, abort_msg = finish_type(meta.get("finish_reason"))
