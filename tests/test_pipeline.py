@@ -15,8 +15,8 @@ import pytest
 
 from harness.archive import open_archive, verify_archive
 from harness.errors import CorpusError, MeasurementError, ServerUnreachable
-from harness.pipeline import run_campaign
 from harness.metrics import resident_decode_rate
+from harness.pipeline import run_campaign
 from harness.sim import analytic_decode_rate, get_profile
 
 REPO = Path(__file__).resolve().parents[1]
