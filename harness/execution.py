@@ -112,10 +112,11 @@ class MetricsWitness:
     def __init__(self, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
         self.available = True
-        self.samples: list[tuple[int, float | None, float | None]] = []
+        self.samples: list[tuple[int, int, float | None, float | None]] = []
 
     async def sample(self, url: str, stop: asyncio.Event) -> None:
-        """Poll until ``stop`` is set; samples are (perf_counter_ns, running, queued)."""
+        """Poll until ``stop`` is set; samples are (sent ns, answered ns, running, queued): the server
+        read its gauges somewhere between the two client monotonic times."""
         timeout = aiohttp.ClientTimeout(total=2.0)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while not stop.is_set():
@@ -132,22 +133,23 @@ class MetricsWitness:
                     if g.running is None:
                         self.available = False
                         return
-                    self.samples.append((t, g.running, g.queued))
+                    self.samples.append((t, time.perf_counter_ns(), g.running, g.queued))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self.interval_s)
 
-    def take(self) -> list[tuple[int, float | None, float | None]]:
+    def take(self) -> list[tuple[int, int, float | None, float | None]]:
         """The samples since the last call."""
         out, self.samples = self.samples, []
         return out
 
 
 def witness_summary(wave_id: str, concurrency: int, start_ns: int, end_ns: int,
-                    samples: Sequence[tuple[int, float | None, float | None]]) -> dict[str, object]:
+                    samples: Sequence[tuple[int, int, float | None, float | None]]) -> dict[str, object]:
     """What the server reported while a wave's resident window was open (pure): how many samples
-    fell inside it and the fewest running requests among them (C means all were resident)."""
-    inside = [s for s in samples if start_ns <= s[0] <= end_ns and s[1] is not None]
-    running = [float(s[1]) for s in inside if s[1] is not None]
+    were taken wholly inside it (request sent after the window opened, answer received before it
+    closed) and the fewest running requests among them (C means all were resident)."""
+    inside = [s for s in samples if start_ns <= s[0] and s[1] <= end_ns and s[2] is not None]
+    running = [float(s[2]) for s in inside if s[2] is not None]
     return {"wave_id": wave_id, "concurrency": concurrency, "window_start_ns": start_ns, "window_end_ns": end_ns,
             "samples": [list(s) for s in samples], "samples_in_window": len(inside),
             "running_min_in_window": min(running) if running else None,
