@@ -79,7 +79,8 @@ service:
   startup_timeout_s: 300
   gpu_owners_source: none
 corpora: {{decode: {REPO / 'corpora' / 'tiny-code-128'}, prefill: {REPO / 'corpora' / 'tiny-code-128'}}}
-decode: {{tiers: [1, 4], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max_new_tokens: 32, ignore_eos: true}}
+decode: {{tiers: [1, 4], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max_new_tokens: 128, ignore_eos: true,
+         max_waves_per_round: 60}}
 prefill: {{tiers: [1, 4], rounds: 3}}
 """)
     # 1. a small formal matrix on an owned vLLM service
@@ -93,7 +94,7 @@ prefill: {{tiers: [1, 4], rounds: 3}}
     for r in recs:  # rates consistent with request timings: every token arrived between send and done
         assert r.send_ns < r.event_ns[0] <= r.event_ns[-1] <= r.done_ns
     dec = [r for r in recs if r.workload == "decode"]
-    assert all(r.n_tokens == 32 for r in dec)
+    assert all(r.n_tokens == 128 for r in dec)
     assert all(r.cached_tokens == 0 for r in recs if r.workload == "prefill")
     svc_info = json.loads((out.archive.path / "service.json").read_text())["services"][0]
     first_pid = svc_info["process"]["pid"]
@@ -119,7 +120,7 @@ prefill: {{tiers: [1, 4], rounds: 3}}
         verify_identity(svc, "native-ar")
         tree = [p.pid for p in svc.process.tree()]
         assert len(tree) >= 2  # API server, engine core (and worker)
-        again = send(svc.url, [WaveRequest(input_ids=list(c1_input(out, c1)), max_new_tokens=32, rid="det-1",
+        again = send(svc.url, [WaveRequest(input_ids=list(c1_input(out, c1)), max_new_tokens=128, rid="det-1",
                                            ignore_eos=True, cache_salt="fresh-det")])[0]
         assert again.ok and list(again.output_ids) == list(c1.output_ids)  # greedy: same IDs across restarts
         long = tiny_ids(300)
