@@ -80,7 +80,7 @@ service:
   gpu_owners_source: none
 corpora: {{decode: {REPO / 'corpora' / 'tiny-code-128'}, prefill: {REPO / 'corpora' / 'tiny-code-128'}}}
 decode: {{tiers: [1, 4], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max_new_tokens: 128, ignore_eos: true,
-         max_waves_per_round: 60}}
+         max_waves_per_round: 150}}
 prefill: {{tiers: [1, 4], rounds: 3}}
 """)
     # 1. a small formal matrix on an owned vLLM service
