@@ -36,10 +36,17 @@ def version() -> None:
     typer.echo(__version__)
 
 
+_registered = False
+
+
 def _register() -> None:
     # Sub-command groups live in their own modules; imported here so `dsv4h --help` lists them.
     import importlib
 
+    global _registered
+    if _registered:
+        return
+    _registered = True
     for module, name in _GROUPS:
         mod = importlib.import_module(f"harness.cli.{module}")
         app.add_typer(mod.app, name=name)
