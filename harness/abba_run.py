@@ -20,7 +20,16 @@ from typing import Any
 import pyarrow as pa
 
 from harness import metrics as m
-from harness.abba import LEGS, AbbaResult, OutputMatch, legs_from_rates, match_outputs, profile_differences, summarize
+from harness.abba import (
+    LEGS,
+    AbbaResult,
+    LegSummary,
+    OutputMatch,
+    legs_from_rates,
+    match_outputs,
+    profile_differences,
+    summarize,
+)
 from harness.archive import Archive, ArchiveWriter, open_archive
 from harness.corpus import Corpus, load_corpus
 from harness.environment import capture_environment, clock_anchor
@@ -32,17 +41,17 @@ from harness.hashing import ids_hash16
 from harness.identity import identity_hash
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
-from harness.pipeline import (
+from harness.records import RequestRecord
+from harness.results import wave_result
+from harness.run_support import (
     Reporter,
-    _loop_factory,
-    _silent,
     check_governance,
+    loop_factory,
     record_witness,
+    silent,
     start_memory_sampler,
     write_memory,
 )
-from harness.records import RequestRecord
-from harness.results import wave_result
 from harness.sentinels import load_sentinels, run_sentinels
 from harness.service.manager import RunningService, start_service, verify_identity
 from harness.spec import AbbaSpec, ServiceProfile, resolve_path
@@ -130,7 +139,7 @@ class AbbaRunner:
         error: DsvError | None = None
         sampler = start_memory_sampler(self.spec.control)
         try:
-            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            with asyncio.Runner(loop_factory=loop_factory()) as runner:
                 runner.run(self._legs(writer))
         except KeyboardInterrupt:
             status, error = "partial", RunInterrupted(f"interrupted during leg {self.failed_leg}; finished legs kept")
@@ -258,7 +267,7 @@ class AbbaRunner:
                             for i, r in enumerate(w)}
         legs = legs_from_rates({k: v for k, v in rates.items() if v})
         if wl.boundary == "http":
-            legs = {k: type(v)(v.leg, v.http_rates, v.http_rates) for k, v in legs.items()}
+            legs = {k: LegSummary(v.leg, v.http_rates, v.http_rates) for k, v in legs.items()}
         result = summarize(legs, boundary=wl.boundary, noise_floor_pct=wl.noise_floor_pct)
         match = match_outputs(outputs)
         all_recs = writer.streamed_records()
@@ -325,7 +334,7 @@ class AbbaRunner:
                            self.undeclared, error, rows, findings)
 
 
-def run_abba(spec: AbbaSpec, workspace: Path, *, base: Path | None = None, reporter: Reporter = _silent,
+def run_abba(spec: AbbaSpec, workspace: Path, *, base: Path | None = None, reporter: Reporter = silent,
              spec_bytes: bytes | None = None) -> AbbaOutcome:
     """Run an ABBA screen into ``<workspace>/archives`` and the ``comparisons`` ledger."""
     governance = check_governance(spec, workspace, f"abba:{spec.name}")

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.errors import ArchiveError
-from harness.hashing import canonical_json, sha256_file, sha256_json
+from harness.hashing import sha256_file, sha256_json
 from harness.records import RECORD_SCHEMA, RequestRecord, records_to_table, table_to_records
 
 ARCHIVE_FORMAT_VERSION = 1
@@ -258,8 +258,3 @@ def verify_archive(path: Path) -> list[str]:
     elif path.name != recomputed:
         problems.append(f"directory name {path.name} is not the archive id {recomputed}")
     return problems
-
-
-def canonical_bytes(obj: Any) -> bytes:
-    """Canonical JSON bytes (re-exported for callers hashing archive content)."""
-    return canonical_json(obj)

@@ -190,13 +190,11 @@ def _split_template(template: str) -> tuple[str, str]:
             f"prompt template must use {{code}} exactly once and only {{path}} otherwise (found {fields})",
             hint="Example: 'Explain this code.\\n# {path}\\n{code}\\n'",
         )
-    # "{code}" appears exactly once as a field; split on the placeholder text.
-    head, tail = template.split("{code}", 1) if template.count("{code}") == 1 else _split_escaped(template)
-    return head, tail
+    return _split_at_code_field(template)
 
 
-def _split_escaped(template: str) -> tuple[str, str]:
-    # Rare: "{code}" also occurs escaped ("{{code}}"); find the real field by scanning.
+def _split_at_code_field(template: str) -> tuple[str, str]:
+    # Scan rather than str.split: an escaped "{{code}}" may also occur and is literal text.
     i = 0
     while i < len(template):
         if template.startswith("{{", i) or template.startswith("}}", i):

@@ -16,38 +16,36 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from harness import metrics as m
 from harness.archive import Archive, ArchiveWriter, open_archive
 from harness.corpus import Corpus, load_corpus
 from harness.environment import capture_environment, clock_anchor
-from harness.errors import DsvError, MeasurementError, RunInterrupted, ServiceDied, SpecError
+from harness.errors import DsvError, MeasurementError, RunInterrupted, SpecError
 from harness.evidence import Finding, check_archive
 from harness.evidence_io import apply_findings
-from harness.execution import MetricsWitness, WaveSpec, execute_wave, witness_summary
+from harness.execution import MetricsWitness, WaveSpec, execute_wave
 from harness.identity import identity_hash
 from harness.ledger import ingest_archive
 from harness.load.driver import LoadClient
 from harness.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
 from harness.records import RequestRecord
 from harness.results import CampaignResults, compute_results, results_json, results_tables
+from harness.run_support import (
+    Reporter,
+    check_governance,
+    loop_factory,
+    record_witness,
+    silent,
+    start_memory_sampler,
+    write_memory,
+)
 from harness.sentinels import load_sentinels, run_sentinels
 from harness.service.manager import RunningService, start_service, verify_identity
-from harness.service.memory import MemorySampler
-from harness.spec import AbbaSpec, CampaignSpec, ServiceProfile, load_campaign, resolve_path
-
-
-class Reporter(Protocol):
-    """Receives progress events (``kind`` plus fields); the CLI renders them."""
-
-    def __call__(self, kind: str, **data: Any) -> None: ...
-
-
-def _silent(kind: str, **data: Any) -> None:
-    return None
+from harness.spec import CampaignSpec, load_campaign, resolve_path
 
 
 @dataclass
@@ -115,7 +113,6 @@ class _State:
 
     round_status: dict[str, str] = field(default_factory=dict)
     wave_counter: dict[str, int] = field(default_factory=dict)
-    attempts: dict[str, int] = field(default_factory=dict)
     service_starts: int = 0
 
 
@@ -160,8 +157,6 @@ class CampaignRunner:
         rounds = prev.json("results.json").get("rounds", [])
         for r in rounds:
             self.state.round_status[r["round_id"]] = r["status"]
-        for rec in self.old_records:
-            self.state.wave_counter[rec.cell_id] = self.state.wave_counter.get(rec.cell_id, 0)
         waves_per_cell: dict[str, set[str]] = {}
         for rec in self.old_records:
             waves_per_cell.setdefault(rec.cell_id, set()).add(rec.wave_id)
@@ -214,7 +209,7 @@ class CampaignRunner:
         try:
             self.service = self._start_service(writer)
             sampler = start_memory_sampler(self.spec.service)
-            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            with asyncio.Runner(loop_factory=loop_factory()) as runner:
                 runner.run(self._run_cells(writer))
         except KeyboardInterrupt:
             status = "partial"
@@ -398,47 +393,7 @@ class CampaignRunner:
         return RunOutcome(archive, status, self.plan, results, error, rows, findings)
 
 
-def record_witness(writer: ArchiveWriter, witness: MetricsWitness, recs: list[RequestRecord], wave_id: str,
-                   concurrency: int) -> None:
-    """Append what /metrics reported during the wave's resident window to ``server_metrics.jsonl``."""
-    samples = witness.take()
-    if not witness.available and not samples:
-        return
-    win = m.resident_window(recs)
-    writer.append_jsonl("server_metrics.jsonl", witness_summary(wave_id, concurrency, win.start_ns, win.end_ns,
-                                                                samples) | {"phase": recs[0].phase if recs else ""})
-
-
-def start_memory_sampler(profile: ServiceProfile) -> MemorySampler | None:
-    """Sample GPU memory every ``memory_sample_interval_s`` while the service runs (GPU backends)."""
-    if not profile.checks_gpus:
-        return None
-    sampler = MemorySampler(interval_s=profile.memory_sample_interval_s, source=profile.gpu_owners_source)
-    sampler.start()
-    return sampler
-
-
-def write_memory(writer: ArchiveWriter, sampler: MemorySampler) -> None:
-    """Store the samples (``memory.parquet``) and their summary ("peak observed in samples")."""
-    samples = sampler.samples()
-    if samples:
-        writer.write_table("memory.parquet", sampler.table())
-    writer.write_json("memory.json", {
-        "summary": [asdict(s) for s in sampler.summary()], "interval_s": sampler.interval_s,
-        "errors": sampler.errors[:20], "error_count": sampler.error_count,
-        "note": "peak observed in samples, not an allocator peak"})
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
-    try:
-        import uvloop
-
-        return uvloop.new_event_loop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.new_event_loop
-
-
-def run_campaign(spec_path: Path, workspace: Path, *, reporter: Reporter = _silent,
+def run_campaign(spec_path: Path, workspace: Path, *, reporter: Reporter = silent,
                  resume: Path | None = None) -> RunOutcome:
     """Run the formal matrix in ``spec_path`` into ``<workspace>/archives`` and the ledgers."""
     spec = load_campaign(spec_path)
@@ -447,19 +402,3 @@ def run_campaign(spec_path: Path, workspace: Path, *, reporter: Reporter = _sile
     runner = CampaignRunner(spec, spec_path, workspace, reporter, prev)
     runner.governance = governance
     return runner.run()
-
-
-def check_governance(spec: CampaignSpec | AbbaSpec, workspace: Path, source: str) -> dict[str, Any]:
-    """Refuse a run that tests a closed direction without new evidence (before any service starts);
-    returns what is recorded in the archive's ``governance.json``."""
-    from harness.governance_io import check_direction
-
-    out: dict[str, Any] = {}
-    if spec.direction is not None:
-        out["direction"] = check_direction(workspace, spec.direction, spec.reopen.evidence if spec.reopen else None,
-                                           spec.reopen.reason if spec.reopen else None, source=source)
-    return out
-
-
-__all__ = ["CampaignRunner", "Reporter", "RunOutcome", "ServiceDied", "load_corpora", "make_plan",
-           "run_campaign"]

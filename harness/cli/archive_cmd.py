@@ -11,7 +11,7 @@ from rich.table import Table
 
 from harness.archive import find_archive, iter_archives, open_archive, verify_archive
 from harness.cli.common import WorkspaceOpt, console, default_workspace
-from harness.cli.render import fmt, pd_table
+from harness.cli.render import pd_table
 from harness.errors import ArchiveError
 from harness.results import CellResult
 
@@ -86,4 +86,3 @@ def list_cmd(workspace: WorkspaceOpt = Path(), as_json: Annotated[bool, typer.Op
         t.add_row(i, s, r.get("campaign", ""), r.get("kind", ""), r.get("claim_class", ""),
                   r.get("protocol_class", ""), r.get("backend", ""), r.get("created_wall", ""))
     console.print(t)
-    _ = fmt

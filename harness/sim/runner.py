@@ -84,8 +84,10 @@ async def serve(
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+    # Signal handlers can only be installed from the main thread; running_simulator() serves from a
+    # worker thread and stops through its own event instead.
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
             installed.append(sig)
     try:
