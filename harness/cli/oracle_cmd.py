@@ -89,15 +89,20 @@ def _decoder(target: _Target, tokenizer: Path | None) -> tuple[Decode | None, di
 
     service = describe_service(target.url, target.protocol)
     if tokenizer is not None:
-        from harness.corpus_build import load_tokenizer
-
-        tok = load_tokenizer(tokenizer)
-
-        def decode(ids: Any) -> str:
-            return str(tok.decode([int(i) for i in ids], skip_special_tokens=True))
-
-        return decode, service
+        return _tokenizer_decode(tokenizer), service
     return simulator_decode(service), service
+
+
+def _tokenizer_decode(tokenizer: Path, *, skip_special_tokens: bool = True) -> Decode:
+    """A decode function from a local tokenizer file or directory."""
+    from harness.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+
+    def decode(ids: Any) -> str:
+        return str(tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens))
+
+    return decode
 
 
 def _resolve_oracle(path: Path) -> Path:
@@ -226,7 +231,7 @@ def capture_cmd(
         assert input_ids is not None
         ids = _parse_ids(input_ids)
     if tokenizer is not None:
-        from harness.corpus_build import tokenizer_identity
+        from harness.tokenizer import tokenizer_identity
 
         tok_ident = OracleTokenizer.model_validate(tokenizer_identity(tokenizer))
     with _service(service, protocol, model) as target:
@@ -308,12 +313,8 @@ def integrity_cmd(
     a = open_archive(find_archive(archive, workspace))
     decode: Decode | None = None
     if tokenizer is not None:
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(str(tokenizer))
-
-        def decode(ids: Any) -> str:
-            return str(tok.decode(list(ids), skip_special_tokens=False))
+        # streamed text keeps special tokens, so they are kept when decoding too
+        decode = _tokenizer_decode(tokenizer, skip_special_tokens=False)
     elif a.manifest.get("run", {}).get("backend") == "sim":
         from harness.sim.tokens import decode_tokens
 
