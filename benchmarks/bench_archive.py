@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.archive import ArchiveWriter, open_archive
-from harness.ledger import ingest_archive
+from harness.measure.results import compute_results, results_json, results_tables
 from harness.records import RequestRecord
-from harness.results import compute_results, results_json, results_tables
+from harness.store.archive import ArchiveWriter, open_archive
+from harness.store.ledger import ingest_archive
+from harness.store.runblock import RunBlock
 
 
 def synth(n_requests: int, n_events: int, wave_size: int) -> list[RequestRecord]:
@@ -71,7 +72,9 @@ def main() -> None:
         for name, table in results_tables(res, {"campaign": "bench"}).items():
             w.write_table(f"{name}.parquet", table)
         w.write_json("results.json", results_json(res))
-        path = w.finalize(status="complete", run={"campaign": "bench", "backend": "sim"})
+        run = RunBlock(campaign="bench", kind="formal-matrix", claim_class="native-ar", protocol_class="formal",
+                       backend="sim", service_name="sim", created_wall="", run_token="bench")
+        path = w.finalize(status="complete", run=run)
         timings["finalize (hash every file, manifest)"] = time.perf_counter() - t
         t = time.perf_counter()
         ingest_archive(ws, open_archive(path))

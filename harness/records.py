@@ -14,7 +14,7 @@ Record schema history (``RECORD_SCHEMA_VERSION``):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,8 +236,3 @@ def write_records(path: Path, records: Sequence[RequestRecord]) -> None:
 def read_records(path: Path) -> list[RequestRecord]:
     """Read records written by ``write_records`` (or any table with ``RECORD_SCHEMA`` columns)."""
     return table_to_records(pq.read_table(path))
-
-
-def concat_records(groups: Iterable[Sequence[RequestRecord]]) -> list[RequestRecord]:
-    """Flatten a list of waves into one list of records, order kept."""
-    return [r for g in groups for r in g]

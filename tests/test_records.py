@@ -30,10 +30,10 @@ def records(draw: st.DrawFn) -> RequestRecord:
         rid=draw(st.text(max_size=12)),
         send_ns=draw(st.integers(0, 2**62)),
         done_ns=draw(st.integers(0, 2**62)),
-        event_ns=draw(st.lists(st.integers(0, 2**62), min_size=n, max_size=n)),
-        event_tokens=draw(st.lists(st.integers(0, 2**31 - 1), min_size=n, max_size=n)),
-        emit_ns=draw(ints64),
-        output_ids=draw(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=40)),
+        event_ns=np.array(draw(st.lists(st.integers(0, 2**62), min_size=n, max_size=n)), dtype=np.int64),
+        event_tokens=np.array(draw(st.lists(st.integers(0, 2**31 - 1), min_size=n, max_size=n)), dtype=np.int32),
+        emit_ns=np.array(draw(ints64), dtype=np.int64),
+        output_ids=np.array(draw(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=40)), dtype=np.int32),
         prompt_tokens=draw(st.none() | st.integers(0, 10**6)),
         cached_tokens=draw(st.none() | st.integers(0, 10**6)),
         completion_tokens=draw(st.none() | st.integers(0, 10**6)),
@@ -55,8 +55,8 @@ def test_arrow_round_trip_is_lossless(recs: list[RequestRecord]) -> None:
 
 
 def test_parquet_round_trip_and_schema_version(tmp_path: Path) -> None:
-    r = RequestRecord(rid="a", send_ns=1, done_ns=9, event_ns=[2, 3], event_tokens=[1, 4],
-                      output_ids=[5, 6, 7, 8], prompt_tokens=11, finish_reason="stop")
+    r = RequestRecord(rid="a", send_ns=1, done_ns=9, event_ns=np.array([2, 3]), event_tokens=np.array([1, 4]),
+                      output_ids=np.array([5, 6, 7, 8]), prompt_tokens=11, finish_reason="stop")
     path = tmp_path / "r.parquet"
     write_records(path, [r, r.replace(rid="b", error="http 500")])
     back = read_records(path)
@@ -68,7 +68,7 @@ def test_parquet_round_trip_and_schema_version(tmp_path: Path) -> None:
 
 
 def test_records_are_frozen_and_arrays_read_only() -> None:
-    r = RequestRecord(rid="a", send_ns=0, done_ns=1, event_ns=[1], event_tokens=[1])
+    r = RequestRecord(rid="a", send_ns=0, done_ns=1, event_ns=np.array([1]), event_tokens=np.array([1]))
     with pytest.raises(AttributeError):
         r.rid = "b"  # type: ignore[misc]
     with pytest.raises(ValueError, match="read-only"):
@@ -77,7 +77,7 @@ def test_records_are_frozen_and_arrays_read_only() -> None:
 
 def test_mismatched_event_arrays_rejected() -> None:
     with pytest.raises(ValueError, match="event_ns has 2 entries"):
-        RequestRecord(rid="a", send_ns=0, done_ns=1, event_ns=[1, 2], event_tokens=[1])
+        RequestRecord(rid="a", send_ns=0, done_ns=1, event_ns=np.array([1, 2]), event_tokens=np.array([1]))
 
 
 def test_empty_table() -> None:

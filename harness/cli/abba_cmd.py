@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.abba import LEGS
-from harness.abba_run import AbbaOutcome, run_abba
 from harness.cli.common import WorkspaceOpt, console, default_workspace
 from harness.cli.render import fmt
-from harness.spec import abba_from_files
+from harness.inputs.spec import abba_from_files, loaded_abba
+from harness.measure.abba import LEGS
+from harness.run.abba import AbbaOutcome, run_abba
 
 
 def render_abba(out: AbbaOutcome) -> None:
@@ -77,7 +77,7 @@ def abba(
     ws = workspace if str(workspace) != "." else default_workspace()
     spec = abba_from_files(control, candidate, workload, fresh_candidate=fresh_candidate,
                            allow_identity_change=allow_identity_change)
-    out = run_abba(spec, ws, base=workload.parent, reporter=_Progress())
+    out = run_abba(loaded_abba(spec, workload.parent), ws, reporter=_Progress())
     render_abba(out)
     console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
     if out.error is not None:

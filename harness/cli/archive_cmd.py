@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.archive import find_archive, iter_archives, open_archive, verify_archive
 from harness.cli.common import WorkspaceOpt, console, default_workspace
 from harness.cli.render import pd_table
 from harness.errors import ArchiveError
-from harness.results import CellResult
+from harness.measure.results import CellResult
+from harness.store.archive import find_archive, iter_archives, open_archive, verify_archive
 
 app = typer.Typer(help="Hashed result archives.\n\nExample: dsv4h archive verify ws/archives/<id>",
                   no_args_is_help=True)
@@ -47,7 +47,7 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
     Example: dsv4h archive show 3f2a9c01
     """
     a = open_archive(find_archive(archive, _ws(workspace)))
-    run = a.manifest["run"]
+    run = a.run.to_json()
     t = Table.grid(padding=(0, 2))
     for k in ("campaign", "kind", "claim_class", "protocol_class", "backend", "created_wall", "plan_id",
               "resumed_from", "error"):
@@ -60,7 +60,7 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
         cells = [CellResult(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})  # type: ignore[arg-type]
                  for c in a.json("results.json")["cells"]]
         if cells:
-            console.print(pd_table(cells, title=run.get("campaign", ""), simulated=run.get("backend") == "sim"))
+            console.print(pd_table(cells, title=run.get("campaign", ""), simulated=a.run.simulated))
     svc = a.json("service.json").get("services", []) if (a.path / "service.json").exists() else []
     for s in svc:
         info = s.get("server_info", {})
@@ -75,7 +75,7 @@ def list_cmd(workspace: WorkspaceOpt = Path(), as_json: Annotated[bool, typer.Op
 
     Example: dsv4h archive list -w ./ws
     """
-    rows = [(a.archive_id, a.status, a.manifest["run"]) for a in iter_archives(_ws(workspace))]
+    rows = [(a.archive_id, a.status, a.run.to_json()) for a in iter_archives(_ws(workspace))]
     if as_json:
         console.print_json(json.dumps([{"archive_id": i, "status": s, **r} for i, s, r in rows]))
         return

@@ -11,8 +11,8 @@ from harness.cli.common import WorkspaceOpt, console, default_workspace
 from harness.cli.progress import LiveReporter
 from harness.cli.render import pd_table, plan_table
 from harness.errors import ArchiveError, SpecError
-from harness.pipeline import load_corpora, make_plan, run_campaign
-from harness.spec import AbbaSpec, load_any, load_campaign
+from harness.inputs.spec import AbbaSpec, CampaignSpec, load_spec
+from harness.run.campaign import load_corpora, make_plan, run_campaign
 
 app = typer.Typer(help="Formal matrix campaigns.\n\nExample: dsv4h campaign run campaigns/demo-matrix.yaml",
                   no_args_is_help=True)
@@ -25,9 +25,12 @@ def plan_cmd(spec: Annotated[Path, typer.Argument(help="campaign YAML file")]) -
 
     Example: dsv4h campaign plan campaigns/demo-matrix.yaml
     """
-    s = load_campaign(spec)
-    corpora = load_corpora(s, spec)
-    plan = make_plan(s, corpora)
+    loaded = load_spec(spec)
+    s = loaded.spec
+    if not isinstance(s, CampaignSpec):
+        raise SpecError(f"{spec}: kind '{s.kind}' is not a formal matrix; there is nothing to plan",
+                        hint="an ABBA screen runs fixed waves: 'dsv4h campaign run SPEC' runs it")
+    plan = make_plan(s, load_corpora(loaded))
     console.print(plan_table(plan))
     if plan.estimate_s is not None:
         console.print(f"estimated wall time: {plan.estimate_s / 60:.1f} min ({plan.estimate_basis})")
@@ -52,14 +55,14 @@ def run_cmd(
     Example: dsv4h campaign run campaigns/demo-matrix.yaml --workspace ./ws
     """
     ws = workspace if str(workspace) != "." else default_workspace()
-    loaded = load_any(spec)
-    if isinstance(loaded, AbbaSpec):
+    loaded = load_spec(spec)
+    if isinstance(loaded.spec, AbbaSpec):
         if resume is not None:
             raise SpecError("an ABBA screen cannot be resumed", hint="run the screen again; legs must be contiguous")
-        from harness.abba_run import run_abba
         from harness.cli.abba_cmd import _Progress, render_abba
+        from harness.run.abba import run_abba
 
-        out = run_abba(loaded, ws, base=spec.parent, reporter=_Progress(), spec_bytes=spec.read_bytes())
+        out = run_abba(loaded, ws, reporter=_Progress())
         render_abba(out)
         console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
         if out.error is not None:
@@ -67,12 +70,12 @@ def run_cmd(
         return
     resume_path = None
     if resume is not None:
-        from harness.archive import find_archive
+        from harness.store.archive import find_archive
 
         resume_path = find_archive(resume, ws)
     with LiveReporter(console) as reporter:
         outcome = run_campaign(spec, ws, reporter=reporter, resume=resume_path)
-    simulated = outcome.archive.manifest["run"]["backend"] == "sim"
+    simulated = outcome.archive.run.simulated
     console.print(pd_table(outcome.results.cells, title=f"{outcome.plan.campaign}: formal native P/D matrix",
                            simulated=simulated))
     console.print(f"archive {outcome.archive.archive_id} ({outcome.status}) at {outcome.archive.path}")

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, default_workspace
-from harness.governance_io import add_closure, closure_states, reopen_direction, table_rows
+from harness.governance.io import add_closure, closure_states, reopen_direction, table_rows
 
 app = typer.Typer(help="Closures: rejected directions with their evidence; reopened only with new evidence.\n\n"
                   "Example: dsv4h closure add --direction generic-ccl-flag-sweep --evidence 3f2a9c01 "

@@ -1,4 +1,4 @@
-"""``dsv4h compare tensors``: kernel-level numeric comparison of two tensor files (thin over harness.tensors)."""
+"""``dsv4h compare tensors``: kernel-level numeric comparison of two tensor files (over harness.measure.tensors)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 
 from harness.cli.common import console
 from harness.errors import OracleError
-from harness.tensors import TensorComparison, compare_files
+from harness.measure.tensors import TensorComparison, compare_files
 
 app = typer.Typer(
     help="Numeric comparisons (report 10.3, kernel level): bitwise equality, max abs error, relative L2, "

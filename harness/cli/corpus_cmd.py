@@ -12,8 +12,8 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import console
-from harness.corpus import Corpus, load_corpus, resolve_corpus_path
 from harness.errors import SpecError
+from harness.inputs.corpus import Corpus, load_corpus, resolve_corpus_path
 
 app = typer.Typer(
     help="Frozen token-ID corpora: build from source files with a tokenizer, verify against the manifest, "
@@ -46,7 +46,7 @@ def build_cmd(
     ] = None,
     chat_encoding: Annotated[str | None, typer.Option(
         "--chat-encoding", help="module:function mapping the prompt text to the text to tokenize, e.g. "
-        "harness.corpus_build:deepseek_v4_chat")] = None,
+        "harness.inputs.corpus_build:deepseek_v4_chat")] = None,
     name: Annotated[str | None, typer.Option("--name", help="corpus name (default: --out's name)")] = None,
     description: Annotated[str | None, typer.Option("--description", help="one-line description")] = None,
     revision: Annotated[str | None, typer.Option(
@@ -72,13 +72,13 @@ def build_cmd(
     template, tokenized and fitted into the token range; writes manifest.json and cases.jsonl.
 
     Example: dsv4h corpus build --stdlib --tokenizer corpora/tokenizers/dsv4h-sim-bpe-8k --tokens 511-512
-    --cases 32 --max-per-file 2 --chat-encoding harness.corpus_build:deepseek_v4_chat --out corpora/my-512
+    --cases 32 --max-per-file 2 --chat-encoding harness.inputs.corpus_build:deepseek_v4_chat --out corpora/my-512
 
     Extend to 64 (old cases kept byte-identical, other settings inherited): dsv4h corpus build --stdlib
     --tokenizer corpora/tokenizers/dsv4h-sim-bpe-8k --cases 64 --extend corpora/my-512 --out corpora/my-512
     --force
     """
-    from harness.corpus_build import STDLIB_EXCLUDE, build_corpus, parse_token_range, stdlib_dir
+    from harness.inputs.corpus_build import STDLIB_EXCLUDE, build_corpus, parse_token_range, stdlib_dir
 
     if stdlib == (source is not None):
         raise SpecError("pass exactly one of --source DIR and --stdlib",
@@ -225,7 +225,7 @@ def train_tokenizer_cmd(
 
     Example: dsv4h corpus train-tokenizer --out corpora/tokenizers/dsv4h-sim-bpe-8k --vocab-size 8192
     """
-    from harness.corpus_build import (
+    from harness.inputs.corpus_build import (
         DEEPSEEK_SPECIAL_TOKENS,
         STDLIB_EXCLUDE,
         TINY_SPECIAL_TOKENS,

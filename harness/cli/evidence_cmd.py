@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.archive import find_archive, iter_archives, open_archive
 from harness.cli.common import WorkspaceOpt, console, default_workspace
 from harness.errors import EvidenceError
-from harness.evidence import Finding, check_archive
-from harness.evidence_io import apply_findings
+from harness.evidence.io import apply_findings, check_archive
+from harness.evidence.rules import Finding
+from harness.store.archive import find_archive, iter_archives, open_archive
 
 app = typer.Typer(help="Evidence rules (GUIDE section 3) as findings.\n\nExample: dsv4h evidence check -w ws",
                   no_args_is_help=True)
@@ -48,9 +48,9 @@ def check_cmd(
     for a in targets:
         findings = check_archive(a)
         changed = apply_findings(ws, a.archive_id, findings)
-        run = a.manifest.get("run", {})
-        title = (f"archive {a.archive_id} — {run.get('campaign')} ({run.get('protocol_class')}, "
-                 f"{run.get('backend')}{', SIMULATED' if run.get('backend') == 'sim' else ''})")
+        run = a.run
+        title = (f"archive {a.archive_id} — {run.campaign} ({run.protocol_class}, "
+                 f"{run.backend}{', SIMULATED' if run.simulated else ''})")
         if findings:
             console.print(findings_table(findings, title))
         else:

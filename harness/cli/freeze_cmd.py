@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import WorkspaceOpt, console, default_workspace
-from harness.governance_io import freeze_file, reveal_failure, reveal_file
+from harness.governance.io import freeze_file, reveal_failure, reveal_file
 
 
 def _ws(workspace: Path) -> Path:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import WorkspaceOpt, console, default_workspace
-from harness.governance_io import check_gate, gate_failure
+from harness.governance.io import check_gate, gate_failure
 
 app = typer.Typer(help="Gates: a quantity of one archive compared with a threshold (campaigns/gates/*.yaml).\n\n"
                   "Example: dsv4h gate check campaigns/gates/fresh-response.yaml --archive 3f2a9c01",

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import WorkspaceOpt, console, default_workspace
-from harness.governance_io import import_historical_file
+from harness.governance.io import import_historical_file
 
 
 def import_historical(

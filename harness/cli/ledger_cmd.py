@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.archive import find_archive, iter_archives, open_archive
 from harness.cli.common import WorkspaceOpt, console, default_workspace
-from harness.ledger import TABLES, ingest_archive, read_table
+from harness.store.archive import find_archive, iter_archives, open_archive
+from harness.store.ledger import TABLES, ingest_archive, read_table
 
 app = typer.Typer(help="Parquet ledgers (open them with pandas.read_parquet).\n\n"
                   "Example: dsv4h ledger show --table cells", no_args_is_help=True)

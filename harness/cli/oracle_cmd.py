@@ -1,4 +1,4 @@
-"""``dsv4h oracle check|capture|repeat``: fixed-input greedy sentinels (thin over harness.oracle_run)."""
+"""``dsv4h oracle check|capture|repeat``: fixed-input greedy sentinels (thin over harness.oracle.live)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import typer
 from harness.cli.common import console
 from harness.errors import OracleError, SpecError
 from harness.load.client import PROTOCOLS, Protocol
-from harness.oracle import Decode, Oracle, OracleTokenizer, load_oracle, write_oracle
+from harness.oracle.model import Decode, Oracle, OracleTokenizer, load_oracle, write_oracle
 from harness.records import RequestRecord
 
 app = typer.Typer(
@@ -71,8 +71,8 @@ def _service(service: str, protocol: str, model: str | None) -> Iterator[_Target
     if not path.is_file():
         raise SpecError(f"--service {service!r} is neither an http(s) URL nor a service-profile file",
                         hint="pass e.g. http://127.0.0.1:30000 or campaigns/profiles/sim-control.yaml")
+    from harness.inputs.spec import load_profile
     from harness.service.manager import start_service
-    from harness.spec import load_profile
 
     profile = load_profile(path)
     _say(f"starting service {profile.name} ({profile.backend}) from {path} ...")
@@ -85,7 +85,7 @@ def _service(service: str, protocol: str, model: str | None) -> Iterator[_Target
 
 
 def _decoder(target: _Target, tokenizer: Path | None) -> tuple[Decode | None, dict[str, Any]]:
-    from harness.oracle_run import describe_service, simulator_decode
+    from harness.oracle.live import describe_service, simulator_decode
 
     service = describe_service(target.url, target.protocol)
     if tokenizer is not None:
@@ -95,7 +95,7 @@ def _decoder(target: _Target, tokenizer: Path | None) -> tuple[Decode | None, di
 
 def _tokenizer_decode(tokenizer: Path, *, skip_special_tokens: bool = True) -> Decode:
     """A decode function from a local tokenizer file or directory."""
-    from harness.tokenizer import load_tokenizer
+    from harness.inputs.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
 
@@ -129,7 +129,7 @@ def check_cmd(
 
     Example: dsv4h oracle check --service campaigns/profiles/sim-control.yaml
     """
-    from harness.oracle_run import check_oracle
+    from harness.oracle.live import check_oracle
 
     oracles = [load_oracle(_resolve_oracle(p)) for p in (oracle or [DEFAULT_ORACLE])]
     failed: list[str] = []
@@ -207,7 +207,7 @@ def capture_cmd(
     Example: dsv4h oracle capture --service http://127.0.0.1:30000 --input-ids '[0, 128803, 3085, 344]'
     --max-new-tokens 64 --out oracles/mine.yaml
     """
-    from harness.oracle_run import capture_oracle
+    from harness.oracle.live import capture_oracle
 
     if (input_ids is None) == (corpus is None) or (corpus is None) != (case is None):
         raise SpecError("pass exactly one of --input-ids and --corpus NAME --case ID",
@@ -219,7 +219,7 @@ def capture_cmd(
     provenance: dict[str, Any] = {}
     if corpus is not None:
         assert case is not None
-        from harness.corpus import load_corpus, resolve_corpus_path
+        from harness.inputs.corpus import load_corpus, resolve_corpus_path
 
         c = load_corpus(resolve_corpus_path(corpus))
         cs = c.case(case)
@@ -231,7 +231,7 @@ def capture_cmd(
         assert input_ids is not None
         ids = _parse_ids(input_ids)
     if tokenizer is not None:
-        from harness.tokenizer import tokenizer_identity
+        from harness.inputs.tokenizer import tokenizer_identity
 
         tok_ident = OracleTokenizer.model_validate(tokenizer_identity(tokenizer))
     with _service(service, protocol, model) as target:
@@ -265,7 +265,7 @@ def repeat_cmd(
 
     Example: dsv4h oracle repeat --service http://127.0.0.1:30000 --oracle oracles/france.yaml --n 70
     """
-    from harness.oracle_run import repeat_oracle
+    from harness.oracle.live import repeat_oracle
 
     o = load_oracle(_resolve_oracle(oracle))
 
@@ -307,15 +307,15 @@ def integrity_cmd(
 
     Example: dsv4h oracle integrity 3f2a9c01 -w ws --tokenizer /models/DeepSeek-V4-Flash/tokenizer.json
     """
-    from harness.archive import find_archive, open_archive
-    from harness.oracle import integrity_over_records
+    from harness.oracle.model import integrity_over_records
+    from harness.store.archive import find_archive, open_archive
 
     a = open_archive(find_archive(archive, workspace))
     decode: Decode | None = None
     if tokenizer is not None:
         # streamed text keeps special tokens, so they are kept when decoding too
         decode = _tokenizer_decode(tokenizer, skip_special_tokens=False)
-    elif a.manifest.get("run", {}).get("backend") == "sim":
+    elif a.run.simulated:
         from harness.sim.tokens import decode_tokens
 
         decode = decode_tokens

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from harness.cli.common import console
 from harness.errors import PatchError
-from harness.patches import ChangeResult, Series, SeriesStatus, describe_diff, load_series
+from harness.patches.series import ChangeResult, Series, SeriesStatus, describe_diff, load_series
 
 app = typer.Typer(
     help="Model patches (model_patches/series.yaml) on an installed SGLang tree: status, apply, revert. "
@@ -87,7 +87,7 @@ def status_cmd(
 
     Example: dsv4h patches status --target .venv-sglang/lib/python3.11/site-packages --expect applied
     """
-    from harness.patches import patch_identity, status
+    from harness.patches.series import patch_identity, status
 
     s = _load(series)
     if as_json:
@@ -110,7 +110,7 @@ def apply_cmd(target: TargetOpt, series: SeriesOpt = DEFAULT_SERIES) -> None:
 
     Example: dsv4h patches apply --target /opt/sglang/lib/python3.11/site-packages
     """
-    from harness.patches import apply
+    from harness.patches.series import apply
 
     _print_change(apply(_load(series), target))
 
@@ -121,7 +121,7 @@ def revert_cmd(target: TargetOpt, series: SeriesOpt = DEFAULT_SERIES) -> None:
 
     Example: dsv4h patches revert --target /opt/sglang/lib/python3.11/site-packages
     """
-    from harness.patches import revert
+    from harness.patches.series import revert
 
     _print_change(revert(_load(series), target))
 

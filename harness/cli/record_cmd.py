@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, default_workspace
-from harness.governance_io import get_record, propose_record, table_rows
+from harness.governance.io import get_record, propose_record, table_rows
 
 app = typer.Typer(help="Records: a three-suite median with its same-build control and the gates it passed.\n\n"
                   "Example: dsv4h record propose campaigns/records/example-sim-c1.yaml -w ws", no_args_is_help=True)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from harness.plan import Plan
-from harness.results import CellResult
+from harness.inputs.plan import Plan
+from harness.measure.results import CellResult
 
 
 def fmt(x: float, digits: int = 2) -> str:

@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 
 from harness.errors import SpecError
+from harness.inputs.spec import ServiceProfile, load_profile
 from harness.service.command import LaunchCommand, multinode_commands, sglang_command
-from harness.spec import ServiceProfile, load_profile
 
 app = typer.Typer(
     help="Service profiles: print launch commands; start, check and stop owned services by hand.\n\n"
@@ -121,8 +121,8 @@ def start_cmd(
 
     Example: dsv4h service start campaigns/profiles/sim-control.yaml -w ws
     """
-    from harness.archive import dump_json
     from harness.cli.common import console
+    from harness.formats import atomic_write, dump_json
     from harness.service.manager import start_service, verify_identity
 
     profile = load_profile(profile_path)
@@ -137,7 +137,7 @@ def start_cmd(
         svc.stop()
         raise
     state.parent.mkdir(parents=True, exist_ok=True)
-    state.write_bytes(dump_json(svc.identity()))
+    atomic_write(state, dump_json(svc.identity()))
     pid = svc.process.pid if svc.process else None
     console.print(f"service '{profile.name}' ready at {svc.url} (pid {pid}); state in {state}")
 

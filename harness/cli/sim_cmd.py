@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from harness.aio import new_event_loop
 from harness.sim import PROFILES, SimOptions, analytic_decode_rate, analytic_prefill_rate, serve
-from harness.sim.runner import new_event_loop
 
 app = typer.Typer(
     help="Run the built-in SGLang-compatible simulator (results against it are labelled 'simulated').\n\n"

@@ -12,13 +12,14 @@ import asyncio
 import concurrent.futures
 import contextlib
 import gc
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
 import aiohttp
 
+from harness import aio
 from harness.errors import ServerUnreachable, ServiceError
 from harness.load.client import ENDPOINTS, PROTOCOLS, Protocol, sglang_body, stream_request, vllm_body
 from harness.records import RequestRecord
@@ -244,15 +245,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _run_on_new_loop(coro: Coroutine[Any, Any, T]) -> T:
-    factory: Callable[[], asyncio.AbstractEventLoop]
-    try:
-        import uvloop
-
-        factory = uvloop.new_event_loop
-    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
-        factory = asyncio.new_event_loop
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(coro)
+    return aio.run(coro)
 
 
 def run_wave_sync(

@@ -4,7 +4,7 @@
 selected archive (a missing, changed or extra file, or a manifest that no longer matches its id,
 stops the build with an ``ArchiveError`` naming the archive and what changed), then loads each
 archive's content and the optional inputs: ``memory.parquet`` (GPU memory samples),
-``oracles.json``, evidence findings (``harness.evidence.check_archive``, imported lazily) and
+``oracles.json``, evidence findings (``harness.evidence.io.check_archive``, imported lazily) and
 ``<workspace>/ledgers/historical.parquet``. Absent optional inputs are skipped silently.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from harness.archive import MANIFEST, Archive, iter_archives, verify_archive
 from harness.errors import ArchiveError
 from harness.hashing import sha256_file
 from harness.report.config import ReportConfig
 from harness.report.snapshot import ArchiveContent, freeze, select_archives
+from harness.store.archive import MANIFEST, Archive, iter_archives, verify_archive
 
 HISTORICAL_LEDGER = Path("ledgers") / "historical.parquet"
 _ID_RE = re.compile(r"[0-9a-f]{16}")
@@ -49,9 +49,9 @@ def _rows(path: Path) -> list[dict[str, Any]] | None:
 
 
 def evidence_checker() -> FindingsFn | None:
-    """``harness.evidence.check_archive`` when that module exists, else ``None``."""
+    """``harness.evidence.io.check_archive`` when that module exists, else ``None``."""
     try:
-        from harness.evidence import check_archive
+        from harness.evidence.io import check_archive
     except ImportError:
         return None
     return check_archive
@@ -152,7 +152,7 @@ def collect(workspace: Path, config: ReportConfig, *,
         fn = None
     else:
         fn = findings_fn if config.findings else None
-    source = "harness.evidence" if fn is not None else ("disabled" if not config.findings else "unavailable")
+    source = "harness.evidence.rules" if fn is not None else ("disabled" if not config.findings else "unavailable")
     contents = [load_content(a, findings_fn=fn, memory=config.memory) for a in selected]
     historical = read_historical(workspace) if config.historical else None
     return freeze(contents, config, historical=historical, findings_source=source)

@@ -19,7 +19,7 @@ A report config is a YAML mapping (``reports/<name>/report.yaml``); every key is
       min_entries: 2
       max_panels: 4
     memory: true                 # include memory.parquet samples of the archives when present
-    findings: true               # run harness.evidence.check_archive when available
+    findings: true               # run harness.evidence.rules.check_archive when available
     limits: ["free text limits added to the report's Limits section"]
 
 Errors raise ``SpecError`` naming the file and the field path (``select.kinds.0: ...``).
@@ -34,10 +34,10 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from harness.errors import SpecError
-from harness.spec import parse_model, read_yaml
+from harness.formats import Strict, parse_model, read_yaml
 
 REPORT_CONFIG_FORMAT_VERSION = 1
 
@@ -45,11 +45,8 @@ ArchiveKind = Literal["formal-matrix", "abba"]
 ArchiveStatus = Literal["complete", "partial", "failed"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-class Selection(_Strict):
+class Selection(Strict):
     """Archive filters. Each given filter must hold (AND); an omitted filter selects everything."""
 
     campaigns: list[str] | None = Field(None, description="campaign (or screen) names, exact match")
@@ -61,7 +58,7 @@ class Selection(_Strict):
     statuses: list[ArchiveStatus] | None = None
 
 
-class HistoricalFigure(_Strict):
+class HistoricalFigure(Strict):
     """Which historical entries the milestones figure (Figure 2 style) draws; every entry is always
     listed in the historical table. Entries are grouped into panels by (claim class, metric, unit);
     the largest groups come first."""
@@ -74,7 +71,7 @@ class HistoricalFigure(_Strict):
     max_panels: int = Field(4, ge=1, le=12)
 
 
-class ReportConfig(_Strict):
+class ReportConfig(Strict):
     """What a report shows. See the module docstring for the YAML form."""
 
     format_version: Literal[1] = 1

@@ -3,7 +3,7 @@
 Everything written here is labelled ``simulated`` and ``synthetic``, with backend ``sim``: these
 archives exercise the report pipeline (selection, verification, snapshot, figures, templates)
 without running a service. Result tables are built with the real producers
-(:func:`harness.results.cell_result`, :func:`harness.abba.summarize`), so their format follows the
+(:func:`harness.measure.results.cell_result`, :func:`harness.measure.abba.summarize`), so their format follows the
 campaign code. Values are deterministic for a given ``seed``.
 """
 
@@ -18,9 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.abba import LEGS, legs_from_rates, summarize
-from harness.archive import Archive, ArchiveWriter, open_archive
-from harness.results import CampaignResults, RoundResult, cell_result, results_json, results_tables
+from harness.measure.abba import LEGS, legs_from_rates, summarize
+from harness.measure.results import CampaignResults, RoundResult, cell_result, results_json, results_tables
+from harness.store.archive import Archive, ArchiveWriter, open_archive
+from harness.store.runblock import RunBlock
 
 # Table 2 of the technical report (tok/s): used as the centre of synthetic rates.
 PAPER_PREFILL = {1: 7035.83, 2: 9176.62, 4: 10278.75, 8: 10362.67, 16: 10413.87, 32: 10431.43, 64: 10381.49}
@@ -40,7 +41,8 @@ _CORPUS = {"name": "sim-code-512", "manifest_sha256": "0" * 64, "n_cases": 64, "
 
 
 def _finish(writer: ArchiveWriter, run: dict[str, Any]) -> Archive:
-    return open_archive(writer.finalize(status="complete", run=run))
+    block = RunBlock.model_validate({"run_token": "synthetic"} | run)
+    return open_archive(writer.finalize(status="complete", run=block))
 
 
 def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix", seed: int = 0,

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.errors import ServiceError, SpecError
-from harness.spec import ServiceProfile
+from harness.inputs.spec import ServiceProfile
 
 SGLANG_PINNED_VERSION = "0.5.23"
 NUMACTL_PREFIX: tuple[str, ...] = ("numactl", "--interleave=all")
@@ -163,12 +163,7 @@ def _check_multinode(profile: ServiceProfile, node_rank: int | None) -> int | No
     return rank
 
 
-def sglang_argv(profile: ServiceProfile, port: int, *, node_rank: int | None = None) -> list[str]:
-    """The SGLang server argv (without any ``numactl`` prefix) for one node of ``profile``."""
-    return _sglang_argv(profile, port, node_rank)[0]
-
-
-def _sglang_argv(profile: ServiceProfile, port: int, node_rank: int | None) -> tuple[list[str], int | None]:
+def sglang_argv_rank(profile: ServiceProfile, port: int, node_rank: int | None) -> tuple[list[str], int | None]:
     if profile.backend != "sglang":
         raise SpecError(f"profile '{profile.name}' has backend '{profile.backend}', not 'sglang'",
                         hint="use the builder of that backend")
@@ -236,7 +231,7 @@ def sglang_command(profile: ServiceProfile, port: int, *, node_rank: int | None 
     ``DSV4H_WITNESS_DIR`` (the backend-witness model patch) to the environment. Raises ``SpecError``
     for a profile that cannot be launched as written.
     """
-    argv, rank = _sglang_argv(profile, port, node_rank)
+    argv, rank = sglang_argv_rank(profile, port, node_rank)
     numa = profile.numa == "interleave"
     if numa:
         argv = [*NUMACTL_PREFIX, *argv]

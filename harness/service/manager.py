@@ -9,6 +9,7 @@ compares that configuration with the profile (pure) so a mismatch refuses the ru
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import IdentityMismatch, ServerUnreachable, ServiceDied, ServiceError
+from harness.inputs.spec import ClaimClass, ServiceProfile
 from harness.service.command import (
     WITNESS_ENV,
     LaunchCommand,
@@ -29,9 +31,9 @@ from harness.service.command import (
     sim_command,
     vllm_command,
 )
+from harness.service.ownership import service_gpus
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
-from harness.spec import ClaimClass, ServiceProfile
-from harness.witness import compare_witnesses, read_witnesses
+from harness.service.witness import compare_witnesses, read_witnesses
 
 _URL_RE = re.compile(r"(http://[0-9.]+:\d+)")
 
@@ -200,7 +202,8 @@ def check_gpu_owners(profile: ServiceProfile, owned: OwnedProcess | None) -> dic
         return None
     from harness.service.gpu_probe import ensure_gpus_free
 
-    snap = ensure_gpus_free(profile.service_gpus(), owned, source=profile.gpu_owners_source)
+    gpus = service_gpus(profile.gpus, {**os.environ, **profile.env})
+    snap = ensure_gpus_free(gpus, owned, source=profile.gpu_owners_source)
     return snap.to_dict()
 
 
@@ -321,10 +324,9 @@ def patch_state(profile: ServiceProfile) -> dict[str, Any] | None:
     The tree is the installed package of the profile's interpreter, found without importing it."""
     if not profile.patches or profile.backend != "sglang":
         return None
-    from harness.patches import load_series, patch_identity
-    from harness.spec import resolve_path
+    from harness.patches.series import load_series, patch_identity
 
-    series = load_series(resolve_path(profile.patches, Path.cwd()))
+    series = load_series(Path(profile.patches))
     python = profile.python or sys.executable
     try:
         out = subprocess.run([python, "-c", "import importlib.util as u, os; s = u.find_spec('sglang'); "

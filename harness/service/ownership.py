@@ -170,3 +170,13 @@ def visible_devices(env: Mapping[str, str]) -> list[int | str] | None:
             continue
         out.append(int(s) if s.isdigit() else s)
     return out
+
+
+def service_gpus(gpus: Sequence[int | str] | None, env: Mapping[str, str]) -> list[int | str] | None:
+    """The GPUs a service uses: its declared ``gpus``, else the visible-devices variables of ``env``
+    (the caller passes the launch environment: the process's own plus the profile's overrides),
+    else None (every GPU)."""
+    if gpus is not None:
+        return list(gpus)
+    vis = visible_devices(env)
+    return list(vis) if vis is not None else None

@@ -257,7 +257,7 @@ def source_files(package_dir: Path) -> list[Path]:
 
 def flags_from_source(target: Path) -> FlagSet:
     """Static flags of the SGLang tree at ``target`` (site-packages, ``sglang/`` or a checkout)."""
-    from harness.patches import locate_package
+    from harness.patches.series import locate_package
 
     tree = locate_package(target, "sglang")
     files = [f for f in source_files(tree.package_dir) if f.is_file()]

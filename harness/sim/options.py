@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
-from harness.errors import SpecError
+from harness.formats import Strict, parse_model
 from harness.sim.faults import parse_fault
 from harness.sim.profiles import SimProfile, get_profile
 
 StreamMode = Literal["cumulative", "delta", "skip-tokenizer-init"]
 
 
-class SimOptions(BaseModel):
+class SimOptions(Strict):
     """Server options.  Durations in seconds unless named ``_ms``.
 
     ``time_scale`` multiplies every model duration (not the profile's gather window); ``step_factor``
@@ -24,7 +24,6 @@ class SimOptions(BaseModel):
     connection cut, nothing more answered); ``die_after_s`` does the same that long after ready.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     profile: str | SimProfile = "paper-tp8"
     host: str = "127.0.0.1"
@@ -58,13 +57,7 @@ class SimOptions(BaseModel):
     @classmethod
     def build(cls, **options: Any) -> SimOptions:
         """Validate keyword options; any problem raises ``SpecError`` naming the field."""
-        try:
-            return cls(**options)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
-            )
-            raise SpecError(f"invalid simulator options: {problems}", hint="fix the named option") from None
+        return parse_model(cls, options, "simulator options", what="invalid simulator options")
 
     @property
     def resolved_profile(self) -> SimProfile:

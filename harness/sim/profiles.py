@@ -11,16 +11,16 @@ from __future__ import annotations
 import itertools
 import math
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from harness.errors import SpecError
+from harness.formats import Strict
 from harness.sim.batching import decode_step_s, plan_prefill_forward, prefill_forward_s
 
 
-class SimProfile(BaseModel):
+class SimProfile(Strict):
     """One analytic server model.  Durations in seconds, rates in tokens per second."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str = ""

@@ -4,26 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.aio import new_event_loop
 from harness.errors import ServiceDied, ServiceError
+from harness.formats import atomic_write
 from harness.sim.options import SimOptions
 from harness.sim.server import SimServer
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """A fresh event loop: uvloop's when installed, else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop
 
 
 @contextlib.contextmanager
@@ -92,9 +83,7 @@ async def serve(
             installed.append(sig)
     try:
         if ready_file is not None:
-            tmp = ready_file.with_name(ready_file.name + f".tmp{os.getpid()}")
-            tmp.write_text(url + "\n")
-            tmp.replace(ready_file)
+            atomic_write(ready_file, (url + "\n").encode())
         if on_ready is not None:
             on_ready(url)
         stop_wait = asyncio.ensure_future(stop.wait())

@@ -18,10 +18,10 @@ import pytest
 
 from harness.engines.tiny_model import VLLM_CPU_ENV, make_tiny_llama, vllm_cpu_args
 from harness.errors import OwnershipError
+from harness.inputs.spec import ServiceProfile
 from harness.load.driver import LoadClient, WaveRequest, run_sync, run_wave
-from harness.pipeline import run_campaign
+from harness.run.campaign import run_campaign
 from harness.service.manager import start_service, verify_identity
-from harness.spec import ServiceProfile
 
 REPO = Path(__file__).resolve().parents[2]
 PY = os.environ.get("DSV4H_VLLM_PYTHON")

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import json
 import time
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 import pytest
@@ -26,14 +27,17 @@ def one(url: str, *, protocol: str = "sglang", timeout_s: float = 10.0, **kw: ob
     return rec
 
 
-def body_handler(body: bytes, status: int = 200, content_type: str = "text/event-stream"):
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def body_handler(body: bytes, status: int = 200, content_type: str = "text/event-stream") -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
         return web.Response(body=body, status=status, content_type=content_type)
 
     return handler
 
 
-def chunks_handler(chunks: list[bytes], delays: list[float] | None = None):
+def chunks_handler(chunks: list[bytes], delays: list[float] | None = None) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
         return await stream_events(request, chunks, delays)
 

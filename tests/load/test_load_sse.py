@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from load_helpers import sg_event, sg_stream, sse
 
+from harness.load.decode import DecodedStream
 from harness.load.sse import DONE, SGLangDecoder, SSEParser, VLLMDecoder
 
 
@@ -108,7 +109,7 @@ def test_any_split_yields_the_same_events(stream: tuple[bytes, list[bytes]], cut
 # ---------------------------------------------------------------- SGLang decoder
 
 
-def decode_sg(payloads: list[bytes], t0: int = 1000):
+def decode_sg(payloads: list[bytes], t0: int = 1000) -> DecodedStream:
     d = SGLangDecoder()
     for k, p in enumerate(payloads):
         d.on_event(p, t0 + k)
@@ -269,7 +270,7 @@ def v_usage(ct: int, pt: int, cached: int | None = None) -> bytes:
     return json.dumps({"id": "cmpl-1", "choices": [], "usage": usage}).encode()
 
 
-def decode_v(payloads: list[bytes]):
+def decode_v(payloads: list[bytes]) -> DecodedStream:
     d = VLLMDecoder()
     for k, p in enumerate(payloads):
         d.on_event(p, 10 + k)

@@ -30,7 +30,7 @@ def make_workspace(root: Path, *, historical: bool = True) -> dict[str, str]:
 
 
 def stand_in_findings(archive: Any) -> list[dict[str, Any]]:
-    """Finding-shaped dicts (the harness.evidence interface) for tests that must not depend on the
+    """Finding-shaped dicts (the harness.evidence.rules interface) for tests that must not depend on the
     evidence rules: a blocking finding on the C1 decode cell of every formal archive, an archive-level
     info finding everywhere."""
     out: list[dict[str, Any]] = [{"rule": "stand-in-info", "severity": "info", "message": "archive-level note",

@@ -43,7 +43,7 @@ def test_outputs_and_snapshot_contents(built: tuple[Path, dict[str, str], Path])
     assert len(frozen["rounds"]) == len(archived["rounds"])
     assert snap["screens"][0]["legs"][0]["leg"] == "A1" and len(snap["screens"][0]["legs"][0]["wave_rates"]) == 2
     assert snap["oracles"][0]["oracle"] == "france" and snap["memory"][0]["archive_id"] == ids["f1"]
-    assert len(snap["historical"]) == 5 and snap["findings_source"] == "harness.evidence"
+    assert len(snap["historical"]) == 5 and snap["findings_source"] == "harness.evidence.rules"
     assert "build" not in json.dumps(snap).lower().replace("rebuild", "")  # no build time in the snapshot
 
 
@@ -125,9 +125,9 @@ def test_tampered_or_missing_archive_stops_the_build(tmp_path: Path) -> None:
 
 def test_real_evidence_rules_and_unavailable_evidence(tmp_path: Path) -> None:
     ids = make_workspace(tmp_path, historical=False)
-    snap = collect(tmp_path, ReportConfig())  # harness.evidence when importable
+    snap = collect(tmp_path, ReportConfig())  # harness.evidence.rules when importable
     if evidence_checker() is not None:
-        assert snap["findings_source"] == "harness.evidence"
+        assert snap["findings_source"] == "harness.evidence.rules"
         # the failed decode round of f1 is reported by the formal-rounds rule
         assert any(f["rule"] == "formal-rounds" and f["archive_id"] == ids["f1"] for f in snap["findings"])
     cfg = ReportConfig(select=Selection(kinds=["abba"]))

@@ -28,7 +28,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _man(aid: str, campaign: str, kind: str, wall: str, labels: list[str], status: str = "complete") -> dict[str, Any]:
     return {"archive_id": aid, "status": status,
-            "run": {"campaign": campaign, "kind": kind, "created_wall": wall, "labels": labels}}
+            "run": {"campaign": campaign, "kind": kind, "created_wall": wall, "labels": labels,
+                    "claim_class": "native-ar", "protocol_class": "formal", "backend": "sim",
+                    "service_name": "sim", "run_token": "t"}}
 
 
 MANIFESTS = [

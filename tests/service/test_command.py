@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from harness.cli.service_cmd import app
 from harness.errors import ServiceError, SpecError
+from harness.inputs.spec import ServiceProfile, load_profile
 from harness.service.command import (
     SGLANG_PINNED_VERSION,
     LaunchCommand,
@@ -35,7 +36,6 @@ from harness.service.sglang_flags import (
     source_files,
     validate_argv,
 )
-from harness.spec import ServiceProfile, load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "campaigns" / "profiles"

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from harness.aio import new_event_loop
 from harness.sim import SimOptions, SimServer
-from harness.sim.runner import new_event_loop
 
 T = TypeVar("T")
 

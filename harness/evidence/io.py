@@ -1,0 +1,101 @@
+"""Loading archive content for the evidence rules and marking ledger rows (edge module: files)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from harness.evidence.rules import ArchiveData, Finding, check
+from harness.formats import atomic_write_table
+from harness.store.archive import Archive
+from harness.store.ledger import ledger_dir, locked, read_table, request_rows
+
+
+def _rows(archive: Archive, name: str) -> list[dict[str, Any]]:
+    path = archive.path / name
+    return archive.table(name).to_pylist() if path.exists() else []
+
+
+def archive_data(archive: Archive) -> ArchiveData:
+    """Everything the rules read from one archive."""
+    spec = archive.json("spec.json") if (archive.path / "spec.json").exists() else {}
+    services = archive.json("service.json").get("services", []) if (archive.path / "service.json").exists() else []
+    profile = spec.get("service") or {}
+    services = [s | {"profile": s.get("profile") or profile} for s in services]
+    req_table = archive.records_table()
+    requests = request_rows(req_table).select(
+        ["rid", "wave_id", "phase", "workload", "cached_tokens", "ok", "error", "round_index"]).to_pylist() \
+        if req_table.num_rows else []
+    comparison = archive.json("comparison.json") if (archive.path / "comparison.json").exists() else None
+    oracles = archive.json("oracles.json") if (archive.path / "oracles.json").exists() else None
+    if isinstance(oracles, dict):
+        oracles = oracles.get("results", [])
+    metrics_rows = []
+    if (archive.path / "server_metrics.jsonl").exists():
+        for line in (archive.path / "server_metrics.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            row.pop("samples", None)
+            metrics_rows.append(row)
+    return ArchiveData(
+        archive_id=archive.archive_id, run=archive.run.to_json(), spec=spec,
+        cells=_rows(archive, "cells.parquet"), rounds=_rows(archive, "rounds.parquet"),
+        waves=_rows(archive, "waves.parquet"), requests=requests, services=services,
+        comparison=comparison, oracles=oracles, extra={"server_metrics": metrics_rows},
+    )
+
+
+_ROW_KEYS = {"cells": "cell_id", "rounds": "round_id", "waves": "wave_id", "requests": "wave_id"}
+
+
+def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) -> dict[str, int]:
+    """Set ``valid = false`` on ledger rows of ``archive_id`` named by blocking findings, store the
+    findings in the ``findings`` table (replacing earlier ones of the archive). Returns rows
+    invalidated per table. A blocking finding without rows invalidates the whole archive."""
+    blocking = [f for f in findings if f.blocking]
+    ids = {r for f in blocking for r in f.rows}
+    whole = any(not f.rows for f in blocking)
+    changed: dict[str, int] = {}
+    with locked(ledger_dir(workspace)):
+        for table, key in [*_ROW_KEYS.items(), ("comparisons", ""), ("runs", "")]:
+            t = read_table(workspace, table)
+            if t is None or "valid" not in t.column_names:
+                continue
+            mine = pc.equal(t.column("archive_id"), archive_id)
+            if whole or (table in ("comparisons", "runs") and blocking):
+                hit = mine
+            elif key and key in t.column_names:
+                hit = pc.and_(mine, pc.is_in(t.column(key), value_set=pa.array(sorted(ids), pa.string())))
+            else:
+                continue
+            hit = pc.fill_null(hit, False)
+            # recompute from scratch for this archive: rows of the archive not hit become valid again
+            old = t.column("valid")
+            new = pc.if_else(mine, pc.invert(hit), old)
+            n = int(pc.sum(pc.cast(hit, pa.int64())).as_py() or 0)
+            if not new.equals(old):
+                t = t.set_column(t.column_names.index("valid"), "valid", new)
+                atomic_write_table(ledger_dir(workspace) / f"{table}.parquet", t)
+            if n:
+                changed[table] = n
+        rows = [{"archive_id": archive_id, "rule": f.rule, "severity": f.severity, "message": f.message,
+                 "remedy": f.remedy, "rows": json.dumps(list(f.rows))} for f in findings]
+        existing = read_table(workspace, "findings")
+        new_t = pa.Table.from_pylist(rows, schema=_FINDINGS_SCHEMA)
+        if existing is not None:
+            keep = existing.filter(pc.not_equal(existing.column("archive_id"), archive_id))
+            new_t = pa.concat_tables([keep, new_t])
+        atomic_write_table(ledger_dir(workspace) / "findings.parquet", new_t)
+    return changed
+
+
+_FINDINGS_SCHEMA = pa.schema([("archive_id", pa.string()), ("rule", pa.string()), ("severity", pa.string()),
+                              ("message", pa.string()), ("remedy", pa.string()), ("rows", pa.string())])
+
+
+def check_archive(archive: Archive) -> list[Finding]:
+    """Load an archive's content and run every rule over it (reads files)."""
+    return check(archive_data(archive))

@@ -1,0 +1,246 @@
+"""Shared on-disk format helpers: the strict model base, YAML/JSON loading with field-path errors,
+and atomic writes with one durability policy.
+
+Durability policy (every writer in dsv4h goes through here): write a temporary sibling, flush and
+fsync it, rename it into place (``os.replace``; or ``os.link`` when the target must not exist),
+then fsync the directory so the rename itself survives a crash. A failed write removes its
+temporary file and leaves the target as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness.errors import DsvError, SpecError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Strict(BaseModel):
+    """Base of every file-backed model: unknown keys are errors, instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Validation errors with field paths
+# ----------------------------------------------------------------------------------------------------
+
+
+def _first_model(ann: Any) -> type[BaseModel] | None:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in getattr(ann, "__args__", ()) or ():
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_for_path(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model that owns the last key of ``loc`` (for did-you-mean suggestions)."""
+    current: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if current is None:
+            return None
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        current = _first_model(field.annotation)
+    return current
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel], source: str, *,
+                            what: str = "invalid specification", hint: str | None = None,
+                            error: type[DsvError] = SpecError) -> DsvError:
+    """Turn a pydantic error into ``error`` naming the file, every bad field path and its fix
+    (with a did-you-mean for unknown keys). ``hint`` replaces the generated per-field fixes."""
+    lines: list[str] = []
+    hints: list[str] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        path = ".".join(str(p) for p in loc) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            owner = _model_for_path(model, loc)
+            key = str(loc[-1])
+            fields = list(owner.model_fields) if owner else []
+            close = difflib.get_close_matches(key, fields, n=1)
+            msg = f"unknown key '{key}'"
+            if close:
+                msg += f" (did you mean '{close[0]}'?)"
+                hints.append(f"rename '{path}' to '{'.'.join([*map(str, loc[:-1]), close[0]])}'")
+            else:
+                hints.append(f"remove '{path}'; allowed keys here: {', '.join(fields)}")
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+            hints.append(f"add '{path}'")
+        else:
+            msg = err["msg"]
+            if "input" in err and err["type"] not in ("value_error",):
+                shown = repr(err["input"])
+                msg += f" (got {shown[:80] + '...' if len(shown) > 80 else shown})"
+            hints.append(f"fix '{path}'")
+        lines.append(f"  {path}: {msg}")
+    return error(f"{source}: {what}\n" + "\n".join(lines), hint=hint if hint is not None else "; ".join(hints))
+
+
+def parse_model(model: type[M], data: Any, source: str, *, what: str = "invalid specification",
+                hint: str | None = None, error: type[DsvError] = SpecError) -> M:
+    """Validate ``data`` (a mapping) as ``model``; errors become ``error`` naming ``source``."""
+    if not isinstance(data, Mapping):
+        raise error(f"{source}: expected a mapping at the top level, got {type(data).__name__}",
+                    hint=hint or "the file must be a mapping of keys to values")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(exc, model, source, what=what, hint=hint, error=error) from None
+    except RecursionError:
+        raise error(f"{source}: nested too deeply to validate", hint="flatten the file") from None
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file (safe loader), raising SpecError with file and line on syntax errors."""
+    if not path.is_file():
+        raise SpecError(f"{path}: no such file", hint="check the path (relative to the working directory)")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise SpecError(f"{path}{where}: YAML syntax error: {exc}", hint="fix the YAML syntax") from None
+    except RecursionError:
+        raise SpecError(f"{path}: YAML nested too deeply", hint="flatten the file") from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise SpecError(f"{path}: cannot read: {exc}", hint="pass a readable UTF-8 YAML file") from None
+
+
+def resolve_path(value: str, base: Path) -> Path:
+    """Resolve a path named in a file: absolute as is; relative to ``base`` (the file's directory)
+    when it exists there, else to the working directory when it exists there, else to ``base``."""
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return p
+    for candidate in (base / p, Path.cwd() / p):
+        if candidate.exists():
+            return candidate.resolve()
+    return (base / p).resolve()
+
+
+# ----------------------------------------------------------------------------------------------------
+# JSON and atomic writes
+# ----------------------------------------------------------------------------------------------------
+
+
+def json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, set | frozenset):
+        return sorted(obj)
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def dump_json(obj: Any) -> bytes:
+    """Readable, stable JSON (sorted keys, 1-space indent, trailing newline)."""
+    return (json.dumps(obj, indent=1, sort_keys=True, default=json_default, allow_nan=True) + "\n").encode()
+
+
+def _tmp_for(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename inside it is durable (no-op where directories cannot be opened)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _publish(tmp: Path, path: Path, *, exclusive: bool) -> None:
+    try:
+        if exclusive:
+            os.link(tmp, path)  # FileExistsError if the path appeared meanwhile
+        else:
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int | None = None, exclusive: bool = False) -> None:
+    """Write ``data`` to ``path`` durably and atomically (module policy). ``exclusive`` refuses an
+    existing target with FileExistsError; ``mode`` sets the permission bits first."""
+    tmp = _tmp_for(path)
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _publish(tmp, path, exclusive=exclusive)
+
+
+def atomic_write_table(path: Path, table: pa.Table) -> None:
+    """Write a Parquet table (zstd) durably and atomically (module policy)."""
+    tmp = _tmp_for(path)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        with tmp.open("rb+") as fh:
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _publish(tmp, path, exclusive=False)
+
+
+def atomic_write_dir(out_dir: Path, files: Mapping[str, bytes], *, overwrite: bool) -> None:
+    """Create directory ``out_dir`` holding ``files`` as one step: the files are written durably into
+    a temporary sibling that is renamed into place. With ``overwrite`` an existing directory is
+    replaced (moved aside, then removed); without it an existing one raises FileExistsError."""
+    if out_dir.exists() and not overwrite:
+        raise FileExistsError(str(out_dir))
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tag = f"{os.getpid()}-{secrets.token_hex(4)}"
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
+    old = out_dir.parent / f".{out_dir.name}.old-{tag}"
+    tmp.mkdir()
+    try:
+        for fname, data in files.items():
+            with (tmp / fname).open("wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        fsync_dir(tmp)
+        if out_dir.exists():
+            out_dir.rename(old)
+        tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not out_dir.exists():
+            old.rename(out_dir)
+        raise
+    fsync_dir(out_dir.parent)
+    shutil.rmtree(old, ignore_errors=True)

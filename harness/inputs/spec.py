@@ -1,0 +1,399 @@
+"""Campaign, service-profile and workload specifications (pydantic, ``extra="forbid"``).
+
+``load_campaign(path)`` reads YAML and returns a validated ``CampaignSpec``; any problem raises
+``SpecError`` naming the file, the field path and the fix (with a did-you-mean for unknown keys).
+Pure: reads files, no other side effects.
+
+Campaign spec format history (``SPEC_FORMAT_VERSION``):
+  1 - first version (2026-11-29).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from harness.errors import SpecError
+from harness.formats import Strict, parse_model, read_yaml, resolve_path
+
+SPEC_FORMAT_VERSION = 1
+
+ClaimClass = Literal["native-ar", "speculative-full-target", "speculative-approximate"]
+ProtocolClass = Literal["formal", "abba-screen"]
+Backend = Literal["sim", "sglang", "vllm", "attach"]
+TIERS = (1, 2, 4, 8, 16, 32, 64)
+
+
+class SimSettings(Strict):
+    """Options of the built-in simulator when ``backend: sim``."""
+
+    profile: str = "paper-tp8"
+    stream_mode: Literal["cumulative", "delta", "skip-tokenizer-init"] = "cumulative"
+    stream_interval: int = Field(1, ge=1)
+    time_scale: float = Field(1.0, gt=0)
+    step_factor: float = Field(1.0, gt=0, description="multiplies decode step time; 1/1.1 = +10% faster")
+    die_after_requests: int | None = Field(None, ge=1, description="fault injection for tests")
+
+
+class ServiceProfile(Strict):
+    """What service to measure and how to start it.
+
+    ``backend``: ``sim`` (built-in simulator, started as an owned subprocess), ``sglang`` or ``vllm``
+    (launched as an owned process tree), ``attach`` (an already-running server at ``url``; the
+    harness then cannot prove a fresh process and records that).
+    """
+
+    name: str = "service"
+    backend: Backend = "sim"
+    url: str | None = None
+    protocol: Literal["sglang", "vllm"] | None = None
+    model_path: str | None = None
+    served_model_name: str | None = None
+    tp_size: int | None = Field(None, ge=1)
+    ep_size: int | None = Field(None, ge=1)
+    dp_size: int | None = Field(None, ge=1)
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=0, le=65535)
+    python: str | None = Field(None, description="interpreter that runs the engine (default: this one)")
+    # SGLang launch settings (None = leave the engine's default; see harness.service.command)
+    mem_fraction_static: float | None = Field(None, gt=0, le=1)
+    max_total_tokens: int | None = Field(None, ge=1, description="KV pool size in tokens")
+    chunked_prefill_size: int | None = Field(None, ge=1)
+    max_running_requests: int | None = Field(None, ge=1)
+    max_prefill_tokens: int | None = Field(None, ge=1)
+    cuda_graph_bs: list[int] | None = None
+    attention_backend: str | None = None
+    moe_backend: str | None = None
+    page_size: int | None = Field(None, ge=1)
+    disable_radix_cache: bool = False
+    trust_remote_code: bool = False
+    numa: Literal["none", "interleave"] = "none"
+    nnodes: int = Field(1, ge=1)
+    node_rank: int | None = Field(None, ge=0)
+    dist_init_addr: str | None = None
+    gpus: list[int | str] | None = Field(
+        None, description="GPU indices/UUIDs the service uses (default: *_VISIBLE_DEVICES from env, else all)")
+    gpu_owners_source: Literal["auto", "amd-smi", "nvidia-smi", "nvml", "none"] = "auto"
+    check_gpu_owners: bool | None = Field(
+        None, description="refuse unrelated GPU owners before launch and before every cell/leg "
+        "(default: on for every backend but sim)")
+    memory_sample_interval_s: float = Field(5.0, gt=0)
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    patches: str | None = Field(None, description="path of a model_patches series file")
+    sim: SimSettings = Field(default_factory=lambda: SimSettings())  # noqa: PLW0108 - mypy needs the call
+    startup_timeout_s: float = Field(900.0, gt=0)
+    expect: dict[str, Any] = Field(
+        default_factory=dict,
+        description="server_info keys the running server must report (identity verification)",
+    )
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> ServiceProfile:
+        if self.backend == "attach" and not self.url:
+            raise ValueError("backend 'attach' needs 'url' (e.g. url: http://127.0.0.1:30021)")
+        if self.backend in ("sglang", "vllm") and not self.model_path:
+            raise ValueError(f"backend '{self.backend}' needs 'model_path'")
+        return self
+
+    @property
+    def checks_gpus(self) -> bool:
+        """Whether GPU ownership is checked for this service."""
+        return self.check_gpu_owners if self.check_gpu_owners is not None else self.backend != "sim"
+
+    @property
+    def wire_protocol(self) -> Literal["sglang", "vllm"]:
+        """The HTTP protocol the load client speaks to this service."""
+        if self.protocol:
+            return self.protocol
+        return "vllm" if self.backend == "vllm" else "sglang"
+
+
+class CorporaSpec(Strict):
+    """Paths of frozen corpora (relative to the spec file, or to the working directory)."""
+
+    decode: str | None = None
+    prefill: str | None = None
+
+
+class DecodeSpec(Strict):
+    """Formal decode cells: duration-driven rounds of natural-EOS waves."""
+
+    tiers: list[int] = Field(default_factory=lambda: list(TIERS))
+    rounds: int = Field(3, ge=1)
+    min_resident_seconds: float = Field(30.0, gt=0)
+    warmup_waves: int = Field(1, ge=0)
+    max_new_tokens: int = Field(2048, ge=1)
+    ignore_eos: bool = False
+    temperature: float = Field(0.0, ge=0)
+    cache_salt: Literal["fresh", "none"] = "fresh"
+    max_waves_per_round: int = Field(200, ge=1)
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: list[int]) -> list[int]:
+        return _check_tiers(v)
+
+
+class PrefillSpec(Strict):
+    """Formal prefill cells: one output token, cache defeated, ``cached_tokens == 0`` verified."""
+
+    tiers: list[int] = Field(default_factory=lambda: list(TIERS))
+    rounds: int = Field(3, ge=1)
+    waves_per_round: int = Field(1, ge=1)
+    warmup_waves: int = Field(1, ge=0)
+    max_new_tokens: int = Field(1, ge=1)
+    cache_defeat: Literal["salt", "flush"] = "salt"
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: list[int]) -> list[int]:
+        return _check_tiers(v)
+
+
+def _check_tiers(v: list[int]) -> list[int]:
+    if not v:
+        raise ValueError("tiers is empty; list at least one concurrency, e.g. [1, 2, 4, 8, 16, 32, 64]")
+    if any(c < 1 for c in v):
+        raise ValueError("every tier must be a concurrency >= 1")
+    if len(set(v)) != len(v):
+        raise ValueError("tiers contain duplicates")
+    return sorted(v)
+
+
+class ReopenSpec(Strict):
+    """New evidence that reopens a closed direction (``dsv4h closure list``)."""
+
+    evidence: str = Field(min_length=1, description="archive id/path of NEW evidence (not the closing archive)")
+    reason: str = Field(min_length=1)
+
+
+class CampaignSpec(Strict):
+    """A formal matrix campaign (``kind: formal-matrix``)."""
+
+    format_version: int = SPEC_FORMAT_VERSION
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["formal-matrix"] = "formal-matrix"
+    description: str = ""
+    claim_class: ClaimClass
+    protocol_class: Literal["formal"] = "formal"
+    labels: list[str] = Field(default_factory=list)
+    service: ServiceProfile
+    corpora: CorporaSpec = Field(default_factory=CorporaSpec)
+    decode: DecodeSpec | None = None
+    prefill: PrefillSpec | None = None
+    oracles: list[str] = Field(default_factory=list, description="oracle files run as sentinels before and "
+                               "after measurement on every service")
+    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]*$",
+                                  description="direction this run explores; refused while closed")
+    reopen: ReopenSpec | None = None
+    analysis_plan: str | None = Field(None, description="analysis plan frozen with 'dsv4h freeze FILE' before the run")
+    order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"])  # type: ignore[arg-type]
+    request_timeout_s: float = Field(1800.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> CampaignSpec:
+        if self.format_version != SPEC_FORMAT_VERSION:
+            raise ValueError(f"format_version {self.format_version} is not supported (this dsv4h reads 1)")
+        if self.decode is None and self.prefill is None:
+            raise ValueError("a formal matrix needs a 'decode' section, a 'prefill' section, or both")
+        if self.decode is not None and not self.corpora.decode:
+            raise ValueError("'decode' is set but 'corpora.decode' is missing")
+        if self.prefill is not None and not self.corpora.prefill:
+            raise ValueError("'prefill' is set but 'corpora.prefill' is missing")
+        if self.reopen is not None and self.direction is None:
+            raise ValueError("'reopen' needs the 'direction' it reopens")
+        return self
+
+
+class AbbaWorkload(Strict):
+    """The fixed waves of an ABBA screen: the same requests in every leg."""
+
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    claim_class: ClaimClass = "native-ar"
+    corpus: str
+    concurrency: int = Field(ge=1)
+    cases: list[str] | None = Field(None, description="case ids (default: the first `concurrency` cases)")
+    waves_per_leg: int = Field(2, ge=1)
+    warmup_waves: int = Field(1, ge=0)
+    max_new_tokens: int = Field(2048, ge=1)
+    ignore_eos: bool = False
+    cache_salt: Literal["fresh", "none"] = "fresh"
+    boundary: Literal["resident", "http"] = "resident"
+    declared_change: list[str] = Field(
+        default_factory=list,
+        description="profile keys the candidate may change (dotted, e.g. sim.step_factor, env, extra_args)",
+    )
+    noise_floor_pct: float = Field(0.5, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> AbbaWorkload:
+        if self.cases is not None and len(self.cases) != self.concurrency:
+            raise ValueError(f"cases lists {len(self.cases)} ids but concurrency is {self.concurrency}")
+        return self
+
+
+class AbbaSpec(Strict):
+    """An ABBA screen (``kind: abba``): control and candidate profiles plus a fixed workload."""
+
+    format_version: int = SPEC_FORMAT_VERSION
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    kind: Literal["abba"] = "abba"
+    description: str = ""
+    protocol_class: Literal["abba-screen"] = "abba-screen"
+    labels: list[str] = Field(default_factory=list)
+    control: ServiceProfile
+    candidate: ServiceProfile
+    workload: AbbaWorkload
+    fresh_candidate: bool = False
+    allow_identity_change: bool = False
+    oracles: list[str] = Field(default_factory=list, description="oracle files run before and after every leg")
+    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]*$",
+                                  description="direction this screen explores; refused while closed")
+    reopen: ReopenSpec | None = None
+    request_timeout_s: float = Field(1800.0, gt=0)
+
+    @property
+    def claim_class(self) -> ClaimClass:
+        """The claim class declared by the workload."""
+        return self.workload.claim_class
+
+
+# --- loading with good errors -------------------------------------------------------------
+
+
+def _inline_service(data: dict[str, Any], base: Path, source: str) -> None:
+    svc = data.get("service")
+    if isinstance(svc, str):
+        path = resolve_path(svc, base)
+        loaded = read_yaml(path)
+        if not isinstance(loaded, dict):
+            raise SpecError(f"{path}: a service profile must be a mapping", hint="see campaigns/profiles/")
+        parse_model(ServiceProfile, loaded, str(path))
+        data["service"] = loaded
+
+
+def _inline_file(data: dict[str, Any], key: str, base: Path, model: type[BaseModel]) -> None:
+    """Replace ``data[key]`` naming a YAML file by that file's (validated) content."""
+    ref = data.get(key)
+    if isinstance(ref, str):
+        path = resolve_path(ref, base)
+        loaded = read_yaml(path)
+        parse_model(model, loaded, str(path))
+        data[key] = loaded
+
+
+def load_campaign(path: Path) -> CampaignSpec:
+    """Load and validate a formal-matrix YAML file (``service`` may name a profile file)."""
+    spec = load_any(path)
+    if not isinstance(spec, CampaignSpec):
+        raise SpecError(f"{path}: kind '{spec.kind}' is not a formal matrix",
+                        hint="run ABBA specs with 'dsv4h campaign run' or 'dsv4h abba'")
+    return spec
+
+
+def load_any(path: Path) -> CampaignSpec | AbbaSpec:
+    """Load a campaign of any kind (``formal-matrix`` or ``abba``); profile and workload entries
+    may name YAML files relative to the spec."""
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        return parse_model(CampaignSpec, data, str(path))
+    kind = data.get("kind", "formal-matrix")
+    if kind == "abba":
+        for key in ("control", "candidate"):
+            _inline_file(data, key, path.parent, ServiceProfile)
+        _inline_file(data, "workload", path.parent, AbbaWorkload)
+        return parse_model(AbbaSpec, data, str(path))
+    if kind != "formal-matrix":
+        raise SpecError(f"{path}: kind '{kind}' is not known", hint="use kind: formal-matrix or kind: abba")
+    _inline_service(data, path.parent, str(path))
+    return parse_model(CampaignSpec, data, str(path))
+
+
+def abba_from_files(control: Path, candidate: Path, workload: Path, *, fresh_candidate: bool = False,
+                    allow_identity_change: bool = False) -> AbbaSpec:
+    """Assemble an ABBA spec from two profile files and a workload file (``dsv4h abba``)."""
+    ctrl = load_profile(control)
+    cand = load_profile(candidate)
+    wl = parse_model(AbbaWorkload, read_yaml(workload), str(workload))
+    wl_data = wl.model_dump()
+    wl_data["corpus"] = str(resolve_path(wl.corpus, workload.parent))
+    name = wl.name or f"{ctrl.name}-vs-{cand.name}"
+    return AbbaSpec(name=name, description=wl.description, control=ctrl, candidate=cand,
+                    workload=AbbaWorkload.model_validate(wl_data), fresh_candidate=fresh_candidate,
+                    allow_identity_change=allow_identity_change, request_timeout_s=1800.0)
+
+
+def load_profile(path: Path) -> ServiceProfile:
+    """Load and validate a service-profile YAML file (its ``patches`` path resolved against the file's
+    directory)."""
+    return _resolve_profile(parse_model(ServiceProfile, read_yaml(path), str(path)), path.parent)
+
+
+# --- paths resolved once ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecPaths:
+    """Every path a spec names, resolved once at load (relative to the spec's directory first, then
+    the working directory). ``corpora`` maps a workload (``decode``, ``prefill``, or ``workload``
+    for an ABBA screen) to its corpus directory or name."""
+
+    corpora: Mapping[str, Path]
+    oracles: tuple[Path, ...] = ()
+    analysis_plan: Path | None = None
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A validated spec with its source file, raw bytes and resolved paths."""
+
+    spec: CampaignSpec | AbbaSpec
+    source: Path | None
+    raw: bytes | None
+    paths: SpecPaths
+
+
+def _resolve_profile(profile: ServiceProfile, base: Path) -> ServiceProfile:
+    if profile.patches is None:
+        return profile
+    return profile.model_copy(update={"patches": str(resolve_path(profile.patches, base))})
+
+
+def spec_paths(spec: CampaignSpec | AbbaSpec, base: Path) -> SpecPaths:
+    """Resolve the paths of ``spec`` against ``base`` (the spec file's directory)."""
+    oracles = tuple(resolve_path(p, base) for p in spec.oracles)
+    if isinstance(spec, AbbaSpec):
+        return SpecPaths(corpora={"workload": resolve_path(spec.workload.corpus, base)}, oracles=oracles)
+    corpora: dict[str, Path] = {}
+    if spec.decode is not None and spec.corpora.decode:
+        corpora["decode"] = resolve_path(spec.corpora.decode, base)
+    if spec.prefill is not None and spec.corpora.prefill:
+        corpora["prefill"] = resolve_path(spec.corpora.prefill, base)
+    plan = resolve_path(spec.analysis_plan, base) if spec.analysis_plan else None
+    return SpecPaths(corpora=corpora, oracles=oracles, analysis_plan=plan)
+
+
+def with_resolved_profiles(spec: CampaignSpec | AbbaSpec, base: Path) -> CampaignSpec | AbbaSpec:
+    """``spec`` with each service profile's ``patches`` path made absolute (machine-local)."""
+    if isinstance(spec, AbbaSpec):
+        return spec.model_copy(update={"control": _resolve_profile(spec.control, base),
+                                       "candidate": _resolve_profile(spec.candidate, base)})
+    return spec.model_copy(update={"service": _resolve_profile(spec.service, base)})
+
+
+def load_spec(path: Path) -> LoadedSpec:
+    """Load a campaign of any kind with its raw bytes and every path resolved."""
+    spec = with_resolved_profiles(load_any(path), path.parent)
+    return LoadedSpec(spec, path, path.read_bytes(), spec_paths(spec, path.parent))
+
+
+def loaded_abba(spec: AbbaSpec, base: Path, raw: bytes | None = None, source: Path | None = None) -> LoadedSpec:
+    """Wrap an ABBA spec assembled in code (``abba_from_files``) with paths resolved against ``base``."""
+    spec2 = with_resolved_profiles(spec, base)
+    return LoadedSpec(spec2, source, raw, spec_paths(spec2, base))

@@ -1,0 +1,251 @@
+"""From raw records to wave, round and cell results (pure).
+
+Table 2 of the report: prefill (P) and resident decode (D) cells are medians of three round rates;
+the HTTP column aggregates every complete measured wave of the cell (sum tokens / sum durations).
+Warmup waves never enter a figure. A round's status comes from the run ("ok", "failed",
+"incomplete"); only "ok" rounds make a cell "complete", but every round is kept and shown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from harness.measure import metrics as m
+from harness.records import RequestRecord
+
+RESULTS_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WaveResult:
+    """One wave: its identity, request counts and the three metric windows."""
+
+    wave_id: str
+    cell_id: str
+    round_index: int
+    wave_index: int
+    phase: str
+    workload: str
+    concurrency: int
+    n_requests: int
+    n_failed: int
+    resident_tokens: int
+    resident_seconds: float
+    resident_rate: float
+    http_tokens: int
+    http_seconds: float
+    http_rate: float
+    prefill_tokens: int
+    prefill_seconds: float
+    prefill_rate: float
+    cache_violations: int
+    cached_unknown: int
+    case_ids: tuple[str, ...]
+    lag_p50_s: float
+    lag_p99_s: float
+    errors: tuple[str, ...] = ()
+
+
+def round_key(wave_id: str) -> str:
+    """The round id a measured wave belongs to: its wave id without the ``.wNNN`` suffix."""
+    return wave_id.rsplit(".w", 1)[0]
+
+
+def wave_result(records: Sequence[RequestRecord]) -> WaveResult:
+    """Compute one wave's windows from its records (all of one ``wave_id``)."""
+    r0 = records[0]
+    res = m.resident_window(records)
+    http = m.http_window(records)
+    pre = m.prefill_window(records)
+    lag = m.receive_lag_seconds(records)
+    violations = sum(1 for r in records if r.ok and (r.cached_tokens or 0) > 0)
+    unknown = sum(1 for r in records if r.ok and r.cached_tokens is None)
+    errors = tuple(sorted({r.error for r in records if r.error})[:5])
+    return WaveResult(
+        wave_id=r0.wave_id, cell_id=r0.cell_id, round_index=r0.round_index, wave_index=r0.wave_index,
+        phase=r0.phase, workload=r0.workload, concurrency=r0.concurrency, n_requests=len(records),
+        n_failed=sum(1 for r in records if not r.ok),
+        resident_tokens=res.tokens, resident_seconds=res.seconds, resident_rate=res.rate,
+        http_tokens=http.tokens, http_seconds=http.seconds, http_rate=http.rate,
+        prefill_tokens=pre.tokens, prefill_seconds=pre.seconds, prefill_rate=pre.rate,
+        cache_violations=violations if r0.workload == "prefill" else 0,
+        cached_unknown=unknown if r0.workload == "prefill" else 0,
+        case_ids=tuple(r.case_id for r in records),
+        lag_p50_s=float(np.percentile(lag, 50)) if lag.size else math.nan,
+        lag_p99_s=float(np.percentile(lag, 99)) if lag.size else math.nan,
+        errors=errors,
+    )
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """One measured round: the aggregate over its measured waves (tokens/s)."""
+
+    round_id: str
+    cell_id: str
+    round_index: int
+    workload: str
+    concurrency: int
+    status: str
+    n_waves: int
+    n_requests: int
+    n_failed: int
+    rate: float
+    tokens: int
+    seconds: float
+    http_rate: float
+    http_tokens: int
+    http_seconds: float
+    cache_violations: int
+
+
+def round_result(round_id: str, waves: Sequence[WaveResult], status: str) -> RoundResult:
+    """Aggregate a round: resident rate for decode, prefill rate for prefill; HTTP for both."""
+    w0 = waves[0]
+    if w0.workload == "prefill":
+        tok = sum(w.prefill_tokens for w in waves if w.prefill_seconds > 0)
+        sec = sum(w.prefill_seconds for w in waves if w.prefill_seconds > 0)
+    else:
+        tok = sum(w.resident_tokens for w in waves if w.resident_seconds > 0)
+        sec = sum(w.resident_seconds for w in waves if w.resident_seconds > 0)
+    htok = sum(w.http_tokens for w in waves if w.http_seconds > 0)
+    hsec = sum(w.http_seconds for w in waves if w.http_seconds > 0)
+    return RoundResult(
+        round_id=round_id, cell_id=w0.cell_id, round_index=w0.round_index, workload=w0.workload,
+        concurrency=w0.concurrency, status=status, n_waves=len(waves),
+        n_requests=sum(w.n_requests for w in waves), n_failed=sum(w.n_failed for w in waves),
+        rate=tok / sec if sec > 0 else math.nan, tokens=tok, seconds=sec,
+        http_rate=htok / hsec if hsec > 0 else math.nan, http_tokens=htok, http_seconds=hsec,
+        cache_violations=sum(w.cache_violations for w in waves),
+    )
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """A formal cell: median of its ok round rates, every round's value, observed range.
+
+    ``status`` is ``complete`` only with ``rounds_required`` ok rounds. ``http_rate`` aggregates
+    every measured wave of the cell's ok rounds. min/max are observed ranges, not confidence
+    intervals.
+    """
+
+    cell_id: str
+    workload: str
+    concurrency: int
+    status: str
+    rounds_required: int
+    round_rates: tuple[float, ...]
+    round_status: tuple[str, ...]
+    median: float
+    observed_min: float
+    observed_max: float
+    http_rate: float
+    round_http_rates: tuple[float, ...] = field(default=())
+    cache_violations: int = 0
+
+
+def cell_result(cell_id: str, workload: str, concurrency: int, rounds: Sequence[RoundResult],
+                rounds_required: int) -> CellResult:
+    """Combine a cell's rounds (every round listed; only ok rounds enter the median)."""
+    ok = [r for r in rounds if r.status == "ok"]
+    rates = [r.rate for r in ok]
+    htok = sum(r.http_tokens for r in ok)
+    hsec = sum(r.http_seconds for r in ok)
+    status = "complete" if len(ok) >= rounds_required else ("partial" if ok else "missing")
+    return CellResult(
+        cell_id=cell_id, workload=workload, concurrency=concurrency, status=status,
+        rounds_required=rounds_required,
+        round_rates=tuple(r.rate for r in rounds), round_status=tuple(r.status for r in rounds),
+        median=m.median_of_rounds(rates) if rates else math.nan,
+        observed_min=min(rates) if rates else math.nan, observed_max=max(rates) if rates else math.nan,
+        http_rate=htok / hsec if hsec > 0 else math.nan,
+        round_http_rates=tuple(r.http_rate for r in rounds),
+        cache_violations=sum(r.cache_violations for r in rounds),
+    )
+
+
+@dataclass(frozen=True)
+class CampaignResults:
+    """Everything computed from one run's records."""
+
+    waves: tuple[WaveResult, ...]
+    rounds: tuple[RoundResult, ...]
+    cells: tuple[CellResult, ...]
+
+
+def compute_results(
+    records: Sequence[RequestRecord],
+    round_status: Mapping[str, str],
+    cells: Sequence[tuple[str, str, int, int]],
+) -> CampaignResults:
+    """Results of a run. ``cells`` lists (cell_id, workload, concurrency, rounds_required) in plan
+    order; ``round_status`` maps round ids (``<cell>.r<k>[.a<n>]``) to their status. Measured
+    waves of a round missing from ``round_status`` count as ``incomplete``."""
+    by_wave: dict[str, list[RequestRecord]] = defaultdict(list)
+    for r in records:
+        by_wave[r.wave_id].append(r)
+    waves = [wave_result(v) for v in by_wave.values()]
+    measured: dict[str, list[WaveResult]] = defaultdict(list)
+    for w in waves:
+        if w.phase == "measured":
+            measured[round_key(w.wave_id)].append(w)
+    rounds = [
+        round_result(rid, sorted(ws, key=lambda w: w.wave_index), round_status.get(rid, "incomplete"))
+        for rid, ws in measured.items()
+    ]
+    by_cell: dict[str, list[RoundResult]] = defaultdict(list)
+    for rr in rounds:
+        by_cell[rr.cell_id].append(rr)
+    cell_results = [
+        cell_result(cid, wl, c, sorted(by_cell.get(cid, []), key=lambda r: r.round_index), req)
+        for cid, wl, c, req in cells
+    ]
+    rounds.sort(key=lambda r: (r.cell_id, r.round_index))
+    return CampaignResults(tuple(waves), tuple(rounds), tuple(cell_results))
+
+
+def _table(rows: Sequence[Any], extra: Mapping[str, Any]) -> pa.Table:
+    dicts = []
+    for row in rows:
+        d = asdict(row)
+        for k, v in d.items():
+            if isinstance(v, tuple):
+                d[k] = list(v)
+        d.update(extra)
+        dicts.append(d)
+    return pa.Table.from_pylist(dicts)
+
+
+def results_tables(res: CampaignResults, extra: Mapping[str, Any]) -> dict[str, pa.Table]:
+    """Arrow tables ``waves``, ``rounds``, ``cells`` with ``extra`` columns on every row."""
+    return {
+        "waves": _table(res.waves, extra),
+        "rounds": _table(res.rounds, extra),
+        "cells": _table(res.cells, extra),
+    }
+
+
+def results_json(res: CampaignResults) -> dict[str, Any]:
+    """The JSON summary stored as ``results.json`` (every value the P/D table shows)."""
+    return {
+        "results_schema_version": RESULTS_SCHEMA_VERSION,
+        "cells": [asdict(c) for c in res.cells],
+        "rounds": [asdict(r) for r in res.rounds],
+    }
+
+
+def waves_table(records: Sequence[RequestRecord], extra: Mapping[str, Any]) -> pa.Table | None:
+    """The ``waves`` table of records grouped by wave id (first-seen order); None without records."""
+    by_wave: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        by_wave.setdefault(r.wave_id, []).append(r)
+    if not by_wave:
+        return None
+    return _table([wave_result(v) for v in by_wave.values()], extra)

@@ -1,0 +1,273 @@
+"""Freezing a report snapshot: turn verified archive contents and historical ledger rows into the
+snapshot document (pure).
+
+Contract: :func:`freeze` takes :class:`~harness.report.snapshot_archives.ArchiveContent` s (any order) and
+the report config and returns the snapshot as plain JSON data; the same inputs give the same snapshot.
+This module builds the archive list, the formal matrices, the ABBA screens and the historical sections;
+the per-archive context sections come from :mod:`harness.report.snapshot_sections` and the limits from
+:mod:`harness.report.snapshot_limits`. The document's layout is described in :mod:`harness.report.snapshot`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.report.config import HistoricalFigure, ReportConfig
+from harness.report.snapshot_archives import ArchiveContent, is_simulated
+from harness.report.snapshot_io import SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, json_value
+from harness.report.snapshot_limits import GENERAL_LIMITS, formal_limits, screen_limits
+from harness.report.snapshot_sections import (
+    LEG_ORDER,
+    corpus_entries,
+    finding_entries,
+    memory_entry,
+    oracle_entries,
+    service_entries,
+)
+from harness.store.runblock import read_run_block
+
+__all__ = ["MILESTONE_EXCLUDED_CLASSES", "freeze", "historical_figure_groups"]
+
+
+def _num(x: Any) -> float | None:
+    """A finite float or None."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.median(vals)) if vals else None
+
+
+
+def _archive_entry(c: ArchiveContent) -> dict[str, Any]:
+    run = read_run_block(c.manifest, f"archive {c.archive_id}")
+    return {
+        "archive_id": c.archive_id,
+        "manifest_sha256": c.manifest_sha256,
+        "status": str(c.manifest.get("status", "unknown")),
+        "files_count": len(c.manifest.get("files") or {}),
+        "archive_format_version": c.manifest.get("format_version"),
+        "campaign": run.campaign,
+        "kind": run.kind,
+        "claim_class": run.claim_class,
+        "protocol_class": run.protocol_class,
+        "backend": run.backend,
+        "created_wall": run.created_wall,
+        "labels": sorted(run.labels),
+        "service_name": run.service_name,
+        "error": run.error,
+        "simulated": is_simulated(c),
+    }
+
+
+def _spec_summary(spec: Mapping[str, Any] | None) -> dict[str, Any]:
+    spec = spec or {}
+    out: dict[str, Any] = {}
+    for part, keys in (("decode", ("tiers", "rounds", "warmup_waves", "min_resident_seconds", "max_new_tokens",
+                                   "ignore_eos", "temperature", "cache_salt")),
+                       ("prefill", ("tiers", "rounds", "warmup_waves", "waves_per_round", "max_new_tokens",
+                                    "cache_defeat"))):
+        sect = spec.get(part)
+        if isinstance(sect, Mapping):
+            out[part] = {k: sect.get(k) for k in keys if k in sect}
+    return out
+
+
+
+def _formal_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
+    if c.results is None:
+        return None
+    cells = [json_value(dict(x)) for x in c.results.get("cells") or []]
+    rounds = [json_value(dict(x)) for x in c.results.get("rounds") or []]
+    cells.sort(key=lambda x: (0 if x.get("workload") == "prefill" else 1, x.get("concurrency") or 0,
+                              str(x.get("cell_id"))))
+    rounds.sort(key=lambda x: (str(x.get("cell_id")), x.get("round_index") or 0, str(x.get("round_id"))))
+    entry: dict[str, Any] = {
+        "archive_id": c.archive_id,
+        "campaign": base["campaign"],
+        "claim_class": base["claim_class"],
+        "protocol_class": base["protocol_class"],
+        "status": base["status"],
+        "simulated": base["simulated"],
+        "created_wall": base["created_wall"],
+        "results_schema_version": c.results.get("results_schema_version"),
+        "spec": _spec_summary(c.spec),
+        "cells": cells,
+        "rounds": rounds,
+    }
+    entry["limits"] = formal_limits(entry)
+    return entry
+
+
+def _screen_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
+    if c.comparison is None:
+        return None
+    comp = c.comparison
+    result = dict(comp.get("result") or {})
+    leg_services = dict(comp.get("legs") or {})
+    by_leg = {str(x.get("leg")): x for x in result.get("legs") or []}
+    legs = []
+    for name in LEG_ORDER:
+        raw = by_leg.get(name)
+        waves = [_num(v) for v in (raw or {}).get("wave_rates") or []]
+        http = [_num(v) for v in (raw or {}).get("http_rates") or []]
+        svc = leg_services.get(name) or {}
+        legs.append({
+            "leg": name, "arm": "control" if name in ("A1", "A2") else "candidate",
+            "wave_rates": waves, "http_rates": http, "median": _median(waves), "http_median": _median(http),
+            "observed_min": min((v for v in waves if v is not None), default=None),
+            "observed_max": max((v for v in waves if v is not None), default=None),
+            "service_pid": svc.get("pid"), "service_index": svc.get("service_index"),
+            "fresh_start": svc.get("fresh_start"), "present": raw is not None,
+        })
+    workload = dict((c.spec or {}).get("workload") or {}) if isinstance((c.spec or {}).get("workload"), Mapping) \
+        else {}
+    service = c.service or {}
+    ident = c.identity_check or {}
+    entry: dict[str, Any] = {
+        "archive_id": c.archive_id,
+        "screen": base["campaign"],
+        "claim_class": base["claim_class"],
+        "protocol_class": base["protocol_class"],
+        "status": base["status"],
+        "simulated": base["simulated"],
+        "created_wall": base["created_wall"],
+        "boundary": result.get("boundary") or workload.get("boundary"),
+        "concurrency": workload.get("concurrency"),
+        "waves_per_leg": workload.get("waves_per_leg"),
+        "max_new_tokens": workload.get("max_new_tokens"),
+        "workload_name": workload.get("name"),
+        "legs": legs,
+        "control_mean": _num(result.get("control_mean")),
+        "candidate_mean": _num(result.get("candidate_mean")),
+        "ratio_pct": _num(result.get("ratio_pct")),
+        "drift_pct": _num(result.get("drift_pct")),
+        "spread_pct": _num(result.get("spread_pct")),
+        "http_ratio_pct": _num(result.get("http_ratio_pct")),
+        "separated": bool(result.get("separated")),
+        "verdict": result.get("verdict"),
+        "reason": result.get("reason"),
+        "outputs": json_value(dict(comp.get("outputs") or {})),
+        "failed_leg": comp.get("failed_leg"),
+        "b2_shares_b1_service": service.get("b2_shares_b1_service"),
+        "declared_change": [str(x) for x in ident.get("declared_change") or workload.get("declared_change") or []],
+        "declared_differences": [str(x) for x in ident.get("declared_differences") or []],
+        "undeclared_differences": [str(x) for x in ident.get("undeclared_differences") or []],
+        "allow_identity_change": ident.get("allow_identity_change"),
+    }
+    entry["limits"] = screen_limits(entry)
+    return entry
+
+
+def _historical(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Historical ledger rows as plain data, in ledger order (the order of the imported file)."""
+    out = [json_value(dict(r)) for r in rows]
+    for r in out:
+        nc = r.get("not_claims")
+        if isinstance(nc, str):
+            r["not_claims"] = [nc] if nc else []
+        elif nc is None:
+            r["not_claims"] = []
+    return out
+
+
+MILESTONE_EXCLUDED_CLASSES = ("formal", "abba-screen")
+
+
+def historical_figure_groups(rows: Sequence[Mapping[str, Any]], spec: HistoricalFigure) -> list[dict[str, Any]]:
+    """The panels of the historical milestones figure: entries with a finite value grouped by
+    (claim class, metric, unit), filtered by ``spec``; groups with at least ``spec.min_entries``
+    entries, largest first (ties: first appearance), at most ``spec.max_panels``. Each group lists
+    its ``entry_ids`` in ledger order. Pure."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for r in rows:
+        if _num(r.get("value")) is None:
+            continue
+        pclass = str(r.get("protocol_class") or "")
+        if spec.protocol_classes is not None:
+            if pclass not in spec.protocol_classes:
+                continue
+        elif pclass in MILESTONE_EXCLUDED_CLASSES:
+            continue
+        metric = str(r.get("metric") or "value")
+        if spec.metrics is not None and metric not in spec.metrics:
+            continue
+        key = (str(r.get("claim_class") or ""), metric, str(r.get("unit") or ""))
+        groups.setdefault(key, []).append(str(r.get("entry_id")))
+    order = sorted((k for k in groups if len(groups[k]) >= spec.min_entries),
+                   key=lambda k: (-len(groups[k]), list(groups).index(k)))
+    return [{"claim_class": k[0], "metric": k[1], "unit": k[2], "entry_ids": groups[k]}
+            for k in order[:spec.max_panels]]
+
+
+def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
+           historical: Sequence[Mapping[str, Any]] | None = None,
+           findings_source: str = "harness.evidence.rules") -> dict[str, Any]:
+    """Build the snapshot document from verified archive contents (any order; the snapshot is
+    sorted by created_wall, then archive id) and the historical ledger rows (``None`` = no ledger).
+
+    ``findings_source`` names where findings came from (``harness.evidence.rules``, or ``unavailable``
+    when the evidence module could not be imported). Pure: the same inputs give the same snapshot.
+    """
+    ordered = sorted(contents, key=lambda c: (read_run_block(c.manifest).created_wall, c.archive_id))
+    archives, formal, screens, memory, findings = [], [], [], [], []
+    services, corpora, oracles = [], [], []
+    for c in ordered:
+        base = _archive_entry(c)
+        archives.append(base)
+        kind, proto = base["kind"], base["protocol_class"]
+        if kind == "abba" or proto == "abba-screen":
+            scr = _screen_entry(c, base)
+            if scr is not None:
+                screens.append(scr)
+        elif kind == "formal-matrix" or proto == "formal":
+            frm = _formal_entry(c, base)
+            if frm is not None:
+                formal.append(frm)
+        if config.memory:
+            mem = memory_entry(c, base["simulated"])
+            if mem is not None:
+                memory.append(mem)
+        if config.findings:
+            findings.extend(finding_entries(c))
+        services.extend(service_entries(c, base["simulated"]))
+        corpora.extend(corpus_entries(c))
+        oracles.extend(oracle_entries(c))
+    for i, f in enumerate(findings, start=1):
+        f["id"] = f"finding-{i}"
+    hist = _historical(historical) if (historical is not None and config.historical) else []
+    hist_groups = historical_figure_groups(hist, config.historical_figure)
+    sel = config.select.model_dump(mode="json", exclude_none=True)
+    snapshot: dict[str, Any] = json_value({
+        "format": SNAPSHOT_FORMAT,
+        "snapshot_format_version": SNAPSHOT_FORMAT_VERSION,
+        "title": config.title,
+        "description": config.description,
+        "selection": sel,
+        "archives": archives,
+        "formal": formal,
+        "screens": screens,
+        "memory": memory,
+        "historical": hist,
+        "historical_present": historical is not None and config.historical,
+        "historical_figure": hist_groups,
+        "findings": findings,
+        "findings_source": findings_source if config.findings else "disabled",
+        "services": services,
+        "corpora": corpora,
+        "oracles": oracles,
+        "has_simulated": any(a["simulated"] for a in archives),
+        "limits": {"general": list(GENERAL_LIMITS), "config": list(config.limits)},
+    })
+    return snapshot

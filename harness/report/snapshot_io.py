@@ -1,0 +1,79 @@
+"""The report snapshot's bytes: JSON normalisation, writing and reading ``results.json`` (pure).
+
+Contract: :func:`json_value` turns frozen values into plain JSON data (NaN/inf -> ``null``, numpy ->
+Python, dates -> ISO strings); :func:`snapshot_bytes` gives the snapshot's stable bytes (sorted keys,
+1-space indent, UTF-8, trailing newline) and :func:`load_snapshot` parses them back, refusing
+(``SpecError``) anything that is not a snapshot of :data:`SNAPSHOT_FORMAT_VERSION`. What the document
+holds is described in :mod:`harness.report.snapshot`.
+
+Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
+  1 - first version (2026-11-29).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import date, datetime, time
+from typing import Any
+
+import numpy as np
+
+from harness.errors import SpecError
+
+__all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "json_value", "load_snapshot", "snapshot_bytes"]
+
+SNAPSHOT_FORMAT_VERSION = 1
+SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
+_REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
+                  "historical_figure", "findings", "services", "corpora", "oracles", "limits")
+
+
+def json_value(obj: Any) -> Any:
+    """Plain JSON data from ``obj``: NaN/inf -> None, dates -> ISO strings, numpy -> Python, tuples
+    -> lists, mapping keys -> str, bytes -> hex. Raises ``TypeError`` for anything else."""
+    if obj is None or isinstance(obj, bool | str | int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, np.generic):
+        return json_value(obj.item())
+    if isinstance(obj, datetime | date | time):
+        return obj.isoformat()
+    if isinstance(obj, bytes):
+        return obj.hex()
+    if isinstance(obj, Mapping):
+        return {str(k): json_value(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | np.ndarray):
+        return [json_value(v) for v in obj]
+    raise TypeError(f"cannot freeze a value of type {type(obj).__name__} into the report snapshot")
+
+
+def snapshot_bytes(snapshot: Mapping[str, Any]) -> bytes:
+    """The snapshot's stable bytes: sorted keys, 1-space indent, UTF-8, trailing newline."""
+    text = json.dumps(json_value(snapshot), indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
+
+
+def load_snapshot(data: bytes, source: str) -> dict[str, Any]:
+    """Parse snapshot bytes and check its format version and keys. Raises ``SpecError`` naming
+    ``source`` when it is not a snapshot this version can render."""
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SpecError(f"{source}: not a report snapshot (invalid JSON: {exc})",
+                        hint="give the results.json written by 'dsv4h report build'") from exc
+    if not isinstance(obj, dict) or obj.get("format") != SNAPSHOT_FORMAT:
+        raise SpecError(f"{source}: not a report snapshot (format is not '{SNAPSHOT_FORMAT}')",
+                        hint="give the results.json of a report directory, not an archive's results.json")
+    version = obj.get("snapshot_format_version")
+    if version != SNAPSHOT_FORMAT_VERSION:
+        raise SpecError(f"{source}: snapshot_format_version {version!r} is not supported "
+                        f"(this dsv4h renders version {SNAPSHOT_FORMAT_VERSION})",
+                        hint="rebuild the snapshot from its archives with this dsv4h version")
+    missing = [k for k in _REQUIRED_KEYS if k not in obj]
+    if missing:
+        raise SpecError(f"{source}: snapshot lacks keys: {', '.join(missing)}",
+                        hint="the file was edited or truncated; rebuild it from the archives")
+    return obj

@@ -1,0 +1,6 @@
+"""Orchestration (edge): :mod:`.campaign` (formal matrices) and :mod:`.abba` (ABBA screens), both on
+the one skeleton of :mod:`.session` (governance check, archive preamble, service session, finish:
+finalize -> ledgers -> evidence) and the wave runner of :mod:`.wave`.
+
+May import: every earlier stage (not ``report`` or ``cli``).
+"""

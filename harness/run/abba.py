@@ -1,0 +1,308 @@
+"""Orchestration of an ABBA screen (edge module): A1 -> B1 -> B2 -> A2.
+
+A1 and A2 are independently started control services (new processes; PIDs and start times
+recorded). B1 and B2 share one candidate service unless ``fresh_candidate`` starts B2 anew.
+Every leg is preceded by warmup waves on its service (kept, excluded) and then runs the same fixed
+waves. The comparison is archived like a campaign and appended to the ``comparisons`` ledger with
+protocol class ``abba-screen``; it never produces formal cells.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from harness.aio import new_event_loop
+from harness.errors import DsvError, MeasurementError, RunInterrupted, SpecError
+from harness.evidence.rules import Finding
+from harness.hashing import ids_hash16
+from harness.inputs.corpus import Case, Corpus, load_corpus
+from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile
+from harness.load.driver import LoadClient
+from harness.measure import metrics as m
+from harness.measure.abba import (
+    LEGS,
+    AbbaResult,
+    LegSummary,
+    OutputMatch,
+    legs_from_rates,
+    match_outputs,
+    profile_differences,
+    summarize,
+)
+from harness.measure.results import waves_table
+from harness.oracle.model import Oracle
+from harness.oracle.sentinels import load_sentinels
+from harness.records import RequestRecord
+from harness.run.session import (
+    Reporter,
+    ServiceSession,
+    check_governance,
+    finish,
+    open_writer,
+    silent,
+    start_memory_sampler,
+    write_memory,
+)
+from harness.run.wave import WaveSpec, execute_wave
+from harness.service.identity import identity_hash
+from harness.service.manager import RunningService
+from harness.store.archive import Archive, ArchiveWriter
+from harness.store.runblock import RunBlock
+
+
+@dataclass
+class AbbaOutcome:
+    """What a screen produced: archive, status, per-leg wave rates, the result and output match."""
+
+    archive: Archive
+    status: str
+    spec: AbbaSpec
+    result: AbbaResult
+    outputs: OutputMatch
+    leg_services: dict[str, dict[str, Any]]
+    declared_differences: list[str]
+    undeclared_differences: list[str]
+    error: DsvError | None = None
+    ledger_rows: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def check_profiles(spec: AbbaSpec) -> tuple[list[str], list[str]]:
+    """Declared and undeclared profile differences; undeclared ones refuse the screen unless
+    ``allow_identity_change`` is set."""
+    declared, undeclared = profile_differences(
+        spec.control.model_dump(mode="json"), spec.candidate.model_dump(mode="json"),
+        spec.workload.declared_change)
+    if undeclared and not spec.allow_identity_change:
+        raise SpecError(
+            "control and candidate differ in more than the declared change:\n  " + "\n  ".join(undeclared),
+            hint="declare the keys in the workload's declared_change, align the profiles, or pass "
+            "--allow-identity-change (it is recorded)",
+        )
+    return declared, undeclared
+
+
+@dataclass(frozen=True)
+class AbbaInputs:
+    """Everything a screen reads before it starts, loaded and checked by ``prepare_abba``."""
+
+    loaded: LoadedSpec
+    spec: AbbaSpec
+    declared: list[str]
+    undeclared: list[str]
+    corpus: Corpus
+    cases: list[Case]
+    sentinels: list[Oracle]
+    governance: dict[str, Any]
+
+
+def prepare_abba(loaded: LoadedSpec, workspace: Path) -> AbbaInputs:
+    """Check the profiles and governance, load the corpus, the fixed cases and the sentinels
+    (all before any service starts)."""
+    spec = loaded.spec
+    if not isinstance(spec, AbbaSpec):
+        raise SpecError(f"{loaded.source}: kind '{spec.kind}' is not an ABBA screen",
+                        hint="run formal matrices with 'dsv4h campaign run'")
+    declared, undeclared = check_profiles(spec)
+    corpus = load_corpus(loaded.paths.corpora["workload"])
+    wl = spec.workload
+    if wl.cases is not None:
+        cases = [corpus.case(cid) for cid in wl.cases]
+    else:
+        if len(corpus.cases) < wl.concurrency:
+            raise SpecError(f"corpus {corpus.name} has {len(corpus.cases)} cases; the workload "
+                            f"needs {wl.concurrency}", hint="list case ids explicitly or lower concurrency")
+        cases = list(corpus.cases[: wl.concurrency])
+    sentinels = load_sentinels(loaded.paths.oracles)
+    governance = check_governance(spec, workspace, f"abba:{spec.name}")
+    return AbbaInputs(loaded, spec, declared, undeclared, corpus, cases, sentinels, governance)
+
+
+class AbbaRunner:
+    """Runs one screen into one archive. Use ``run_abba``."""
+
+    def __init__(self, inputs: AbbaInputs, workspace: Path, reporter: Reporter) -> None:
+        self.inputs = inputs
+        self.spec = inputs.spec
+        self.declared, self.undeclared = inputs.declared, inputs.undeclared
+        self.cases = inputs.cases
+        self.workspace = workspace
+        self.report = reporter
+        self.token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
+        self.leg_records: dict[str, list[list[RequestRecord]]] = {leg: [] for leg in LEGS}
+        self.leg_services: dict[str, dict[str, Any]] = {}
+        self.failed_leg: str | None = None
+
+    def _service_json_extra(self) -> dict[str, Any]:
+        return {"legs": self.leg_services, "b2_shares_b1_service": not self.spec.fresh_candidate}
+
+    def run(self) -> AbbaOutcome:
+        """Run the four legs; always finalize an archive with whatever finished."""
+        writer, anchor = open_writer(
+            self.workspace, self.token, spec=self.spec, spec_bytes=self.inputs.loaded.raw,
+            corpora={"workload": self.inputs.corpus.identity()}, governance=self.inputs.governance,
+            extra_files={"identity_check.json": {
+                "declared_change": self.spec.workload.declared_change, "declared_differences": self.declared,
+                "undeclared_differences": self.undeclared,
+                "allow_identity_change": self.spec.allow_identity_change}})
+        self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.claim_class,
+                                      sentinels=self.inputs.sentinels, reporter=self.report,
+                                      service_json_extra=self._service_json_extra)
+        self.report("abba-start", spec=self.spec, declared=self.declared, undeclared=self.undeclared)
+        status: str = "complete"
+        error: DsvError | None = None
+        sampler = start_memory_sampler(self.spec.control)
+        try:
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                runner.run(self._legs(writer))
+        except KeyboardInterrupt:
+            status, error = "partial", RunInterrupted(f"interrupted during leg {self.failed_leg}; finished legs kept")
+        except DsvError as exc:
+            status, error = "failed", exc
+            exc.message = f"leg {self.failed_leg} failed: {exc.message}"
+        if sampler is not None:
+            write_memory(writer, sampler)
+        writer.append_event({"event": "run-end", "status": status, "t_ns": time.perf_counter_ns(),
+                             "error": error.message if error else None})
+        return self._finalize(writer, status, error, anchor)
+
+    async def _legs(self, writer: ArchiveWriter) -> None:
+        spec = self.spec
+        plan: list[tuple[str, ServiceProfile, bool]] = [
+            ("A1", spec.control, True), ("B1", spec.candidate, True),
+            ("B2", spec.candidate, spec.fresh_candidate), ("A2", spec.control, True),
+        ]
+        svc: RunningService | None = None
+        try:
+            for leg, profile, fresh in plan:
+                self.failed_leg = leg
+                if fresh or svc is None:
+                    if svc is not None:
+                        await asyncio.to_thread(self.session.stop, svc)
+                        svc = None
+                    svc = await asyncio.to_thread(
+                        self.session.start, profile, f"abba-{leg}-{profile.name}",
+                        {"start_index": len(self.session.services) + 1, "first_leg": leg}, leg=leg)
+                await asyncio.to_thread(svc.check_owners, f"before leg {leg}")
+                self.leg_services[leg] = {"pid": svc.process.pid if svc.process else None,
+                                          "create_time": svc.process.create_time if svc.process else None,
+                                          "service_index": len(self.session.services), "fresh_start": fresh}
+                await self._leg(writer, svc, leg)
+            self.failed_leg = None
+        finally:
+            if svc is not None:
+                await asyncio.to_thread(self.session.stop, svc)
+
+    async def _leg(self, writer: ArchiveWriter, svc: RunningService, leg: str) -> None:
+        wl = self.spec.workload
+        li = LEGS.index(leg)
+        async with LoadClient(svc.url, protocol=svc.profile.wire_protocol, concurrency=wl.concurrency,
+                              model=svc.profile.served_model_name,
+                              timeout_s=self.spec.request_timeout_s) as client:
+            for j in range(wl.warmup_waves):
+                await self._wave(writer, svc, client, leg, li, j, "warmup")
+            for j in range(wl.waves_per_leg):
+                recs = await self._wave(writer, svc, client, leg, li, j, "measured")
+                failed = [r for r in recs if not r.ok]
+                if failed:
+                    svc.check_alive()
+                    raise MeasurementError(f"{len(failed)} of {len(recs)} requests failed in wave {j} "
+                                           f"(first: {failed[0].error})",
+                                           hint="the finished legs are kept in a partial archive; fix the "
+                                           "cause and run the screen again")
+                self.leg_records[leg].append(recs)
+                self.report("abba-wave", leg=leg, wave=j, resident=m.resident_window(recs).rate,
+                            http=m.http_window(recs).rate)
+
+    async def _wave(self, writer: ArchiveWriter, svc: RunningService, client: LoadClient, leg: str, li: int,
+                    j: int, phase: str) -> list[RequestRecord]:
+        wl = self.spec.workload
+        wave_id = f"{leg}.{'warmup' if phase == 'warmup' else 'measured'}.w{j:03d}"
+        spec = WaveSpec(run_id=self.token, cell_id=leg, wave_id=wave_id, round_index=li, wave_index=j,
+                        phase=phase, workload="decode", concurrency=wl.concurrency,
+                        max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos,
+                        cache="fresh-salt" if wl.cache_salt == "fresh" else "none")
+        recs = await execute_wave(svc, client, spec, self.cases, self.session.witness)
+        writer.write_wave(recs)
+        self.session.record_witness(recs, wave_id, wl.concurrency)
+        return recs
+
+    def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None,
+                  anchor: dict[str, Any]) -> AbbaOutcome:
+        wl = self.spec.workload
+        rates: dict[str, list[tuple[float, float]]] = {}
+        outputs: dict[str, dict[tuple[int, int, str], str]] = {}
+        for leg, waves in self.leg_records.items():
+            rates[leg] = [(m.resident_window(w).rate, m.http_window(w).rate) for w in waves]
+            outputs[leg] = {(j, i, r.case_id): ids_hash16(r.output_ids) for j, w in enumerate(waves)
+                            for i, r in enumerate(w)}
+        legs = legs_from_rates({k: v for k, v in rates.items() if v})
+        if wl.boundary == "http":
+            legs = {k: LegSummary(v.leg, v.http_rates, v.http_rates) for k, v in legs.items()}
+        result = summarize(legs, boundary=wl.boundary, noise_floor_pct=wl.noise_floor_pct)
+        match = match_outputs(outputs)
+        common = {"campaign": self.spec.name, "claim_class": self.spec.claim_class,
+                  "protocol_class": "abba-screen"}
+        wave_rows = waves_table(writer.streamed_records(), common)
+        if wave_rows is not None:
+            writer.write_table("waves.parquet", wave_rows)
+        leg_rows = [{"leg": leg, "wave_rates": list(s.wave_rates), "http_rates": list(s.http_rates),
+                     "median": s.median, "http_median": s.http_median,
+                     **{f"service_{k}": v for k, v in self.leg_services.get(leg, {}).items()}} | common
+                    for leg, s in legs.items()]
+        if leg_rows:
+            writer.write_table("legs.parquet", pa.Table.from_pylist(leg_rows))
+        comp = {
+            "screen": self.spec.name, "boundary": result.boundary, "concurrency": wl.concurrency,
+            "waves_per_leg": wl.waves_per_leg,
+            **{f"{leg.lower()}_median": (legs[leg].median if leg in legs else math.nan) for leg in LEGS},
+            "control_mean": result.control_mean, "candidate_mean": result.candidate_mean,
+            "ratio_pct": result.ratio_pct, "drift_pct": result.drift_pct, "spread_pct": result.spread_pct,
+            "http_ratio_pct": result.http_ratio_pct, "separated": result.separated, "verdict": result.verdict,
+            "reason": result.reason, "outputs_compared": match.compared,
+            "outputs_identical_all_legs": match.identical_all_legs, "outputs_differing": match.differing,
+            "outputs_identical_across_arms": match.identical_across_arms,
+            "b2_shares_b1_service": not self.spec.fresh_candidate,
+            "declared_change": ", ".join(self.spec.workload.declared_change),
+            "undeclared_differences": len(self.undeclared),
+            "allow_identity_change": self.spec.allow_identity_change,
+            "status": status,
+        } | common
+        writer.write_table("comparison.parquet", pa.Table.from_pylist([comp]))
+        writer.write_json("comparison.json", {"result": asdict(result), "outputs": asdict(match),
+                                              "legs": self.leg_services, "failed_leg": self.failed_leg})
+        if not self.session.services:
+            self.session.write_service_json()
+        backends = sorted({self.spec.control.backend, self.spec.candidate.backend})
+        services = self.session.services
+        run = RunBlock(
+            campaign=self.spec.name, kind="abba", claim_class=self.spec.claim_class,
+            protocol_class="abba-screen", backend=backends[0] if len(backends) == 1 else "+".join(backends),
+            service_name=f"{self.spec.control.name} vs {self.spec.candidate.name}",
+            created_wall=anchor["wall_iso"], run_token=self.token,
+            labels=tuple(list(self.spec.labels) + (["simulated"] if "sim" in backends else [])),
+            error=error.message if error else None, failed_leg=self.failed_leg,
+            oracles_failed=self.session.oracles_failed,
+            identity_hash=identity_hash([s for s in services if s.get("first_leg") in ("A1", "A2")]),
+            direction=self.spec.direction,
+            candidate_identity_hash=identity_hash([s for s in services if s.get("first_leg") in ("B1", "B2")]))
+        done = finish(writer, self.workspace, status, run)
+        archive = done.archive
+        if error is not None:
+            where = f"finished legs are in archive {archive.archive_id}"
+            error.hint = (error.hint + "; " if error.hint else "") + where
+        return AbbaOutcome(archive, status, self.spec, result, match, self.leg_services, self.declared,
+                           self.undeclared, error, done.ledger_rows, done.findings)
+
+
+def run_abba(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> AbbaOutcome:
+    """Run an ABBA screen into ``<workspace>/archives`` and the ``comparisons`` ledger."""
+    return AbbaRunner(prepare_abba(loaded, workspace), workspace, reporter).run()

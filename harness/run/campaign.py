@@ -1,0 +1,363 @@
+"""Orchestration of a formal matrix campaign (edge module).
+
+spec -> corpora (verified before any request) -> plan -> one fresh service -> cells in order
+(warmups excluded, measured rounds) -> raw records streamed to a partial archive as waves finish
+-> results -> finalized, hashed archive -> ledgers.
+
+A failure never loses data: completed waves are already on disk; the archive is finalized with
+status ``partial`` (Ctrl-C) or ``failed`` (dead server, failed requests), and
+``run_campaign(..., resume=ARCHIVE)`` continues it in a new archive that carries the old records.
+Progress goes to a ``Reporter``; this module never prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.aio import new_event_loop
+from harness.errors import DsvError, MeasurementError, RunInterrupted, SpecError
+from harness.evidence.rules import Finding
+from harness.inputs.corpus import Corpus, load_corpus
+from harness.inputs.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
+from harness.inputs.spec import CampaignSpec, LoadedSpec, load_spec
+from harness.load.driver import LoadClient
+from harness.measure import metrics as m
+from harness.measure.results import CampaignResults, compute_results, results_json, results_tables
+from harness.oracle.model import Oracle
+from harness.oracle.sentinels import load_sentinels
+from harness.records import RequestRecord
+from harness.run.session import (
+    Reporter,
+    ServiceSession,
+    check_governance,
+    finish,
+    open_writer,
+    silent,
+    start_memory_sampler,
+    write_memory,
+)
+from harness.run.wave import WaveSpec, execute_wave
+from harness.service.identity import identity_hash
+from harness.service.manager import RunningService
+from harness.store.archive import Archive, ArchiveWriter, open_archive
+from harness.store.runblock import RunBlock
+
+
+@dataclass
+class RunOutcome:
+    """What a campaign run produced: the archive, its status, results, and the error that stopped
+    it (None when complete)."""
+
+    archive: Archive
+    status: str
+    plan: Plan
+    results: CampaignResults
+    error: DsvError | None = None
+    ledger_rows: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def load_corpora(loaded: LoadedSpec) -> dict[str, Corpus]:
+    """Load and verify the spec's corpora (raises CorpusError before anything is sent)."""
+    return {workload: load_corpus(path) for workload, path in loaded.paths.corpora.items()
+            if workload in ("decode", "prefill")}
+
+
+Estimator = Callable[[CellPlan], float | None]
+
+
+def estimator_for(spec: CampaignSpec, corpora: dict[str, Corpus]) -> tuple[Estimator | None, str]:
+    """A per-cell time estimator when the service's rate model is known (the simulator)."""
+    if spec.service.backend != "sim":
+        return None, ""
+    from harness.sim import analytic_decode_rate, analytic_prefill_rate, get_profile
+
+    prof = get_profile(spec.service.sim.profile)
+    sf = spec.service.sim.step_factor
+    ts = spec.service.sim.time_scale
+
+    def est(cell: CellPlan) -> float | None:
+        corpus = corpora.get(cell.workload)
+        if corpus is None:
+            return None
+        plen = max(c.n_tokens for c in corpus.cases)
+        mean_answer = float(getattr(prof, "eos_min", 64) + getattr(prof, "eos_max", 64)) / 2
+        return ts * sim_cell_estimate(
+            cell, decode_rate=lambda b: analytic_decode_rate(prof, b, sf),
+            prefill_rate=lambda n, p: analytic_prefill_rate(prof, n, p),
+            prompt_len=plen, mean_answer_tokens=mean_answer,
+        )
+
+    return est, f"simulator profile '{prof.name}' analytic model"
+
+
+def make_plan(spec: CampaignSpec, corpora: dict[str, Corpus]) -> Plan:
+    """The campaign's plan with a time estimate where one can be made."""
+    hashes = {k: c.manifest_sha256 for k, c in corpora.items()}
+    est, basis = estimator_for(spec, corpora)
+    return build_plan(spec, hashes, estimator=est, estimate_basis=basis)
+
+
+@dataclass
+class _State:
+    """Mutable run state: round statuses and per-cell wave counters (for case cycling)."""
+
+    round_status: dict[str, str] = field(default_factory=dict)
+    wave_counter: dict[str, int] = field(default_factory=dict)
+    service_starts: int = 0
+    services: list[dict[str, Any]] = field(default_factory=list)
+    old_records: list[RequestRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CampaignInputs:
+    """Everything a campaign run reads before it starts, loaded and checked by ``prepare_campaign``."""
+
+    loaded: LoadedSpec
+    spec: CampaignSpec
+    corpora: dict[str, Corpus]
+    sentinels: list[Oracle]
+    plan: Plan
+    governance: dict[str, Any]
+    resume: Archive | None
+    state: _State
+
+
+def _resume_state(prev: Archive, plan: Plan) -> _State:
+    run = prev.run
+    if run.plan_id != plan.plan_id:
+        raise SpecError(
+            f"cannot resume archive {prev.archive_id}: its plan {run.plan_id} differs from "
+            f"this spec's plan {plan.plan_id} (cells, sampling or corpora changed)",
+            hint="resume with the same spec file the archive was made from",
+        )
+    if prev.status == "complete":
+        raise SpecError(f"archive {prev.archive_id} is complete; nothing to resume",
+                        hint="start a new campaign instead")
+    state = _State(old_records=prev.records())
+    for r in prev.json("results.json").get("rounds", []):
+        state.round_status[r["round_id"]] = r["status"]
+    waves_per_cell: dict[str, set[str]] = {}
+    for rec in state.old_records:
+        waves_per_cell.setdefault(rec.cell_id, set()).add(rec.wave_id)
+    state.wave_counter = {k: len(v) for k, v in waves_per_cell.items()}
+    state.service_starts = int(run.service_starts or 1)
+    state.services = list(prev.json("service.json").get("services", []))
+    return state
+
+
+def prepare_campaign(loaded: LoadedSpec, workspace: Path, resume: Archive | None = None) -> CampaignInputs:
+    """Load corpora and sentinels, build the plan, check governance and the archive to resume
+    (all before any service starts; each problem raises with its fix)."""
+    spec = loaded.spec
+    if not isinstance(spec, CampaignSpec):
+        raise SpecError(f"{loaded.source}: kind '{spec.kind}' is not a formal matrix",
+                        hint="run ABBA specs with 'dsv4h campaign run' or 'dsv4h abba'")
+    corpora = load_corpora(loaded)
+    sentinels = load_sentinels(loaded.paths.oracles)
+    plan = make_plan(spec, corpora)
+    governance = check_governance(spec, workspace, f"campaign:{spec.name}", loaded.paths.analysis_plan)
+    state = _resume_state(resume, plan) if resume is not None else _State()
+    return CampaignInputs(loaded, spec, corpora, sentinels, plan, governance, resume, state)
+
+
+class CampaignRunner:
+    """Runs one campaign into one archive. Use ``run_campaign`` rather than this directly."""
+
+    def __init__(self, inputs: CampaignInputs, workspace: Path, reporter: Reporter) -> None:
+        self.inputs = inputs
+        self.spec = inputs.spec
+        self.plan = inputs.plan
+        self.corpora = inputs.corpora
+        self.workspace = workspace
+        self.report = reporter
+        self.resume = inputs.resume
+        self.state = inputs.state
+        self.token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
+        self.service: RunningService | None = None
+
+    def _round_done(self, cell: CellPlan, k: int) -> bool:
+        return any(
+            st == "ok" for rid, st in self.state.round_status.items()
+            if rid == cell.round_id(k) or rid.startswith(cell.round_id(k) + ".a")
+        )
+
+    def _next_attempt(self, cell: CellPlan, k: int) -> int:
+        n = sum(1 for rid in self.state.round_status
+                if rid == cell.round_id(k) or rid.startswith(cell.round_id(k) + ".a"))
+        return n
+
+    # --- running ---------------------------------------------------------------------------
+
+    def run(self) -> RunOutcome:
+        """Run every cell; always finalize an archive, whatever happens."""
+        writer, anchor = open_writer(
+            self.workspace, self.token, spec=self.spec, spec_bytes=self.inputs.loaded.raw,
+            corpora={k: {"name": c.name, "path": str(c.path), "manifest_sha256": c.manifest_sha256,
+                         "n_cases": len(c.cases)} for k, c in self.corpora.items()},
+            governance=self.inputs.governance,
+            extra_files={"plan.json": {"plan_id": self.plan.plan_id, "estimate_s": self.plan.estimate_s,
+                                       "cells": [c.definition | {"cell_id": c.cell_id} for c in self.plan.cells]}},
+            resumed_from=self.resume.archive_id if self.resume else None)
+        if self.state.old_records:
+            writer.write_wave(self.state.old_records)
+        self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.claim_class,
+                                      sentinels=self.inputs.sentinels, reporter=self.report,
+                                      services=self.state.services)
+        self.report("plan", plan=self.plan)
+        status: str = "complete"
+        error: DsvError | None = None
+        sampler = None
+        try:
+            self.state.service_starts += 1
+            self.service = self.session.start(self.spec.service, self.spec.service.name,
+                                              {"start_index": self.state.service_starts})
+            sampler = start_memory_sampler(self.spec.service)
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                runner.run(self._run_cells(writer))
+        except KeyboardInterrupt:
+            status = "partial"
+            error = RunInterrupted("interrupted by the user; every finished wave is kept")
+            writer.append_event({"event": "interrupted", "t_ns": time.perf_counter_ns()})
+        except DsvError as exc:
+            status, error = "failed", exc
+            writer.append_event({"event": "failed", "error": exc.message, "t_ns": time.perf_counter_ns()})
+        finally:
+            if sampler is not None:
+                write_memory(writer, sampler)
+            if self.service is not None:
+                self.session.stop(self.service)
+                self.service = None
+        return self._finalize(writer, status, error, anchor)
+
+    async def _run_cells(self, writer: ArchiveWriter) -> None:
+        for cell in self.plan.cells:
+            todo = [k for k in range(cell.rounds) if not self._round_done(cell, k)]
+            if not todo:
+                self.report("cell-skipped", cell=cell)
+                continue
+            corpus = self.corpora[cell.workload]
+            await asyncio.to_thread(self._svc.check_owners, f"before cell {cell.cell_id}")
+            self.report("cell-start", cell=cell, rounds=todo)
+            async with LoadClient(self._svc.url, protocol=self.spec.service.wire_protocol,
+                                  concurrency=cell.concurrency,
+                                  model=self.spec.service.served_model_name,
+                                  timeout_s=self.spec.request_timeout_s) as client:
+                for j in range(cell.warmup_waves):
+                    wid = cell.wave_id(-1, j, service_start=self.state.service_starts)
+                    recs = await self._wave(client, writer, cell, corpus, -1, j, wid, "warmup")
+                    self.report("warmup-done", cell=cell, wave=j, wave_result=recs)
+                for k in todo:
+                    await self._round(client, writer, cell, corpus, k)
+
+    @property
+    def _svc(self) -> RunningService:
+        assert self.service is not None
+        return self.service
+
+    async def _round(self, client: LoadClient, writer: ArchiveWriter, cell: CellPlan, corpus: Corpus,
+                     k: int) -> None:
+        attempt = self._next_attempt(cell, k)
+        rid = cell.round_id(k, attempt)
+        self.state.round_status[rid] = "incomplete"
+        waves: list[list[RequestRecord]] = []
+        resident_s = 0.0
+        j = 0
+        target_waves = cell.waves_per_round if cell.workload == "prefill" else None
+        while True:
+            wid = cell.wave_id(k, j, attempt)
+            recs = await self._wave(client, writer, cell, corpus, k, j, wid, "measured")
+            waves.append(recs)
+            failed = [r for r in recs if not r.ok]
+            res = m.resident_window(recs)
+            if res.contributes:
+                resident_s += res.seconds
+            rate = (m.prefill_rate(waves) if cell.workload == "prefill" else m.resident_decode_rate(waves)).rate
+            self.report("wave-done", cell=cell, round=k, attempt=attempt, wave=j, records=recs,
+                        resident_s=resident_s, round_rate=rate,
+                        http_rate=m.http_output_rate(waves).rate)
+            if failed:
+                self.state.round_status[rid] = "failed"
+                self._svc.check_alive()
+                raise MeasurementError(
+                    f"{cell.label} round {k}: {len(failed)} of {len(recs)} requests failed in wave {j} "
+                    f"(first: {failed[0].error})",
+                    hint="the round is kept and marked failed; fix the cause and resume with "
+                    "'dsv4h campaign run SPEC --resume ARCHIVE'",
+                )
+            j += 1
+            if target_waves is not None:
+                if j >= target_waves:
+                    break
+            elif resident_s >= (cell.min_resident_seconds or 0.0):
+                break
+            elif j >= cell.max_waves_per_round:
+                self.state.round_status[rid] = "short"
+                self.report("round-done", cell=cell, round=k, status="short", rate=rate)
+                return
+        self.state.round_status[rid] = "ok"
+        self.report("round-done", cell=cell, round=k, status="ok", rate=rate, resident_s=resident_s)
+
+    async def _wave(self, client: LoadClient, writer: ArchiveWriter, cell: CellPlan, corpus: Corpus,
+                    k: int, j: int, wave_id: str, phase: str) -> list[RequestRecord]:
+        counter = self.state.wave_counter.get(cell.cell_id, 0)
+        self.state.wave_counter[cell.cell_id] = counter + 1
+        cases = [corpus.cases[i] for i in wave_cases(len(corpus.cases), cell.concurrency, counter)]
+        spec = WaveSpec(run_id=self.token, cell_id=cell.cell_id, wave_id=wave_id, round_index=k,
+                        wave_index=j, phase=phase, workload=cell.workload, concurrency=cell.concurrency,
+                        max_new_tokens=cell.max_new_tokens, ignore_eos=cell.ignore_eos, cache=cell.cache)
+        recs = await execute_wave(self._svc, client, spec, cases, self.session.witness)
+        writer.write_wave(recs)
+        self.session.record_witness(recs, wave_id, cell.concurrency)
+        return recs
+
+    # --- finishing -------------------------------------------------------------------------
+
+    def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None,
+                  anchor: dict[str, Any]) -> RunOutcome:
+        records = writer.streamed_records()
+        cells = [(c.cell_id, c.workload, c.concurrency, c.rounds) for c in self.plan.cells]
+        results = compute_results(records, self.state.round_status, cells)
+        extra = {"campaign": self.spec.name, "claim_class": self.spec.claim_class,
+                 "protocol_class": self.spec.protocol_class}
+        for name, table in results_tables(results, extra).items():
+            writer.write_table(f"{name}.parquet", table)
+        writer.write_json("results.json", results_json(results))
+        if not self.session.services:
+            self.session.write_service_json()
+        analysis_plan = self.inputs.governance.get("analysis_plan")
+        labels = list(self.spec.labels) + (["simulated"] if self.spec.service.backend == "sim" else [])
+        if analysis_plan and analysis_plan.get("label"):
+            labels.append(analysis_plan["label"])
+        if self.session.oracles_failed:
+            labels.append("oracle-failed")
+        run = RunBlock(
+            campaign=self.spec.name, kind=self.spec.kind, claim_class=self.spec.claim_class,
+            protocol_class=self.spec.protocol_class, backend=self.spec.service.backend,
+            service_name=self.spec.service.name, plan_id=self.plan.plan_id,
+            created_wall=anchor["wall_iso"], run_token=self.token, service_starts=self.state.service_starts,
+            resumed_from=self.resume.archive_id if self.resume else None, labels=tuple(labels),
+            error=error.message if error else None, oracles_failed=self.session.oracles_failed,
+            identity_hash=identity_hash(self.session.services), direction=self.spec.direction,
+            analysis_plan=analysis_plan)
+        done = finish(writer, self.workspace, status, run)
+        archive, path = done.archive, done.archive.path
+        if error is not None and status != "complete":
+            error.hint = (error.hint + "; " if error.hint else "") + (
+                f"data so far is in archive {archive.archive_id} ({path}); continue with "
+                f"'dsv4h campaign run {self.inputs.loaded.source} --resume {archive.archive_id}'")
+        return RunOutcome(archive, status, self.plan, results, error, done.ledger_rows, done.findings)
+
+
+def run_campaign(spec_path: Path, workspace: Path, *, reporter: Reporter = silent,
+                 resume: Path | None = None) -> RunOutcome:
+    """Run the formal matrix in ``spec_path`` into ``<workspace>/archives`` and the ledgers."""
+    loaded = load_spec(spec_path)
+    prev = open_archive(resume) if resume is not None else None
+    return CampaignRunner(prepare_campaign(loaded, workspace, prev), workspace, reporter).run()

@@ -1,0 +1,218 @@
+"""The run skeleton shared by formal matrices and ABBA screens (edge module).
+
+- :func:`check_governance`: refuse a closed direction before anything starts;
+- :func:`open_writer`: the archive preamble (spec, corpora, environment, governance, run-start);
+- :class:`ServiceSession`: start -> verify identity -> sentinels before; sentinels after -> final
+  info -> stop (or detach), every service recorded in ``service.json``;
+- :func:`record_witness` / memory sampling: what the server said while waves ran;
+- :func:`finish`: finalize the archive, ingest it into the ledgers, run the evidence rules and
+  write their verdicts back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.errors import DsvError
+from harness.evidence.io import apply_findings, check_archive
+from harness.evidence.rules import Finding
+from harness.governance.io import analysis_plan_status, check_direction
+from harness.inputs.spec import AbbaSpec, CampaignSpec, ClaimClass, ServiceProfile
+from harness.measure import metrics as m
+from harness.oracle.model import Oracle
+from harness.oracle.sentinels import run_sentinels
+from harness.records import RequestRecord
+from harness.run.wave import MetricsWitness, witness_summary
+from harness.service.environment import capture_environment, clock_anchor
+from harness.service.manager import RunningService, start_service, verify_identity
+from harness.service.memory import MemorySampler
+from harness.store.archive import Archive, ArchiveWriter, open_archive
+from harness.store.ledger import ingest_archive
+from harness.store.runblock import RunBlock
+
+
+class Reporter(Protocol):
+    """Receives progress events (``kind`` plus fields); the CLI renders them."""
+
+    def __call__(self, kind: str, **data: Any) -> None: ...
+
+
+def silent(kind: str, **data: Any) -> None:
+    return None
+
+
+def check_governance(spec: CampaignSpec | AbbaSpec, workspace: Path, source: str,
+                     analysis_plan: Path | None = None) -> dict[str, Any]:
+    """Refuse a run that tests a closed direction without new evidence (before any service starts);
+    returns what is recorded in the archive's ``governance.json`` (direction check, and the
+    analysis plan's freeze status when the spec names one)."""
+    out: dict[str, Any] = {}
+    if spec.direction is not None:
+        out["direction"] = check_direction(workspace, spec.direction, spec.reopen.evidence if spec.reopen else None,
+                                           spec.reopen.reason if spec.reopen else None, source=source)
+    if analysis_plan is not None:
+        out["analysis_plan"] = analysis_plan_status(workspace, analysis_plan,
+                                                    run_started=clock_anchor()["wall_iso"])
+    return out
+
+
+def open_writer(workspace: Path, token: str, *, spec: CampaignSpec | AbbaSpec, spec_bytes: bytes | None,
+                corpora: Mapping[str, Any], governance: Mapping[str, Any],
+                extra_files: Mapping[str, Any] = {}, resumed_from: str | None = None
+                ) -> tuple[ArchiveWriter, dict[str, Any]]:
+    """Start a partial archive with the run's preamble; returns the writer and the wall anchor."""
+    writer = ArchiveWriter(workspace, token=token)
+    writer.write_json("spec.json", spec.model_dump(mode="json"))
+    if spec_bytes is not None:
+        writer.write_bytes("spec.yaml", spec_bytes)
+    writer.write_json("corpora.json", dict(corpora))
+    writer.write_json("environment.json", capture_environment())
+    for name, obj in extra_files.items():
+        writer.write_json(name, obj)
+    if governance:
+        writer.write_json("governance.json", dict(governance))
+    anchor = clock_anchor()
+    writer.append_event({"event": "run-start", **anchor, "resumed_from": resumed_from})
+    return writer, anchor
+
+
+@dataclass
+class _Started:
+    svc: RunningService
+    index: int  # position in ServiceSession.services
+
+
+class ServiceSession:
+    """Every service one run starts: launch, identity check, sentinels, stop; ``service.json``
+    rewritten after each change (with ``service_json_extra()`` merged in)."""
+
+    def __init__(self, writer: ArchiveWriter, workspace: Path, *, claim_class: ClaimClass,
+                 sentinels: Sequence[Oracle], reporter: Reporter,
+                 services: Sequence[dict[str, Any]] = (),
+                 service_json_extra: Callable[[], dict[str, Any]] = dict) -> None:
+        self.writer = writer
+        self.workspace = workspace
+        self.claim_class = claim_class
+        self.sentinels = list(sentinels)
+        self.report = reporter
+        self.services: list[dict[str, Any]] = list(services)
+        self.oracle_results: list[dict[str, Any]] = []
+        self.witness = MetricsWitness()
+        self._extra = service_json_extra
+        self._live: dict[int, _Started] = {}
+
+    @property
+    def oracles_failed(self) -> int:
+        """How many sentinel checks failed so far."""
+        return sum(1 for r in self.oracle_results if not r["passed"])
+
+    def write_service_json(self) -> None:
+        """(Re)write ``service.json`` with every service so far."""
+        self.writer.write_json("service.json", {"services": self.services} | self._extra())
+
+    def start(self, profile: ServiceProfile, label: str, meta: Mapping[str, Any], **report: Any) -> RunningService:
+        """Launch (or attach), verify identity (a mismatch stops what was started and raises), record
+        it with ``meta`` (e.g. start index, first leg), run the sentinels before measurement."""
+        self.report("service-starting", profile=profile, **report)
+        svc = start_service(profile, self.workspace, label=label)
+        self.witness = MetricsWitness()
+        try:
+            verify_identity(svc, self.claim_class)
+        except DsvError:
+            svc.stop()
+            raise
+        self.services.append(svc.identity() | dict(meta))
+        self._live[id(svc)] = _Started(svc, len(self.services) - 1)
+        self.write_service_json()
+        self.writer.append_event({"event": "service-ready", "url": svc.url, "t_ns": time.perf_counter_ns(),
+                                  "pid": svc.process.pid if svc.process else None} | dict(report))
+        self.report("service-ready", service=svc, **report)
+        self.run_sentinels(svc, "before" if not report.get("leg") else f"before {report['leg']}")
+        return svc
+
+    def run_sentinels(self, svc: RunningService, when: str) -> None:
+        """Check every sentinel oracle on ``svc``; results kept in ``oracles.json``."""
+        if not self.sentinels:
+            return
+        idx = self._live[id(svc)].index + 1 if id(svc) in self._live else len(self.services)
+        rows = run_sentinels(svc, self.sentinels, when, f"service#{idx}")
+        self.oracle_results.extend(rows)
+        self.writer.write_json("oracles.json", {"results": self.oracle_results})
+        self.report("oracles", when=when, results=rows)
+
+    def stop(self, svc: RunningService) -> None:
+        """Sentinels after measurement and final server info while it lives, then stop the owned tree
+        (an attached server is only detached from)."""
+        alive = svc.process is None or svc.process.exit_code() is None
+        if alive:
+            try:
+                self.run_sentinels(svc, "after")
+            except DsvError as exc:
+                self.writer.append_event({"event": "sentinel-error", "error": exc.message})
+            svc.read_final_info()
+        started = self._live.pop(id(svc), None)
+        if started is not None:
+            old = self.services[started.index]
+            self.services[started.index] = svc.identity() | {k: v for k, v in old.items()
+                                                             if k in ("start_index", "first_leg")}
+        self.write_service_json()
+        svc.stop()
+        detached = svc.process is None
+        self.writer.append_event({"event": "service-detached" if detached else "service-stopped", "url": svc.url,
+                                  "t_ns": time.perf_counter_ns()})
+        self.report("service-stopped", service=svc, detached=detached)
+
+    def record_witness(self, recs: Sequence[RequestRecord], wave_id: str, concurrency: int) -> None:
+        """Append what /metrics reported during the wave's resident window to ``server_metrics.jsonl``."""
+        samples = self.witness.take()
+        if not self.witness.available and not samples:
+            return
+        win = m.resident_window(recs)
+        self.writer.append_jsonl("server_metrics.jsonl", witness_summary(
+            wave_id, concurrency, win.start_ns, win.end_ns, samples) | {"phase": recs[0].phase if recs else ""})
+
+
+def start_memory_sampler(profile: ServiceProfile) -> MemorySampler | None:
+    """Sample GPU memory every ``memory_sample_interval_s`` while the service runs (GPU backends)."""
+    if not profile.checks_gpus:
+        return None
+    sampler = MemorySampler(interval_s=profile.memory_sample_interval_s, source=profile.gpu_owners_source)
+    sampler.start()
+    return sampler
+
+
+def write_memory(writer: ArchiveWriter, sampler: MemorySampler) -> None:
+    """Stop the sampler; store its samples (``memory.parquet``) and their summary ("peak observed
+    in samples")."""
+    sampler.stop()
+    samples = sampler.samples()
+    if samples:
+        writer.write_table("memory.parquet", sampler.table())
+    writer.write_json("memory.json", {
+        "summary": [asdict(s) for s in sampler.summary()], "interval_s": sampler.interval_s,
+        "errors": sampler.errors[:20], "error_count": sampler.error_count,
+        "note": "peak observed in samples, not an allocator peak"})
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A finalized archive, the ledger rows it added and the evidence findings about it."""
+
+    archive: Archive
+    ledger_rows: dict[str, int]
+    findings: list[Finding]
+
+
+def finish(writer: ArchiveWriter, workspace: Path, status: str, run: RunBlock) -> Finished:
+    """Finalize the archive, append it to the ledgers, run every evidence rule and mark the rows
+    its blocking findings concern."""
+    path = writer.finalize(status=status, run=run)
+    archive = open_archive(path)
+    rows = ingest_archive(workspace, archive)
+    findings = check_archive(archive)
+    apply_findings(workspace, archive.archive_id, findings)
+    return Finished(archive, rows, findings)

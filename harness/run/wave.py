@@ -1,0 +1,156 @@
+"""Running one wave against a live service (edge module shared by campaigns and ABBA screens).
+
+Builds the wave's requests from corpus cases, defeats the prefix cache as asked (fresh salt per
+request, or ``/flush_cache`` while idle), sends them together and watches the owned service while
+they run so a dead server is reported promptly, not at the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+
+import aiohttp
+
+from harness.errors import MeasurementError
+from harness.inputs.corpus import Case
+from harness.load.driver import LoadClient, WaveRequest, run_wave
+from harness.load.prom import parse_gauges
+from harness.records import RequestRecord
+from harness.service.manager import RunningService, http_post
+
+
+@dataclass(frozen=True)
+class WaveSpec:
+    """Everything that identifies one wave and how to send it."""
+
+    run_id: str
+    cell_id: str
+    wave_id: str
+    round_index: int
+    wave_index: int
+    phase: str
+    workload: str
+    concurrency: int
+    max_new_tokens: int
+    ignore_eos: bool
+    cache: str  # "fresh-salt" | "flush" | "none"
+
+
+def build_requests(spec: WaveSpec, cases: Sequence[Case]) -> list[WaveRequest]:
+    """One request per case (rid and salt unique per run), identity fields filled (pure)."""
+    reqs = []
+    for i, case in enumerate(cases):
+        rid = f"{spec.run_id}.{spec.wave_id}.{i:03d}"
+        reqs.append(WaveRequest(
+            input_ids=case.input_ids,  # type: ignore[arg-type]  # a read-only int32 array is a sequence
+            max_new_tokens=spec.max_new_tokens, rid=rid,
+            ignore_eos=spec.ignore_eos,
+            cache_salt=f"{spec.run_id}.{rid}" if spec.cache == "fresh-salt" else None,
+            run_id=spec.run_id, cell_id=spec.cell_id, round_index=spec.round_index, wave_id=spec.wave_id,
+            wave_index=spec.wave_index, phase=spec.phase, workload=spec.workload, case_id=case.case_id,
+            input_hash=case.sha256, input_len=case.n_tokens, concurrency=spec.concurrency,
+        ))
+    return reqs
+
+
+async def flush_cache(svc: RunningService, attempts: int = 50) -> None:
+    """POST /flush_cache until the idle server accepts it (it refuses while requests run)."""
+    status = 0
+    for _ in range(attempts):
+        status, _body = await asyncio.to_thread(http_post, svc.url + "/flush_cache")
+        if status == 200:
+            return
+        await asyncio.sleep(0.1)
+    raise MeasurementError(f"{svc.url}/flush_cache kept refusing (HTTP {status})",
+                           hint="use cache_defeat: salt if the server supports cache salts")
+
+
+async def watched(svc: RunningService, coro: Awaitable[list[RequestRecord]]) -> list[RequestRecord]:
+    """Await a wave while polling the owned process every 0.25 s; if it exits, give in-flight
+    requests 2 s to fail on their own, then raise ServiceDied with exit code and log tail."""
+    task = asyncio.ensure_future(coro)
+    while not task.done():
+        done, _ = await asyncio.wait({task}, timeout=0.25)
+        if done:
+            break
+        if svc.process is not None and svc.process.exit_code() is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout=2.0)
+            except TimeoutError:
+                task.cancel()
+            svc.check_alive()
+    return list(task.result())
+
+
+async def execute_wave(svc: RunningService, client: LoadClient, spec: WaveSpec,
+                       cases: Sequence[Case], witness: MetricsWitness | None = None) -> list[RequestRecord]:
+    """Send one wave of ``cases`` and return its records (request order). With ``witness``, the
+    server's ``/metrics`` gauges are sampled while the wave runs."""
+    svc.check_alive()
+    if spec.cache == "flush":
+        await flush_cache(svc)
+    if witness is None or not witness.available:
+        return await watched(svc, run_wave(client, build_requests(spec, cases)))
+    stop = asyncio.Event()
+    sampler = asyncio.ensure_future(witness.sample(svc.url, stop))
+    try:
+        return await watched(svc, run_wave(client, build_requests(spec, cases)))
+    finally:
+        stop.set()
+        await sampler
+
+
+class MetricsWitness:
+    """Samples ``/metrics`` (running and queued requests) every ``interval_s`` during waves, on its
+    own connection so it never competes with the wave's connection pool. Disables itself for the
+    service when the server exports no metrics."""
+
+    def __init__(self, interval_s: float = 0.1) -> None:
+        self.interval_s = interval_s
+        self.available = True
+        self.samples: list[tuple[int, int, float | None, float | None]] = []
+
+    async def sample(self, url: str, stop: asyncio.Event) -> None:
+        """Poll until ``stop`` is set; samples are (sent ns, answered ns, running, queued): the server
+        read its gauges somewhere between the two client monotonic times."""
+        timeout = aiohttp.ClientTimeout(total=2.0)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while not stop.is_set():
+                t = time.perf_counter_ns()
+                try:
+                    async with session.get(url + "/metrics") as resp:
+                        if resp.status != 200:
+                            self.available = False
+                            return
+                        g = parse_gauges(await resp.text())
+                except (aiohttp.ClientError, TimeoutError, ValueError):
+                    g = None
+                if g is not None:
+                    if g.running is None:
+                        self.available = False
+                        return
+                    self.samples.append((t, time.perf_counter_ns(), g.running, g.queued))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.interval_s)
+
+    def take(self) -> list[tuple[int, int, float | None, float | None]]:
+        """The samples since the last call."""
+        out, self.samples = self.samples, []
+        return out
+
+
+def witness_summary(wave_id: str, concurrency: int, start_ns: int, end_ns: int,
+                    samples: Sequence[tuple[int, int, float | None, float | None]]) -> dict[str, object]:
+    """What the server reported while a wave's resident window was open (pure): how many samples
+    were taken wholly inside it (request sent after the window opened, answer received before it
+    closed) and the fewest running requests among them (C means all were resident)."""
+    inside = [s for s in samples if start_ns <= s[0] and s[1] <= end_ns and s[2] is not None]
+    running = [float(s[2]) for s in inside if s[2] is not None]
+    return {"wave_id": wave_id, "concurrency": concurrency, "window_start_ns": start_ns, "window_end_ns": end_ns,
+            "samples": [list(s) for s in samples], "samples_in_window": len(inside),
+            "running_min_in_window": min(running) if running else None,
+            "running_max_in_window": max(running) if running else None}

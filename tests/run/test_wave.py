@@ -1,0 +1,42 @@
+"""Pure parts of wave execution: request building and the /metrics residency witness."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.inputs.corpus import Case
+from harness.load.prom import parse_gauges
+from harness.run.wave import WaveSpec, build_requests, witness_summary
+
+
+def test_witness_uses_only_samples_wholly_inside_the_window() -> None:
+    samples = [(90, 105, 4.0, 0.0), (110, 120, 8.0, 0.0), (150, 160, 8.0, 0.0), (195, 205, 7.0, 0.0)]
+    s = witness_summary("w", 8, 100, 200, samples)
+    assert s["samples_in_window"] == 2
+    assert s["running_min_in_window"] == 8.0 and s["running_max_in_window"] == 8.0
+    empty = witness_summary("w", 8, 100, 101, samples)
+    assert empty["samples_in_window"] == 0 and empty["running_min_in_window"] is None
+
+
+def test_parse_gauges_sglang_and_vllm() -> None:
+    sg = ('# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name="m"} 12.0\n'
+          'sglang:num_queue_reqs{model_name="m"} 3.0\n')
+    assert parse_gauges(sg).running == 12.0 and parse_gauges(sg).queued == 3.0
+    vl = ('vllm:num_requests_running{engine="0",model_name="m"} 2.0\n'
+          'vllm:num_requests_running{engine="1",model_name="m"} 3.0\n')
+    assert parse_gauges(vl).running == 5.0
+    assert parse_gauges("other_metric 1\n").running is None
+
+
+def test_build_requests_unique_rids_and_salts() -> None:
+    cases = [Case("c000", np.array([1, 2, 3], dtype=np.int32), "h0", 3, {}),
+             Case("c001", np.array([4, 5], dtype=np.int32), "h1", 2, {})]
+    spec = WaveSpec(run_id="run", cell_id="cell", wave_id="cell.r0.w000", round_index=0, wave_index=0,
+                    phase="measured", workload="decode", concurrency=2, max_new_tokens=8, ignore_eos=False,
+                    cache="fresh-salt")
+    reqs = build_requests(spec, cases)
+    assert [r.rid for r in reqs] == ["run.cell.r0.w000.000", "run.cell.r0.w000.001"]
+    assert len({r.cache_salt for r in reqs}) == 2 and all(r.cache_salt for r in reqs)
+    assert [r.case_id for r in reqs] == ["c000", "c001"] and reqs[1].input_len == 2
+    none = build_requests(WaveSpec(**{**spec.__dict__, "cache": "none"}), cases)
+    assert all(r.cache_salt is None for r in none)
