@@ -9,6 +9,9 @@ Record schema history (``RECORD_SCHEMA_VERSION``):
   1 - first version (2026-11-29).
   2 - ``final_text``: the text of the last streamed event, for ID/text integrity checks
       (2026-11-29). Version-1 tables read back with ``final_text = None``.
+  3 - ``count_method``: where the token counts came from (``server-cumulative``, ``usage-per-chunk``,
+      ``token-ids``, ``chunks-reconciled``, ``retokenized``, ``chunks``; see harness.load.openai)
+      (2026-11-30). Older tables read back with ``count_method = "unknown"``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-RECORD_SCHEMA_VERSION = 2
+RECORD_SCHEMA_VERSION = 3
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -71,6 +74,7 @@ class RequestRecord:
     error: str | None = None
     output_mode: str = "unknown"
     final_text: str | None = None
+    count_method: str = "unknown"
     # identity of the request inside a campaign (filled by the wave driver)
     run_id: str = ""
     cell_id: str = ""
@@ -161,6 +165,7 @@ _SCALARS: list[tuple[str, pa.DataType]] = [
     ("error", pa.string()),
     ("output_mode", pa.string()),
     ("final_text", pa.string()),
+    ("count_method", pa.string()),
 ]
 _LISTS: list[tuple[str, pa.DataType]] = [
     ("event_ns", pa.int64()),

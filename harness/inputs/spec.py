@@ -39,6 +39,23 @@ class SimSettings(Strict):
     die_after_requests: int | None = Field(None, ge=1, description="fault injection for tests")
 
 
+class OpenAISettings(Strict):
+    """How a generic OpenAI-compatible server is driven (``protocol: openai-completions|openai-chat``).
+
+    Token counting prefers usage on every chunk, then per-chunk token ids, then one token per
+    content chunk reconciled with the final usage, then re-tokenized text (``tokenizer`` needed);
+    ``count_method`` pins one. Every record says which method produced its counts.
+    """
+
+    prompt_format: Literal["token-ids", "text"] = "token-ids"
+    continuous_usage_stats: bool = True
+    return_token_ids: bool = False
+    send_cache_salt: bool = False
+    count_method: Literal["auto", "usage-per-chunk", "token-ids", "chunks", "retokenized"] = "auto"
+    chat_template: str | None = Field(
+        None, description="what the server applies to chat messages (recorded; e.g. 'model default')")
+
+
 class ServiceProfile(Strict):
     """What service to measure and how to start it.
 
@@ -50,7 +67,11 @@ class ServiceProfile(Strict):
     name: str = "service"
     backend: Backend = "sim"
     url: str | None = None
-    protocol: Literal["sglang", "vllm"] | None = None
+    protocol: Literal["sglang", "vllm", "openai-completions", "openai-chat"] | None = None
+    openai: OpenAISettings = Field(default_factory=lambda: OpenAISettings())  # noqa: PLW0108 - mypy needs the call
+    tokenizer: str | None = Field(
+        None, description="tokenizer (directory or tokenizer.json) that decodes corpus ids into text prompts "
+        "and re-tokenizes streamed text; needed for text prompts, chat and re-tokenized counting")
     model_path: str | None = None
     served_model_name: str | None = None
     tp_size: int | None = Field(None, ge=1)
@@ -106,7 +127,7 @@ class ServiceProfile(Strict):
         return self.check_gpu_owners if self.check_gpu_owners is not None else self.backend != "sim"
 
     @property
-    def wire_protocol(self) -> Literal["sglang", "vllm"]:
+    def wire_protocol(self) -> Literal["sglang", "vllm", "openai-completions", "openai-chat"]:
         """The HTTP protocol the load client speaks to this service."""
         if self.protocol:
             return self.protocol
@@ -360,9 +381,9 @@ class LoadedSpec:
 
 
 def _resolve_profile(profile: ServiceProfile, base: Path) -> ServiceProfile:
-    if profile.patches is None:
-        return profile
-    return profile.model_copy(update={"patches": str(resolve_path(profile.patches, base))})
+    update = {key: str(resolve_path(value, base)) for key, value in
+              (("patches", profile.patches), ("tokenizer", profile.tokenizer)) if value is not None}
+    return profile.model_copy(update=update) if update else profile
 
 
 def spec_paths(spec: CampaignSpec | AbbaSpec, base: Path) -> SpecPaths:

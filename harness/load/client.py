@@ -22,13 +22,15 @@ import aiohttp
 import numpy as np
 
 from harness.errors import ServerUnreachable
+from harness.load.openai import OpenAIDecoder, Tokenize
 from harness.load.sse import SGLangDecoder, SSEParser, StreamDecoder, VLLMDecoder
 from harness.records import RequestRecord
 
-Protocol = Literal["sglang", "vllm"]
-PROTOCOLS: tuple[Protocol, ...] = ("sglang", "vllm")
+Protocol = Literal["sglang", "vllm", "openai-completions", "openai-chat"]
+PROTOCOLS: tuple[Protocol, ...] = ("sglang", "vllm", "openai-completions", "openai-chat")
 
-ENDPOINTS: dict[Protocol, str] = {"sglang": "/generate", "vllm": "/v1/completions"}
+ENDPOINTS: dict[Protocol, str] = {"sglang": "/generate", "vllm": "/v1/completions",
+                                  "openai-completions": "/v1/completions", "openai-chat": "/v1/chat/completions"}
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
 _BODY_LIMIT = 64 * 1024
 _ERR_CHARS = 200
@@ -87,12 +89,16 @@ def vllm_body(
     return _dumps(body)
 
 
-def new_decoder(protocol: Protocol) -> StreamDecoder:
-    """A fresh decoder for one stream of ``protocol``."""
+def new_decoder(protocol: Protocol, *, tokenize: Tokenize | None = None, count_method: str | None = None
+                ) -> StreamDecoder:
+    """A fresh decoder for one stream of ``protocol``; ``tokenize`` and ``count_method`` apply to the
+    generic OpenAI protocols (``harness.load.openai``)."""
     if protocol == "sglang":
         return SGLangDecoder()
     if protocol == "vllm":
         return VLLMDecoder()
+    if protocol in ("openai-completions", "openai-chat"):
+        return OpenAIDecoder(protocol, tokenize=tokenize, force=count_method)
     raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
 
 
@@ -221,6 +227,7 @@ async def stream_request(
     protocol: Protocol = "sglang",
     fields: Mapping[str, Any] | None = None,
     idle_timeout_s: float = 600.0,
+    decoder: StreamDecoder | None = None,
 ) -> RequestRecord:
     """Send one streamed request and return its record; never raises for request failures.
 
@@ -229,9 +236,10 @@ async def stream_request(
     when the body ended or failed). The request fails with a timeout once nothing was read
     for ``idle_timeout_s`` seconds (connect timeouts are the session's). ``fields`` are extra
     ``RequestRecord`` fields (the campaign identity), copied as given. A protocol-level error
-    seen on the stream wins over the transport error that followed it.
+    seen on the stream wins over the transport error that followed it. ``decoder`` replaces the
+    protocol's default decoder (e.g. an ``OpenAIDecoder`` with a tokenizer).
     """
-    decoder = new_decoder(protocol)
+    decoder = decoder if decoder is not None else new_decoder(protocol)
     headers = {**_HEADERS, "X-Request-Id": rid}
     send_ns = perf_counter_ns()
     status, transport_error = await _exchange(session, url, body, headers, decoder, idle_timeout_s)
@@ -253,6 +261,7 @@ async def stream_request(
         error=d.error or transport_error,
         output_mode=d.output_mode,
         final_text=d.final_text,
+        count_method=d.count_method,
         **(fields or {}),
     )
 

@@ -29,7 +29,8 @@ class DecodedStream:
     streams cumulative text, as SGLang does by default; None when the server sends no text).
     ``output_mode`` is "cumulative", "delta" or "none" (no output ids on the stream);
     a stream whose only tokens came in a single event reads the same either way and is
-    reported as "cumulative".
+    reported as "cumulative". ``count_method`` says where ``event_tokens`` came from
+    (``harness.load.openai`` lists the methods and which are exact).
     """
 
     n_events: int = 0
@@ -45,6 +46,7 @@ class DecodedStream:
     output_mode: str = "none"
     error: str | None = None
     final_text: str | None = None
+    count_method: str = "unknown"
 
 
 class StreamDecoder(Protocol):

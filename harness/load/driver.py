@@ -21,13 +21,41 @@ import aiohttp
 
 from harness import aio
 from harness.errors import ServerUnreachable, ServiceError
-from harness.load.client import ENDPOINTS, PROTOCOLS, Protocol, sglang_body, stream_request, vllm_body
+from harness.load.client import (
+    ENDPOINTS,
+    PROTOCOLS,
+    Protocol,
+    new_decoder,
+    sglang_body,
+    stream_request,
+    vllm_body,
+)
+from harness.load.openai import Tokenize, openai_body
 from harness.records import RequestRecord
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class OpenAIOptions:
+    """How to talk to a generic OpenAI-compatible server (ignored by the other protocols).
+
+    ``prompt_format`` ``token-ids`` sends the corpus ids as the completions prompt, ``text`` the
+    decoded text (chat always sends text). ``continuous_usage_stats`` asks for usage on every
+    chunk; ``return_token_ids`` asks for vLLM's per-chunk ids; ``send_cache_salt`` sends vLLM's
+    ``cache_salt``. ``tokenize`` (text -> token count) enables re-tokenized counting;
+    ``count_method`` pins a method instead of choosing the best available (harness.load.openai).
+    """
+
+    prompt_format: str = "token-ids"
+    continuous_usage_stats: bool = True
+    return_token_ids: bool = False
+    send_cache_salt: bool = False
+    tokenize: Tokenize | None = None
+    count_method: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +69,7 @@ class WaveRequest:
     max_new_tokens: int
     rid: str
     ignore_eos: bool = False
+    prompt_text: str | None = None  # the prompt as text, for servers that take no token ids
     cache_salt: str | None = None
     run_id: str = ""
     cell_id: str = ""
@@ -93,6 +122,7 @@ class LoadClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         pause_gc: bool = True,
+        openai: OpenAIOptions | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
@@ -105,13 +135,14 @@ class LoadClient:
         self.url = self.base_url + ENDPOINTS[protocol]
         self.pause_gc = pause_gc
         self.timeout_s = timeout_s
+        self.openai = openai or OpenAIOptions()
         self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> LoadClient:
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, keepalive_timeout=60)
         self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, auto_decompress=False)
-        if self.protocol == "vllm" and self.model is None:
+        if self.protocol != "sglang" and self.model is None:
             try:
                 self.model = await self._first_model()
             except BaseException:
@@ -149,6 +180,18 @@ class LoadClient:
 
     def body(self, req: WaveRequest) -> bytes:
         """The JSON request body for ``req`` under this client's protocol."""
+        if self.protocol in ("openai-completions", "openai-chat"):
+            assert self.model is not None, "model is resolved on __aenter__"
+            o = self.openai
+            prompt: Sequence[int] | str = req.input_ids
+            if o.prompt_format == "text" or self.protocol == "openai-chat":
+                if req.prompt_text is None:
+                    raise ValueError(f"request {req.rid}: {self.protocol} with text prompts needs prompt_text "
+                                     "(declare the tokenizer that decodes the corpus ids)")
+                prompt = req.prompt_text
+            return openai_body(self.protocol, self.model, prompt, req.max_new_tokens, ignore_eos=req.ignore_eos,
+                               cache_salt=req.cache_salt if o.send_cache_salt else None,
+                               token_ids=o.return_token_ids, continuous_usage=o.continuous_usage_stats)
         if self.protocol == "vllm":
             assert self.model is not None, "model is resolved on __aenter__"
             return vllm_body(
@@ -176,6 +219,8 @@ class LoadClient:
             protocol=self.protocol,
             fields=req.identity(wave_size),
             idle_timeout_s=self.timeout_s,
+            decoder=new_decoder(self.protocol, tokenize=self.openai.tokenize,
+                                count_method=self.openai.count_method),
         )
 
 

@@ -184,6 +184,7 @@ class SGLangDecoder:
             event_tokens=self.event_tokens,
             emit_ns=self._emit if len(self._emit) == len(self.event_ns) else [],
         )
+        out.count_method = "server-cumulative"
         if self._last is None:
             out.error = self.error
             return out

@@ -96,6 +96,7 @@ class VLLMDecoder:
             output_mode="delta" if self._saw_ids else "none",
             prompt_tokens=self._prompt_len,
         )
+        out.count_method = "token-ids"
         out.finish_reason, abort_msg = finish_type(self._fr)
         if out.finish_reason == "abort":
             self._fail(f"aborted: {abort_msg or 'no message'}")

@@ -41,6 +41,7 @@ from harness.measure.results import waves_table
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
     Reporter,
     ServiceSession,
@@ -102,6 +103,7 @@ class AbbaInputs:
     cases: list[Case]
     sentinels: list[Oracle]
     governance: dict[str, Any]
+    texts: dict[str, PromptText | None]  # "A" (control) and "B" (candidate)
 
 
 def prepare_abba(loaded: LoadedSpec, workspace: Path) -> AbbaInputs:
@@ -123,7 +125,10 @@ def prepare_abba(loaded: LoadedSpec, workspace: Path) -> AbbaInputs:
         cases = list(corpus.cases[: wl.concurrency])
     sentinels = load_sentinels(loaded.paths.oracles)
     governance = check_governance(spec, workspace, f"abba:{spec.name}")
-    return AbbaInputs(loaded, spec, declared, undeclared, corpus, cases, sentinels, governance)
+    texts = {"A": prompt_texts(spec.control), "B": prompt_texts(spec.candidate)}
+    openai_options(spec.control)  # a missing tokenizer is refused before anything starts
+    openai_options(spec.candidate)
+    return AbbaInputs(loaded, spec, declared, undeclared, corpus, cases, sentinels, governance, texts)
 
 
 class AbbaRunner:
@@ -204,9 +209,8 @@ class AbbaRunner:
     async def _leg(self, writer: ArchiveWriter, svc: RunningService, leg: str) -> None:
         wl = self.spec.workload
         li = LEGS.index(leg)
-        async with LoadClient(svc.url, protocol=svc.profile.wire_protocol, concurrency=wl.concurrency,
-                              model=svc.profile.served_model_name,
-                              timeout_s=self.spec.request_timeout_s) as client:
+        async with load_client(svc.url, svc.profile, concurrency=wl.concurrency,
+                               timeout_s=self.spec.request_timeout_s) as client:
             for j in range(wl.warmup_waves):
                 await self._wave(writer, svc, client, leg, li, j, "warmup")
             for j in range(wl.waves_per_leg):
@@ -230,7 +234,8 @@ class AbbaRunner:
                         phase=phase, workload="decode", concurrency=wl.concurrency,
                         max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos,
                         cache="fresh-salt" if wl.cache_salt == "fresh" else "none")
-        recs = await execute_wave(svc, client, spec, self.cases, self.session.witness)
+        recs = await execute_wave(svc, client, spec, self.cases, self.session.witness,
+                                  self.inputs.texts.get(leg[0]))
         writer.write_wave(recs)
         self.session.record_witness(recs, wave_id, wl.concurrency)
         return recs

@@ -32,6 +32,7 @@ from harness.measure.results import CampaignResults, compute_results, results_js
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
     Reporter,
     ServiceSession,
@@ -127,6 +128,7 @@ class CampaignInputs:
     governance: dict[str, Any]
     resume: Archive | None
     state: _State
+    texts: PromptText | None
 
 
 def _resume_state(prev: Archive, plan: Plan) -> _State:
@@ -164,7 +166,9 @@ def prepare_campaign(loaded: LoadedSpec, workspace: Path, resume: Archive | None
     plan = make_plan(spec, corpora)
     governance = check_governance(spec, workspace, f"campaign:{spec.name}", loaded.paths.analysis_plan)
     state = _resume_state(resume, plan) if resume is not None else _State()
-    return CampaignInputs(loaded, spec, corpora, sentinels, plan, governance, resume, state)
+    texts = prompt_texts(spec.service)
+    openai_options(spec.service)  # a missing tokenizer is refused before anything starts
+    return CampaignInputs(loaded, spec, corpora, sentinels, plan, governance, resume, state, texts)
 
 
 class CampaignRunner:
@@ -181,6 +185,7 @@ class CampaignRunner:
         self.state = inputs.state
         self.token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
         self.service: RunningService | None = None
+        self.texts = inputs.texts
 
     def _round_done(self, cell: CellPlan, k: int) -> bool:
         return any(
@@ -245,10 +250,8 @@ class CampaignRunner:
             corpus = self.corpora[cell.workload]
             await asyncio.to_thread(self._svc.check_owners, f"before cell {cell.cell_id}")
             self.report("cell-start", cell=cell, rounds=todo)
-            async with LoadClient(self._svc.url, protocol=self.spec.service.wire_protocol,
-                                  concurrency=cell.concurrency,
-                                  model=self.spec.service.served_model_name,
-                                  timeout_s=self.spec.request_timeout_s) as client:
+            async with load_client(self._svc.url, self.spec.service, concurrency=cell.concurrency,
+                                   timeout_s=self.spec.request_timeout_s) as client:
                 for j in range(cell.warmup_waves):
                     wid = cell.wave_id(-1, j, service_start=self.state.service_starts)
                     recs = await self._wave(client, writer, cell, corpus, -1, j, wid, "warmup")
@@ -312,7 +315,7 @@ class CampaignRunner:
         spec = WaveSpec(run_id=self.token, cell_id=cell.cell_id, wave_id=wave_id, round_index=k,
                         wave_index=j, phase=phase, workload=cell.workload, concurrency=cell.concurrency,
                         max_new_tokens=cell.max_new_tokens, ignore_eos=cell.ignore_eos, cache=cell.cache)
-        recs = await execute_wave(self._svc, client, spec, cases, self.session.witness)
+        recs = await execute_wave(self._svc, client, spec, cases, self.session.witness, self.texts)
         writer.write_wave(recs)
         self.session.record_witness(recs, wave_id, cell.concurrency)
         return recs

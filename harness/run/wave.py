@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -40,15 +40,17 @@ class WaveSpec:
     cache: str  # "fresh-salt" | "flush" | "none"
 
 
-def build_requests(spec: WaveSpec, cases: Sequence[Case]) -> list[WaveRequest]:
-    """One request per case (rid and salt unique per run), identity fields filled (pure)."""
+def build_requests(spec: WaveSpec, cases: Sequence[Case],
+                   texts: Callable[[Case], str] | None = None) -> list[WaveRequest]:
+    """One request per case (rid and salt unique per run), identity fields filled; ``texts`` gives
+    each case's prompt text for servers that take text (pure given ``texts``)."""
     reqs = []
     for i, case in enumerate(cases):
         rid = f"{spec.run_id}.{spec.wave_id}.{i:03d}"
         reqs.append(WaveRequest(
             input_ids=case.input_ids,  # type: ignore[arg-type]  # a read-only int32 array is a sequence
             max_new_tokens=spec.max_new_tokens, rid=rid,
-            ignore_eos=spec.ignore_eos,
+            ignore_eos=spec.ignore_eos, prompt_text=texts(case) if texts is not None else None,
             cache_salt=f"{spec.run_id}.{rid}" if spec.cache == "fresh-salt" else None,
             run_id=spec.run_id, cell_id=spec.cell_id, round_index=spec.round_index, wave_id=spec.wave_id,
             wave_index=spec.wave_index, phase=spec.phase, workload=spec.workload, case_id=case.case_id,
@@ -87,18 +89,19 @@ async def watched(svc: RunningService, coro: Awaitable[list[RequestRecord]]) -> 
 
 
 async def execute_wave(svc: RunningService, client: LoadClient, spec: WaveSpec,
-                       cases: Sequence[Case], witness: MetricsWitness | None = None) -> list[RequestRecord]:
+                       cases: Sequence[Case], witness: MetricsWitness | None = None,
+                       texts: Callable[[Case], str] | None = None) -> list[RequestRecord]:
     """Send one wave of ``cases`` and return its records (request order). With ``witness``, the
     server's ``/metrics`` gauges are sampled while the wave runs."""
     svc.check_alive()
     if spec.cache == "flush":
         await flush_cache(svc)
     if witness is None or not witness.available:
-        return await watched(svc, run_wave(client, build_requests(spec, cases)))
+        return await watched(svc, run_wave(client, build_requests(spec, cases, texts)))
     stop = asyncio.Event()
     sampler = asyncio.ensure_future(witness.sample(svc.url, stop))
     try:
-        return await watched(svc, run_wave(client, build_requests(spec, cases)))
+        return await watched(svc, run_wave(client, build_requests(spec, cases, texts)))
     finally:
         stop.set()
         await sampler
