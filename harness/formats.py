@@ -13,6 +13,7 @@ import contextlib
 import difflib
 import json
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Mapping
@@ -113,12 +114,65 @@ def parse_model(model: type[M], data: Any, source: str, *, what: str = "invalid 
         raise error(f"{source}: nested too deeply to validate", hint="flatten the file") from None
 
 
+MAX_YAML_BYTES = 64 << 20
+MAX_YAML_NESTING = 100
+MAX_YAML_EXPANDED_NODES = 2_000_000  # values once aliases are expanded ("billion laughs" stops here)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a document whose aliases (``*name``) expand it past
+    ``MAX_YAML_EXPANDED_NODES`` values: every consumer walks the expanded tree."""
+
+    def compose_document(self) -> Any:
+        node = super().compose_document()
+        sizes: dict[int, int] = {}
+
+        def size(n: Any) -> int:  # expanded size, each shared node computed once
+            if id(n) in sizes:
+                return sizes[id(n)]
+            sizes[id(n)] = 1  # a cycle (recursive alias) counts once
+            total = 1
+            if isinstance(n, yaml.SequenceNode):
+                total += sum(size(c) for c in n.value)
+            elif isinstance(n, yaml.MappingNode):
+                total += sum(size(k) + size(v) for k, v in n.value)
+            sizes[id(n)] = min(total, MAX_YAML_EXPANDED_NODES + 1)
+            return sizes[id(n)]
+
+        if node is not None and size(node) > MAX_YAML_EXPANDED_NODES:
+            raise yaml.YAMLError(f"its aliases (*name) expand it past {MAX_YAML_EXPANDED_NODES} values; "
+                                 "write the values out")
+        return node
+
+
+def _flow_nesting(text: str) -> int:
+    """The deepest ``[``/``{`` nesting in ``text`` (quotes and comments not excepted: an over-count
+    only refuses absurd files). The YAML scanner's time grows with the square of this depth."""
+    if text.count("[") + text.count("{") <= MAX_YAML_NESTING:
+        return 0
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        depth = depth + 1 if m.group() in "[{" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def read_yaml(path: Path) -> Any:
-    """Parse a YAML file (safe loader), raising SpecError with file and line on syntax errors."""
+    """Parse a YAML file (safe loader), raising SpecError with file and line on syntax errors. Files
+    larger than ``MAX_YAML_BYTES`` or nested deeper than ``MAX_YAML_NESTING`` are refused before
+    parsing (they would take the parser minutes)."""
     if not path.is_file():
         raise SpecError(f"{path}: no such file", hint="check the path (relative to the working directory)")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        if path.stat().st_size > MAX_YAML_BYTES:
+            raise SpecError(f"{path}: larger than {MAX_YAML_BYTES >> 20} MiB; not a dsv4h input file",
+                            hint="check the path")
+        text = path.read_text(encoding="utf-8")
+        if _flow_nesting(text) > MAX_YAML_NESTING:
+            raise SpecError(f"{path}: YAML nested too deeply (more than {MAX_YAML_NESTING} levels of [ or {{)",
+                            hint="flatten the file")
+        return yaml.load(text, Loader=_SafeLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""

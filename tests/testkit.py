@@ -13,3 +13,22 @@ def run_block(**fields: Any) -> RunBlock:
                             "protocol_class": "formal", "backend": "sim", "service_name": "sim",
                             "created_wall": "2026-11-30T00:00:00+0000", "run_token": "test"}
     return RunBlock.model_validate(base | fields)
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    """Run the dsv4h command line in this process as ``harness.cli.main`` would: (exit status,
+    stdout, the error and hint lines ``main`` prints). An error ``main`` would not map (a bug) is raised."""
+    from typer.testing import CliRunner
+
+    from harness.cli import _register, app, error_lines
+
+    _register()
+    result = CliRunner().invoke(app, list(args))
+    exc = result.exception
+    if exc is None or isinstance(exc, SystemExit):
+        return result.exit_code, result.stdout, ""
+    lines = error_lines(exc)
+    if lines is None:
+        raise exc
+    message, hint, code = lines
+    return code, result.stdout, f"error: {message}\n" + (f"hint: {hint}\n" if hint else "")

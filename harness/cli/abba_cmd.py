@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.common import WorkspaceOpt, console, default_workspace
+from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_sweep
 from harness.cli.render import fmt
 from harness.inputs.spec import abba_from_files, loaded_abba
 from harness.measure.abba import LEGS
@@ -49,12 +49,12 @@ def render_abba(out: AbbaOutcome) -> None:
                   f"all four legs, {o.differing} differ; within control {o.identical_within_control}, within "
                   f"candidate {o.identical_within_candidate}, A1 vs B1 {o.identical_across_arms}")
     if out.declared_differences:
-        console.print("declared change: " + "; ".join(out.declared_differences))
+        console.print("declared change: " + esc("; ".join(out.declared_differences)))
     if out.undeclared_differences:
         console.print("[bold yellow]identity change allowed by --allow-identity-change:[/] "
-                      + "; ".join(out.undeclared_differences))
+                      + esc("; ".join(out.undeclared_differences)))
     style = {"faster": "green", "slower": "red"}.get(r.verdict, "yellow")
-    console.print(f"verdict: [bold {style}]{r.verdict}[/] — {r.reason}")
+    console.print(f"verdict: [bold {style}]{r.verdict}[/] — {esc(r.reason)}")
     console.print("Min/max across waves are observed ranges, not confidence intervals; this percentage must "
                   "not be added to or multiplied with percentages from other experiments.")
 
@@ -74,9 +74,10 @@ def abba(
     Example: dsv4h abba --control campaigns/profiles/sim-control.yaml
     --candidate campaigns/profiles/sim-candidate-10pct.yaml --workload campaigns/abba-c32.yaml
     """
-    ws = workspace if str(workspace) != "." else default_workspace()
+    ws = resolve_workspace(workspace)
     spec = abba_from_files(control, candidate, workload, fresh_candidate=fresh_candidate,
                            allow_identity_change=allow_identity_change)
+    startup_sweep(ws)
     out = run_abba(loaded_abba(spec, workload.parent), ws, reporter=_Progress())
     render_abba(out)
     console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")

@@ -1,4 +1,4 @@
-"""``dsv4h archive verify|show|list``: hashed result archives."""
+"""``dsv4h archive verify|show|list|recover``: hashed result archives."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.common import WorkspaceOpt, console, default_workspace
+from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace, resolve_workspace
 from harness.cli.render import pd_table
 from harness.errors import ArchiveError
 from harness.measure.results import CellResult
-from harness.store.archive import find_archive, iter_archives, open_archive, verify_archive
+from harness.store.archive import find_archive, iter_archives, iter_partials, open_archive, verify_archive
 
 app = typer.Typer(help="Hashed result archives.\n\nExample: dsv4h archive verify ws/archives/<id>",
                   no_args_is_help=True)
 
 
 def _ws(workspace: Path) -> Path:
-    return workspace if str(workspace) != "." else default_workspace()
+    return resolve_workspace(workspace)
 
 
 @app.command("verify")
@@ -36,7 +36,7 @@ def verify_cmd(archive: Annotated[str, typer.Argument(help="archive directory or
         raise ArchiveError(f"archive {path} failed verification:\n  " + "\n  ".join(problems),
                            hint="an archive must not be edited; restore it from a copy or re-run the campaign")
     n = len(open_archive(path).manifest["files"])
-    console.print(f"archive {path.name}: OK ({n} files match the manifest)")
+    console.print(f"archive {esc(path.name)}: OK ({n} files match the manifest)")
 
 
 @app.command("show")
@@ -47,42 +47,87 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
     Example: dsv4h archive show 3f2a9c01
     """
     a = open_archive(find_archive(archive, _ws(workspace)))
+    problems = verify_archive(a.path)
     run = a.run.to_json()
     t = Table.grid(padding=(0, 2))
     for k in ("campaign", "kind", "claim_class", "protocol_class", "backend", "created_wall", "plan_id",
               "resumed_from", "error"):
-        t.add_row(k, str(run.get(k)))
-    t.add_row("status", a.status)
+        t.add_row(k, esc(run.get(k)))
+    t.add_row("status", esc(a.status))
     t.add_row("files", str(len(a.manifest["files"])))
-    console.print(f"[bold]archive {a.archive_id}[/] ({a.path})")
+    t.add_row("verified", "yes (every file matches the manifest)" if not problems else
+              "[bold red]NO[/]: " + esc("; ".join(problems[:5])))
+    console.print(f"[bold]archive {esc(a.archive_id)}[/] ({esc(a.path)})")
     console.print(t)
+    if problems:
+        raise ArchiveError(f"archive {a.path} failed verification; its content is not shown:\n  "
+                           + "\n  ".join(problems),
+                           hint="an archive must not be edited; restore it from a copy or re-run the campaign")
     if (a.path / "results.json").exists():
         cells = [CellResult(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})  # type: ignore[arg-type]
                  for c in a.json("results.json")["cells"]]
         if cells:
-            console.print(pd_table(cells, title=run.get("campaign", ""), simulated=a.run.simulated))
+            console.print(pd_table(cells, title=esc(run.get("campaign", "")), simulated=a.run.simulated))
     svc = a.json("service.json").get("services", []) if (a.path / "service.json").exists() else []
     for s in svc:
         info = s.get("server_info", {})
-        console.print(f"service #{s.get('start_index')}: {s.get('backend')} {s.get('url')} pid "
-                      f"{(s.get('process') or {}).get('pid')} model {info.get('model_path')} tp {info.get('tp_size')} "
-                      f"version {info.get('version')}")
+        console.print(esc(f"service #{s.get('start_index')}: {s.get('backend')} {s.get('url')} pid "
+                          f"{(s.get('process') or {}).get('pid')} model {info.get('model_path')} "
+                          f"tp {info.get('tp_size')} version {info.get('version')}"))
 
 
 @app.command("list")
 def list_cmd(workspace: WorkspaceOpt = Path(), as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the archives of a workspace, oldest first.
+    """List the archives of a workspace, oldest first, then any unfinalized (partial) archive
+    directory: 'running' while a dsv4h still writes it, 'stranded' when the dsv4h that wrote it
+    ended before finalizing ('dsv4h archive recover' finalizes it; '--resume' continues it).
 
     Example: dsv4h archive list -w ./ws
     """
-    rows = [(a.archive_id, a.status, a.run.to_json()) for a in iter_archives(_ws(workspace))]
+    ws = existing_workspace(workspace)
+    rows = [(a.archive_id, a.status, a.run.to_json()) for a in iter_archives(ws)]
+    partials = list(iter_partials(ws))
     if as_json:
-        console.print_json(json.dumps([{"archive_id": i, "status": s, **r} for i, s, r in rows]))
+        console.print_json(json.dumps([{"archive_id": i, "status": s, **r} for i, s, r in rows] + [
+            {"archive_id": None, "partial": str(p.path), "status": "running" if p.live else "stranded"}
+            for p in partials]))
         return
     t = Table(title="archives")
     for col in ("id", "status", "campaign", "kind", "claim", "protocol", "backend", "created"):
         t.add_column(col)
     for i, s, r in rows:
-        t.add_row(i, s, r.get("campaign", ""), r.get("kind", ""), r.get("claim_class", ""),
-                  r.get("protocol_class", ""), r.get("backend", ""), r.get("created_wall", ""))
+        t.add_row(*[esc(v) for v in (i, s, r.get("campaign", ""), r.get("kind", ""), r.get("claim_class", ""),
+                                     r.get("protocol_class", ""), r.get("backend", ""), r.get("created_wall", ""))])
+    for p in partials:
+        t.add_row(esc(p.path.name), "running" if p.live else "[bold yellow]stranded[/]", *[""] * 6)
     console.print(t)
+    if any(not p.live for p in partials):
+        console.print(f"stranded partial archives hold measured waves: finalize them with 'dsv4h archive recover "
+                      f"-w {esc(ws)}', or continue one with 'dsv4h campaign run SPEC --resume PATH'")
+
+
+@app.command("recover")
+def recover_cmd(workspace: WorkspaceOpt = Path()) -> None:
+    """Finalize every stranded partial archive of a workspace (left by a dsv4h that was killed before
+    finalizing) and append archives missing from the ledgers. A partial still written by a running
+    dsv4h is left alone; one whose manifest does not match its files is refused (exit 6).
+
+    Example: dsv4h archive recover -w ./ws
+    """
+    from harness.run.recover import recover_workspace
+
+    ws = existing_workspace(workspace)
+    report = recover_workspace(ws)
+    for r in report.recovered:
+        console.print(f"{esc(r.partial.name)}: {r.how} into archive {r.done.archive.archive_id} "
+                      f"({esc(r.done.archive.status)}); ledgers: "
+                      + (", ".join(f"{k} +{v}" for k, v in sorted(r.done.ledger_rows.items())) or "nothing new"))
+    for aid in report.settled:
+        console.print(f"archive {aid}: appended to the ledgers")
+    for path in report.live:
+        console.print(f"{esc(path.name)}: still written by a running dsv4h; left alone")
+    if report.empty:
+        console.print(f"nothing to recover in {esc(ws)}")
+    if report.refused:
+        raise ArchiveError("left as they are:\n  " + "\n  ".join(f"{p}: {why}" for p, why in report.refused),
+                           hint="these were changed after dsv4h wrote them; inspect them by hand")

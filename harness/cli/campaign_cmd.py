@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import WorkspaceOpt, console, default_workspace
+from harness.cli.common import WorkspaceOpt, console, resolve_workspace, startup_sweep
 from harness.cli.progress import LiveReporter
-from harness.cli.render import pd_table, plan_table
+from harness.cli.render import latency_table, pd_table, plan_table
 from harness.errors import ArchiveError, SpecError
 from harness.inputs.spec import AbbaSpec, CampaignSpec, load_spec
 from harness.run.campaign import load_corpora, make_plan, run_campaign
@@ -47,6 +47,8 @@ def run_cmd(
     workspace: WorkspaceOpt = Path(),
     resume: Annotated[str | None, typer.Option("--resume", help="continue a partial/failed archive "
                                                "(path or id) into a new archive")] = None,
+    workers: Annotated[str | None, typer.Option(
+        "--workers", help="client worker processes per wave: N or auto (replaces the spec's load.workers)")] = None,
 ) -> None:
     """Run a campaign. A formal matrix: one fresh service, cells in order, warmups excluded, three
     measured rounds per cell. A spec of kind abba runs an ABBA screen (as 'dsv4h abba'). Either way
@@ -54,7 +56,7 @@ def run_cmd(
 
     Example: dsv4h campaign run campaigns/demo-matrix.yaml --workspace ./ws
     """
-    ws = workspace if str(workspace) != "." else default_workspace()
+    ws = resolve_workspace(workspace)
     loaded = load_spec(spec)
     if isinstance(loaded.spec, AbbaSpec):
         if resume is not None:
@@ -62,22 +64,25 @@ def run_cmd(
         from harness.cli.abba_cmd import _Progress, render_abba
         from harness.run.abba import run_abba
 
+        startup_sweep(ws)
         out = run_abba(loaded, ws, reporter=_Progress())
         render_abba(out)
         console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
         if out.error is not None:
             raise out.error
         return
-    resume_path = None
-    if resume is not None:
-        from harness.store.archive import find_archive
-
-        resume_path = find_archive(resume, ws)
+    resume_path = _resume_target(resume, ws) if resume is not None else None
+    startup_sweep(ws)
     with LiveReporter(console) as reporter:
-        outcome = run_campaign(spec, ws, reporter=reporter, resume=resume_path)
+        outcome = run_campaign(spec, ws, reporter=reporter, resume=resume_path,
+                               workers=None if workers is None else (workers if workers == "auto" else
+                                                                     _int_option("--workers", workers)))
     simulated = outcome.archive.run.simulated
     console.print(pd_table(outcome.results.cells, title=f"{outcome.plan.campaign}: formal native P/D matrix",
                            simulated=simulated))
+    lat = latency_table(outcome.results.cells, title=outcome.plan.campaign, simulated=simulated)
+    if lat is not None:
+        console.print(lat)
     console.print(f"archive {outcome.archive.archive_id} ({outcome.status}) at {outcome.archive.path}")
     if outcome.ledger_rows:
         console.print("ledgers: " + ", ".join(f"{k} +{v}" for k, v in sorted(outcome.ledger_rows.items())))
@@ -90,3 +95,25 @@ def run_cmd(
         raise outcome.error
     if outcome.status != "complete":
         raise ArchiveError(f"archive {outcome.archive.archive_id} is {outcome.status}")
+
+
+def _resume_target(ref: str, ws: Path) -> Path:
+    """The archive ``--resume`` names: an archive (id, prefix, relative or absolute path), or a
+    stranded partial directory, which is finalized first (it then resumes like any partial archive)."""
+    from harness.run.recover import recover_partial
+    from harness.store.archive import find_archive, find_partial
+
+    partial = find_partial(ref, ws)
+    if partial is None:
+        return find_archive(ref, ws)
+    done = recover_partial(ws, partial)
+    console.print(f"finalized the stranded partial {partial.name} as archive {done.done.archive.archive_id}; "
+                  "resuming from it")
+    return done.done.archive.path
+
+
+def _int_option(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise SpecError(f"{name} must be an integer or 'auto', got {value!r}", hint=f"e.g. {name} 4") from None

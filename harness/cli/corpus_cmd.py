@@ -250,3 +250,50 @@ def train_tokenizer_cmd(
                   f"{tr['n_chars']:,} chars of {tr['source_revision']}", highlight=False, soft_wrap=True)
     for fname, digest in ident["files"].items():
         console.print(f"  {fname} sha256 {digest}", highlight=False, soft_wrap=True)
+
+
+@app.command("synth")
+def synth_cmd(
+    out: Annotated[Path, typer.Option("--out", help="new corpus directory")],
+    tokenizer: Annotated[Path, typer.Option("--tokenizer", help="tokenizer directory or tokenizer.json")],
+    cases: Annotated[int, typer.Option("--cases", help="number of cases")],
+    inputs: Annotated[str, typer.Option("--inputs", help="input lengths: fixed:N uniform:LO:HI normal:M:S "
+                                        "lognormal:MEDIAN:SIGMA")],
+    outputs: Annotated[str, typer.Option("--outputs", help="declared output lengths (same forms)")],
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    extend: Annotated[Path | None, typer.Option("--extend", help="existing corpus to append to")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
+) -> None:
+    """Build a corpus whose input/output lengths are drawn from declared distributions (seeded,
+    hashed, provenance per case; each case's output length in the manifest).
+
+    Example: dsv4h corpus synth --out corpora/syn --tokenizer corpora/tokenizers/tiny-bpe-512 --cases 32
+    --inputs lognormal:256:0.5 --outputs uniform:16:128 --seed 1
+    """
+    from harness.inputs.corpus_synth import build_distribution_corpus
+
+    c = build_distribution_corpus(out, tokenizer=tokenizer, n_cases=cases, inputs=inputs, outputs=outputs,
+                                  seed=seed, extend=extend, overwrite=force)
+    console.print(f"built {c.name}: {len(c)} cases, manifest {c.manifest_sha256[:16]}")
+
+
+@app.command("import-sharegpt")
+def import_sharegpt_cmd(
+    source: Annotated[Path, typer.Argument(help="local ShareGPT-format JSON file")],
+    out: Annotated[Path, typer.Option("--out", help="new corpus directory")],
+    tokenizer: Annotated[Path, typer.Option("--tokenizer", help="tokenizer directory or tokenizer.json")],
+    cases: Annotated[int | None, typer.Option("--cases", help="at most this many cases (default: all)")] = None,
+    max_input: Annotated[int, typer.Option("--max-input", help="skip prompts longer than this")] = 32768,
+    extend: Annotated[Path | None, typer.Option("--extend", help="existing corpus to append to")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
+) -> None:
+    """Freeze the multi-turn conversations of a local ShareGPT-format file into token IDs (one case
+    per answered human turn; the answer's length is the case's output length).
+
+    Example: dsv4h corpus import-sharegpt chats.json --out corpora/chats --tokenizer corpora/tokenizers/tiny-bpe-512
+    """
+    from harness.inputs.corpus_synth import import_sharegpt
+
+    c = import_sharegpt(out, source=source, tokenizer=tokenizer, n_cases=cases, max_input=max_input,
+                        extend=extend, overwrite=force)
+    console.print(f"imported {c.name}: {len(c)} cases, manifest {c.manifest_sha256[:16]}")

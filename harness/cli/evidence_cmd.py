@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.common import WorkspaceOpt, console, default_workspace
+from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace
 from harness.errors import EvidenceError
 from harness.evidence.io import apply_findings, check_archive
 from harness.evidence.rules import Finding
-from harness.store.archive import find_archive, iter_archives, open_archive
+from harness.store.archive import find_archive, iter_archives, open_verified
 
 app = typer.Typer(help="Evidence rules (GUIDE section 3) as findings.\n\nExample: dsv4h evidence check -w ws",
                   no_args_is_help=True)
@@ -27,7 +27,8 @@ def findings_table(findings: list[Finding], title: str) -> Table:
         t.add_column(col, overflow="fold")
     for f in findings:
         rows = ", ".join(f.rows[:4]) + (f" (+{len(f.rows) - 4})" if len(f.rows) > 4 else "")
-        t.add_row(f.rule, f"[{_STYLE[f.severity]}]{f.severity}[/]", f.message, f.remedy, rows)
+        t.add_row(esc(f.rule), f"[{_STYLE[f.severity]}]{esc(f.severity)}[/]", esc(f.message), esc(f.remedy),
+                  esc(rows))
     return t
 
 
@@ -42,15 +43,16 @@ def check_cmd(
 
     Example: dsv4h evidence check 3f2a9c01 -w ws
     """
-    ws = workspace if str(workspace) != "." else default_workspace()
-    targets = [open_archive(find_archive(a, ws)) for a in archives] if archives else list(iter_archives(ws))
+    ws = existing_workspace(workspace)
+    refs = [find_archive(a, ws) for a in archives] if archives else [a.path for a in iter_archives(ws)]
+    targets = [open_verified(p) for p in refs]  # a changed archive is refused before any rule reads it
     n_blocking = 0
     for a in targets:
         findings = check_archive(a)
         changed = apply_findings(ws, a.archive_id, findings)
         run = a.run
-        title = (f"archive {a.archive_id} — {run.campaign} ({run.protocol_class}, "
-                 f"{run.backend}{', SIMULATED' if run.simulated else ''})")
+        title = esc(f"archive {a.archive_id} — {run.campaign} ({run.protocol_class}, "
+                    f"{run.backend}{', SIMULATED' if run.simulated else ''})")
         if findings:
             console.print(findings_table(findings, title))
         else:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.common import WorkspaceOpt, console, default_workspace
+from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace
 from harness.store.archive import find_archive, iter_archives, open_archive
 from harness.store.ledger import TABLES, ingest_archive, read_table
 
@@ -25,7 +25,7 @@ _DEFAULT_COLS = {
 
 
 def _ws(workspace: Path) -> Path:
-    return workspace if str(workspace) != "." else default_workspace()
+    return existing_workspace(workspace)
 
 
 @app.command("show")
@@ -39,17 +39,24 @@ def show_cmd(
 
     Example: dsv4h ledger show --table rounds -n 30
     """
-    t = read_table(_ws(workspace), table)
+    ws = _ws(workspace)
+    t = read_table(ws, table)
     if t is None:
-        console.print(f"ledger table '{table}' is empty (no archives ingested in {_ws(workspace)})")
+        console.print(f"ledger table '{esc(table)}' is empty (no archives ingested in {esc(ws)})")
         return
     df = t.to_pandas().tail(limit)
     cols = columns.split(",") if columns else [c for c in _DEFAULT_COLS.get(table, df.columns[:10]) if c in df.columns]
-    out = Table(title=f"{table} ({t.num_rows} rows, last {len(df)})")
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        from harness.errors import LedgerError
+
+        raise LedgerError(f"ledger table '{table}' has no column(s) {', '.join(missing)}",
+                          hint=f"columns: {', '.join(map(str, df.columns))}")
+    out = Table(title=f"{esc(table)} ({t.num_rows} rows, last {len(df)})")
     for c in cols:
-        out.add_column(c)
+        out.add_column(esc(c))
     for _, row in df[cols].iterrows():
-        out.add_row(*[f"{v:,.2f}" if isinstance(v, float) else str(v) for v in row])
+        out.add_row(*[f"{v:,.2f}" if isinstance(v, float) else esc(v) for v in row])
     console.print(out)
 
 
@@ -58,7 +65,8 @@ def ingest_cmd(
     archives: Annotated[list[str] | None, typer.Argument(help="archive paths or ids (default: all)")] = None,
     workspace: WorkspaceOpt = Path(),
 ) -> None:
-    """Append archives to the ledgers (an archive already ingested adds nothing).
+    """Append archives to the ledgers (an archive already ingested adds nothing). Every archive is
+    verified first: a changed, missing or extra file refuses it (exit 6), naming the file.
 
     Example: dsv4h ledger ingest   # every archive of the workspace
     """
@@ -67,7 +75,7 @@ def ingest_cmd(
     for a in targets:
         added = ingest_archive(ws, a)
         msg = ", ".join(f"{k} +{v}" for k, v in sorted(added.items())) if added else "already ingested"
-        console.print(f"{a.archive_id}: {msg}")
+        console.print(f"{esc(a.archive_id)}: {msg}")
 
 
 from harness.cli.historical_cmd import import_historical  # noqa: E402 - mounted under `dsv4h ledger`

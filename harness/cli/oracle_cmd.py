@@ -308,9 +308,9 @@ def integrity_cmd(
     Example: dsv4h oracle integrity 3f2a9c01 -w ws --tokenizer /models/DeepSeek-V4-Flash/tokenizer.json
     """
     from harness.oracle.model import integrity_over_records
-    from harness.store.archive import find_archive, open_archive
+    from harness.store.archive import find_archive, open_verified
 
-    a = open_archive(find_archive(archive, workspace))
+    a = open_verified(find_archive(archive, workspace))
     decode: Decode | None = None
     if tokenizer is not None:
         # streamed text keeps special tokens, so they are kept when decoding too

@@ -12,6 +12,20 @@ from rich.text import Text
 
 from harness.cli.render import fmt
 
+_STATUS_STYLE = {"ok": "green", "failed": "bold red", "short": "yellow"}
+
+
+def round_line(d: dict[str, Any]) -> Text:
+    """The line printed when a round ends: label, rate and its status in brackets (built as
+    ``Text``, so ``[ok]`` is shown literally instead of being read as console markup), plus the
+    reason of a failed round."""
+    c = d["cell"]
+    line = Text(f"  {c.label:<12} round {d['round'] + 1}: {fmt(d['rate'])} tok/s ")
+    line.append(f"[{d['status']}]", style=_STATUS_STYLE.get(str(d["status"]), ""))
+    if d.get("error"):
+        line.append(f" {d['error']}")
+    return line
+
 
 class LiveReporter:
     """A ``pipeline.Reporter`` that shows the current cell, round, waves, accumulated resident
@@ -57,7 +71,10 @@ class LiveReporter:
             pid = f", pid {svc.process.pid}" if svc.process else " (attached, not owned)"
             self.console.print(f"service ready at {svc.url}{pid}")
         elif kind == "service-stopped":
-            self.console.print("service stopped")
+            svc = d.get("service")
+            where = f" at {svc.url}" if svc is not None else ""
+            self.console.print(f"detached from the service{where} (not owned, left running)" if d.get("detached")
+                               else "service stopped")
         elif kind == "cell-start":
             c = d["cell"]
             self.state = {"cell": f"{c.label} ({c.cell_id})", "cell_index": c.index, "waves": 0}
@@ -70,7 +87,5 @@ class LiveReporter:
                               waves=d["wave"] + 1, resident_s=d["resident_s"], rate=d["round_rate"],
                               http=d["http_rate"])
         elif kind == "round-done":
-            c = d["cell"]
-            self.console.print(f"  {c.label:<12} round {d['round'] + 1}: {fmt(d['rate'])} tok/s "
-                               f"[{d['status']}]")
+            self.console.print(round_line(d))
         self.live.update(self._render())

@@ -67,3 +67,27 @@ def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Tab
 
         t.add_row(str(conc), med(pre), rounds(pre), med(dec), rounds(dec), fmt(dec.http_rate) if dec else "")
     return t
+
+
+def _ms(cell: CellResult, key: str) -> str:
+    v = cell.latency.get(key)
+    return "—" if v is None or math.isnan(v) else f"{v * 1000:,.1f}"
+
+
+def latency_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Table | None:
+    """The companion to Table 2: latency percentiles (milliseconds) of each cell's measured requests
+    (harness.measure.latency: dsv4h definitions, ITL per token). None when no cell has latency."""
+    rows = [c for c in cells if c.latency and c.latency.get("ttft_n")]
+    if not rows:
+        return None
+    label = " [bold yellow](SIMULATED)[/]" if simulated else ""
+    t = Table(title=f"{title}: latency (ms){label}", title_justify="left",
+              caption="Over every measured request of the cell's ok rounds. TPOT = (last - first token event) "
+                      "/ tokens after the first event; ITL per token. max is observed, not a bound. "
+                      "Peer (bench-serving) ITL/TPOT are in the ledgers as *_bench_*.", caption_justify="left")
+    for col in ("workload", "C", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "E2E p99"):
+        t.add_column(col, justify="left" if col == "workload" else "right")
+    for c in sorted(rows, key=lambda c: (c.workload, c.concurrency)):
+        t.add_row(c.workload, str(c.concurrency), _ms(c, "ttft_p50_s"), _ms(c, "ttft_p99_s"), _ms(c, "tpot_p50_s"),
+                  _ms(c, "itl_p50_s"), _ms(c, "itl_p99_s"), _ms(c, "e2e_p50_s"), _ms(c, "e2e_p99_s"))
+    return t

@@ -104,10 +104,22 @@ def command_cmd(
     typer.echo("\n\n".join(_render(profile, c) for c in cmds))
 
 
-# --- manual lifecycle: start / status / stop ------------------------------------------------------
+# --- manual lifecycle: start / status / stop / sweep -----------------------------------------------
 
 def _state_dir(workspace: Path) -> Path:
     return workspace / "services"
+
+
+def _state_path(name: str, workspace: Path) -> Path:
+    """``WORKSPACE/services/NAME.json`` for a valid name; nothing built from a name leaves the workspace."""
+    from harness.inputs.spec import check_name
+
+    check_name(name)
+    root = _state_dir(workspace).resolve()
+    path = (root / f"{name}.json").resolve()
+    if path.parent != root:
+        raise SpecError(f"service name {name!r} does not name a file in {root}", hint="use a plain name")
+    return path
 
 
 @app.command("start")
@@ -121,34 +133,48 @@ def start_cmd(
 
     Example: dsv4h service start campaigns/profiles/sim-control.yaml -w ws
     """
-    from harness.cli.common import console
+    from harness.cli.common import console, esc, resolve_workspace
     from harness.formats import atomic_write, dump_json
     from harness.service.manager import start_service, verify_identity
+    from harness.service.process import release
+    from harness.service.registry import forget
 
+    workspace = resolve_workspace(workspace)
     profile = load_profile(profile_path)
-    state = _state_dir(workspace) / f"{profile.name}.json"
+    state = _state_path(profile.name, workspace)
     if state.exists():
         raise SpecError(f"service '{profile.name}' already has state in {state}",
                         hint=f"stop it first: dsv4h service stop {profile.name} -w {workspace}")
     svc = start_service(profile, workspace, label=profile.name)
     try:
         verify_identity(svc, claim)  # type: ignore[arg-type]
-    except Exception:
+        state.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(state, dump_json(svc.identity()))
+    except BaseException:
         svc.stop()
         raise
-    state.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(state, dump_json(svc.identity()))
+    if svc.process is not None:  # handed over to the state file: it outlives this command on purpose
+        release(svc.process)
+        forget(svc.launch_record)
     pid = svc.process.pid if svc.process else None
-    console.print(f"service '{profile.name}' ready at {svc.url} (pid {pid}); state in {state}")
+    console.print(f"service '{esc(profile.name)}' ready at {esc(svc.url)} (pid {pid}); state in {esc(state)}")
 
 
 def _load_state(name: str, workspace: Path) -> tuple[Path, dict[str, object]]:
-    state = _state_dir(workspace) / f"{name}.json"
-    if not state.exists():
+    state = _state_path(name, workspace)
+    if not state.is_file():
         known = sorted(p.stem for p in _state_dir(workspace).glob("*.json"))
         raise SpecError(f"no started service '{name}' in {_state_dir(workspace)}",
-                        hint=f"started services: {', '.join(known) or 'none'}")
-    return state, json.loads(state.read_text())
+                        hint=f"started services: {', '.join(known) or 'none'}; campaign servers: "
+                        "'dsv4h service status -w WORKSPACE'")
+    try:
+        data = json.loads(state.read_text())
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"{state} is not a service state file ({exc}); refusing to act on it",
+                        hint="it was not written by 'dsv4h service start'; remove it by hand if it is yours") from None
+    return state, data
 
 
 def _owned(data: dict[str, object]) -> object:
@@ -157,34 +183,54 @@ def _owned(data: dict[str, object]) -> object:
     proc = data.get("process")
     if not isinstance(proc, dict):
         return None
-    return OwnedProcess(pid=int(proc["pid"]), create_time=float(proc["create_time"]), argv=list(proc["argv"]),
-                        env_diff=dict(proc["env_diff"]), log_path=Path(str(proc["log_path"])), cwd=str(proc["cwd"]))
+    try:
+        return OwnedProcess(pid=int(proc["pid"]), create_time=float(proc["create_time"]),
+                            argv=list(proc["argv"]), env_diff=dict(proc["env_diff"]),
+                            log_path=Path(str(proc["log_path"])), cwd=str(proc["cwd"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SpecError(f"the service state's process record is malformed ({exc}); refusing to signal anything",
+                        hint="it was not written by 'dsv4h service start'") from None
 
 
 @app.command("status")
 def status_cmd(
-    name: Annotated[str, typer.Argument(help="service name (the profile's name)")],
+    name: Annotated[str | None, typer.Argument(help="service name (the profile's name); default: every "
+                                               "service of the workspace, campaign servers included")] = None,
     workspace: Annotated[Path, typer.Option("--workspace", "-w")] = Path(),
 ) -> None:
-    """Show whether a started service is alive (PID and birth time match) and healthy.
+    """Show whether a started service is alive (PID and birth time match) and healthy. Without a
+    name: every service started by hand and every server a campaign or screen launched in this
+    workspace ('running' while its dsv4h lives, 'left-behind' when that dsv4h is gone).
 
     Example: dsv4h service status sim-control -w ws
+
+    Example: dsv4h service status -w ws
     """
-    from harness.cli.common import console
+    from harness.cli.common import console, esc, existing_workspace
     from harness.errors import ServerUnreachable
     from harness.service.manager import http_get
     from harness.service.process import OwnedProcess
+    from harness.service.registry import scan
 
-    _, data = _load_state(name, workspace)
-    proc = _owned(data)
-    alive = isinstance(proc, OwnedProcess) and proc.alive()
-    tree = [p.pid for p in proc.tree()] if isinstance(proc, OwnedProcess) else []
-    try:
-        health = http_get(f"{data['url']}/health", timeout_s=3)[0]
-    except ServerUnreachable:
-        health = None
-    console.print(f"service '{name}' at {data['url']}: process {'alive' if alive else 'gone'}"
-                  f" (tree {tree}), /health {health}")
+    workspace = existing_workspace(workspace)
+    names = [name] if name is not None else sorted(p.stem for p in _state_dir(workspace).glob("*.json"))
+    for n in names:
+        _, data = _load_state(n, workspace)
+        proc = _owned(data)
+        alive = isinstance(proc, OwnedProcess) and proc.alive()
+        tree = [p.pid for p in proc.tree()] if isinstance(proc, OwnedProcess) else []
+        try:
+            health = http_get(f"{data['url']}/health", timeout_s=3)[0] if alive else None
+        except ServerUnreachable:
+            health = None
+        console.print(f"service '{esc(n)}' at {esc(data.get('url'))}: process {'alive' if alive else 'gone'}"
+                      f" (tree {tree}), /health {health}")
+    if name is None:
+        launched = scan(workspace)
+        for e in launched:
+            console.print(f"campaign server {esc(e.describe())}: {e.state}")
+        if not names and not launched:
+            console.print(f"no service started in {esc(workspace)}")
 
 
 @app.command("stop")
@@ -193,18 +239,60 @@ def stop_cmd(
     workspace: Annotated[Path, typer.Option("--workspace", "-w")] = Path(),
 ) -> None:
     """Stop a started service: SIGTERM then SIGKILL to its owned tree only (PID and birth time
-    checked, so a reused PID is never signalled), then remove its state.
+    checked, so a reused PID is never signalled), then remove its state. Only names of services
+    started in this workspace are accepted; when the recorded process is already gone nothing is
+    signalled, the stale state is removed and the command says so (exit 4).
 
     Example: dsv4h service stop sim-control -w ws
     """
-    from harness.cli.common import console
+    from harness.cli.common import console, esc, existing_workspace
+    from harness.errors import ServiceError
     from harness.service.process import OwnedProcess, stop_owned
 
+    workspace = existing_workspace(workspace)
     state, data = _load_state(name, workspace)
     proc = _owned(data)
-    if isinstance(proc, OwnedProcess):
-        report = stop_owned(proc)
-        console.print(f"stopped '{name}': SIGTERM to {list(report.terminated)}, SIGKILL to {list(report.killed)}")
-    else:
-        console.print(f"'{name}' was attached, not owned: nothing to stop")
+    if not isinstance(proc, OwnedProcess):
+        console.print(f"'{esc(name)}' was attached, not owned: nothing to stop")
+        state.unlink()
+        return
+    if not proc.tree():
+        state.unlink()
+        raise ServiceError(f"stopped nothing: service '{name}' (pid {proc.pid}) is no longer running; its stale "
+                           f"state {state} was removed", hint="start it again with 'dsv4h service start PROFILE'")
+    if not proc.runs_recorded_command():
+        raise ServiceError(f"refusing to stop pid {proc.pid}: it does not run the command recorded in {state}",
+                           hint="the state file does not describe that process; nothing was signalled")
+    report = stop_owned(proc)
     state.unlink()
+    console.print(f"stopped '{esc(name)}': SIGTERM to {list(report.terminated)}, SIGKILL to {list(report.killed)}")
+
+
+@app.command("sweep")
+def sweep_cmd(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w")] = Path(),
+    stop: Annotated[bool, typer.Option("--stop", help="stop the servers left behind")] = False,
+) -> None:
+    """Find servers that a campaign or screen launched and that outlived the dsv4h which started it
+    (killed with SIGKILL, a crash): listed, and with --stop stopped (their recorded tree only, PID
+    and birth time checked). Records of servers that are gone are removed.
+
+    Example: dsv4h service sweep -w ws --stop
+    """
+    from harness.cli.common import console, esc, existing_workspace
+    from harness.service.registry import left_behind, stop_launched
+
+    workspace = existing_workspace(workspace)
+    found = left_behind(workspace)
+    if not found:
+        console.print(f"no server left behind in {esc(workspace)}")
+        return
+    for e in found:
+        if stop:
+            rep = stop_launched(e)
+            console.print(f"stopped {esc(e.describe())}: SIGTERM to {list(rep.terminated)}, "
+                          f"SIGKILL to {list(rep.killed)}")
+        else:
+            console.print(f"left behind: {esc(e.describe())}")
+    if not stop:
+        console.print(f"stop them with: dsv4h service sweep --stop -w {esc(workspace)}")

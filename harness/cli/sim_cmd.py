@@ -10,7 +10,14 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.aio import new_event_loop
-from harness.sim import PROFILES, SimOptions, analytic_decode_rate, analytic_prefill_rate, serve
+from harness.sim import (
+    PROFILES,
+    SimOptions,
+    analytic_decode_rate,
+    analytic_prefill_rate,
+    profile_for,
+)
+from harness.sim.cluster import serve_cluster
 
 app = typer.Typer(
     help="Run the built-in SGLang-compatible simulator (results against it are labelled 'simulated').\n\n"
@@ -24,10 +31,14 @@ def serve_cmd(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind (0 picks a free one; the URL is printed).")] = 0,
     profile: Annotated[str, typer.Option(help="Simulator profile (see `dsv4h sim profiles`).")] = "paper-tp8",
+    profile_file: Annotated[Path | None, typer.Option(
+        help="Simulator profile YAML file (replaces --profile; built-ins: harness/sim/profile_files/).")] = None,
     stream_mode: Annotated[
         str, typer.Option(help="cumulative | delta | skip-tokenizer-init.")
     ] = "cumulative",
     stream_interval: Annotated[int, typer.Option(help="One streamed event every N decode steps.")] = 1,
+    openai_usage: Annotated[str, typer.Option(
+        help="Usage in OpenAI streams: honor (per chunk when asked, like vLLM) | final-only | none.")] = "honor",
     time_scale: Annotated[float, typer.Option(help="Multiply every model duration by this.")] = 1.0,
     step_factor: Annotated[float, typer.Option(help="Multiply decode step time (1/1.1 = +10% faster).")] = 1.0,
     startup_delay: Annotated[float, typer.Option(help="Seconds during which /health answers 503.")] = 0.0,
@@ -37,21 +48,29 @@ def serve_cmd(
     die_after_s: Annotated[float | None, typer.Option(help="Die this many seconds after ready.")] = None,
     fault: Annotated[
         str | None, typer.Option(help="Inject a fault: close_mid_stream[:k] | error_event[:k] | "
-                                 "slow_first_byte[:ms] | http_500.")
+                                 "slow_first_byte[:ms] | http_500 | stall[:k] | stall_loop[:ms] | retract[:k] | "
+                                 "ignore_salt.")
     ] = None,
     fault_every: Annotated[int, typer.Option(help="Apply --fault to every N-th /generate request.")] = 1,
+    fault_first: Annotated[
+        int | None, typer.Option(help="Apply --fault only among the first N /generate requests.")
+    ] = None,
     disable_radix_cache: Annotated[bool, typer.Option(help="Never report cached tokens.")] = False,
     ready_file: Annotated[Path | None, typer.Option(help="Write the URL here once listening.")] = None,
+    processes: Annotated[int, typer.Option(
+        help="Simulator processes sharing the port (SO_REUSEPORT; harness.sim.cluster).")] = 1,
 ) -> None:
     """Serve until Ctrl-C / SIGTERM; prints `dsv4h-sim listening on URL` once listening.
 
     Example: dsv4h sim serve --profile fast --port 0 --stream-mode delta --fault close_mid_stream:3
     """
     options = SimOptions.build(
-        host=host, port=port, profile=profile, stream_mode=stream_mode, stream_interval=stream_interval,
+        host=host, port=port, profile=profile_for(profile, profile_file), stream_mode=stream_mode,
+        stream_interval=stream_interval,
         time_scale=time_scale, step_factor=step_factor, startup_delay_s=startup_delay,
         die_after_requests=die_after_requests, die_after_s=die_after_s, fault=fault,
-        fault_every=fault_every, disable_radix_cache=disable_radix_cache,
+        fault_every=fault_every, fault_first=fault_first, disable_radix_cache=disable_radix_cache,
+        openai_usage=openai_usage,
     )
 
     def announce(url: str) -> None:
@@ -59,7 +78,7 @@ def serve_cmd(
 
     loop = new_event_loop()
     try:
-        loop.run_until_complete(serve(options, ready_file=ready_file, on_ready=announce))
+        loop.run_until_complete(serve_cluster(options, processes, ready_file=ready_file, on_ready=announce))
     finally:
         loop.close()
 
@@ -89,3 +108,48 @@ def profiles_cmd() -> None:
             f"{prof.prefill_admission}, chunk budget {prof.chunk_budget}, max running {prof.max_running}, "
             f"natural EOS {prof.eos_min}..{prof.eos_max} tokens\n"
         )
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    archive: Annotated[str, typer.Argument(help="formal-matrix archive (path, or id inside --workspace)")],
+    out: Annotated[Path, typer.Option("--out", help="profile YAML file to write")],
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="workspace holding the archive")] = Path(),
+    name: Annotated[str | None, typer.Option(help="profile name (default: calibrated-<archive id>)")] = None,
+    gather_s: Annotated[float, typer.Option(help="the server's batching window (s), not fitted")] = 0.020,
+    admission: Annotated[int, typer.Option(help="max requests in one prefill forward")] = 16,
+    chunk_budget: Annotated[int | None, typer.Option(
+        help="max prompt tokens per forward (default: the server's chunked_prefill_size)")] = None,
+) -> None:
+    """Fit a simulator profile (decode rate per tier, prefill fixed cost and rate, admission) from a
+    formal-matrix archive, so CI can replay the measured hardware.
+
+    Example: dsv4h sim calibrate ws/archives/<id> --out campaigns/profiles/my-host.yaml
+    """
+    import json
+
+    from harness.formats import atomic_write
+    from harness.sim.calibrate import calibrate_profile, profile_yaml
+    from harness.store.archive import find_archive, open_verified
+
+    arch = open_verified(find_archive(archive, workspace))
+    cells = arch.json("results.json").get("cells", [])
+    decode = {int(c["concurrency"]): float(c["median"]) for c in cells
+              if c["workload"] == "decode" and c.get("median", 0) > 0}
+    prefill = {int(c["concurrency"]): float(c["median"]) for c in cells
+               if c["workload"] == "prefill" and c.get("median", 0) > 0}
+    recs = arch.records_table().to_pydict()
+    lens = [n for n, w in zip(recs["input_len"], recs["workload"], strict=True) if w == "prefill"]
+    budget = chunk_budget
+    if budget is None:
+        found = json.dumps(arch.json("service.json")) if arch.has("service.json") else ""
+        key = '"chunked_prefill_size": '
+        value = found.split(key, 1)[1].split(",", 1)[0].split("}", 1)[0] if key in found else ""
+        budget = int(value) if value.isdigit() else 32768
+    prof = calibrate_profile(name or f"calibrated-{arch.archive_id}", decode, prefill,
+                             prompt_len=sum(lens) / len(lens) if lens else 8192, gather_s=gather_s,
+                             chunk_budget=budget, admission=admission, source=f"archive {arch.archive_id}")
+    atomic_write(out, profile_yaml(prof).encode())
+    for batch, rate in prof.decode_tiers:
+        typer.echo(f"decode C{batch}: {rate:.2f} tok/s")
+    typer.echo(f"prefill a={prof.prefill_a_s:.4f} s, p={prof.prefill_rate_tps:.1f} tok/s; wrote {out}")

@@ -17,6 +17,7 @@ from harness.errors import EvidenceError
 RULE_1 = "rule 1: native, full-target speculative and approximate-target results are different claims"
 RULE_3_PROTOCOL = "rule 3: formal three-round matrices and ABBA screens stay separate"
 RULE_3_PERCENT = "rule 3: percentages from different experiments are never added or multiplied"
+RULE_COUNTS = "approximate token counts never share a claim with exact ones"
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class LabeledRate:
     boundary: str = "resident"
     experiment: str = ""
     simulated: bool = False
+    counts: str = "exact"  # "exact" or "approximate" token counts (harness.load.openai)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,10 @@ def check_comparable(a: LabeledRate, b: LabeledRate) -> None:
     if a.simulated != b.simulated:
         raise EvidenceError("refusing to compare simulated with measured results",
                             hint="simulator numbers are never evidence about hardware")
+    if a.counts != b.counts:
+        raise EvidenceError(f"refusing to compare a rate from {a.counts} token counts with one from {b.counts} "
+                            f"counts ({RULE_COUNTS})", hint="measure both through a path with exact counts "
+                            "(server cumulative counts, usage on every chunk, or token ids)")
 
 
 def ratio_pct(candidate: LabeledRate, control: LabeledRate) -> LabeledPercent:

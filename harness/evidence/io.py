@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from harness.evidence.rules import ArchiveData, Finding, check
 from harness.formats import atomic_write_table
+from harness.measure.results import round_key
 from harness.store.archive import Archive
 from harness.store.ledger import ledger_dir, locked, read_table, request_rows
 
@@ -27,25 +28,54 @@ def archive_data(archive: Archive) -> ArchiveData:
     profile = spec.get("service") or {}
     services = [s | {"profile": s.get("profile") or profile} for s in services]
     req_table = archive.records_table()
-    requests = request_rows(req_table).select(
-        ["rid", "wave_id", "phase", "workload", "cached_tokens", "ok", "error", "round_index"]).to_pylist() \
-        if req_table.num_rows else []
+    wanted = ["rid", "wave_id", "phase", "workload", "cached_tokens", "ok", "error", "round_index",
+              "count_method", "completion_tokens", "n_tokens"]
+    rows_t = request_rows(req_table) if req_table.num_rows else None
+    requests = rows_t.select([c for c in wanted if c in rows_t.column_names]).to_pylist() \
+        if rows_t is not None else []
     comparison = archive.json("comparison.json") if (archive.path / "comparison.json").exists() else None
     oracles = archive.json("oracles.json") if (archive.path / "oracles.json").exists() else None
     if isinstance(oracles, dict):
         oracles = oracles.get("results", [])
-    metrics_rows = []
-    if (archive.path / "server_metrics.jsonl").exists():
-        for line in (archive.path / "server_metrics.jsonl").read_text().splitlines():
-            row = json.loads(line)
-            row.pop("samples", None)
-            metrics_rows.append(row)
     return ArchiveData(
         archive_id=archive.archive_id, run=archive.run.to_json(), spec=spec,
         cells=_rows(archive, "cells.parquet"), rounds=_rows(archive, "rounds.parquet"),
         waves=_rows(archive, "waves.parquet"), requests=requests, services=services,
-        comparison=comparison, oracles=oracles, extra={"server_metrics": metrics_rows},
+        comparison=comparison, oracles=oracles,
+        extra={"server_metrics": _jsonl(archive, "server_metrics.jsonl"),
+               "wave_checks": _jsonl(archive, "wave_checks.jsonl")},
     )
+
+
+def _jsonl(archive: Archive, name: str) -> list[dict[str, Any]]:
+    path = archive.path / name
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def concerned_rows(findings: list[Finding], waves: list[dict[str, Any]], rounds: list[dict[str, Any]]
+                   ) -> tuple[bool, set[str]]:
+    """(whole archive, row ids) that the blocking ``findings`` invalidate (pure).
+
+    A run-scope finding, or a blocking finding without rows, concerns the whole archive. Row ids
+    spread upward to the figures built from them: a measured wave to its round, a round to its
+    cell when the round is ``ok`` (only ok rounds enter a cell's median). Requests follow their
+    wave (they are matched by wave id)."""
+    blocking = [f for f in findings if f.blocking]
+    if any(f.scope == "run" or not f.rows for f in blocking):
+        return True, set()
+    ids = {r for f in blocking for r in f.rows}
+    round_of = {str(r["round_id"]): r for r in rounds}
+    for w in waves:
+        if str(w.get("wave_id")) in ids and w.get("phase") == "measured":
+            rid = round_key(str(w["wave_id"]))
+            if rid in round_of:
+                ids.add(rid)
+    for rid in [i for i in ids if i in round_of]:
+        if round_of[rid].get("status") == "ok" and round_of[rid].get("cell_id") is not None:
+            ids.add(str(round_of[rid]["cell_id"]))
+    return False, ids
 
 
 _ROW_KEYS = {"cells": "cell_id", "rounds": "round_id", "waves": "wave_id", "requests": "wave_id"}
@@ -54,12 +84,14 @@ _ROW_KEYS = {"cells": "cell_id", "rounds": "round_id", "waves": "wave_id", "requ
 def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) -> dict[str, int]:
     """Set ``valid = false`` on ledger rows of ``archive_id`` named by blocking findings, store the
     findings in the ``findings`` table (replacing earlier ones of the archive). Returns rows
-    invalidated per table. A blocking finding without rows invalidates the whole archive."""
+    invalidated per table. Which rows: ``concerned_rows`` (a run-scope finding, or a blocking one
+    without rows, invalidates the whole archive; wave and round ids spread to the figures built
+    from them)."""
     blocking = [f for f in findings if f.blocking]
-    ids = {r for f in blocking for r in f.rows}
-    whole = any(not f.rows for f in blocking)
     changed: dict[str, int] = {}
     with locked(ledger_dir(workspace)):
+        whole, ids = concerned_rows(findings, _archive_rows(workspace, "waves", archive_id),
+                                    _archive_rows(workspace, "rounds", archive_id))
         for table, key in [*_ROW_KEYS.items(), ("comparisons", ""), ("runs", "")]:
             t = read_table(workspace, table)
             if t is None or "valid" not in t.column_names:
@@ -72,9 +104,13 @@ def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) ->
             else:
                 continue
             hit = pc.fill_null(hit, False)
-            # recompute from scratch for this archive: rows of the archive not hit become valid again
+            # recompute from scratch for this archive: rows of the archive not hit become valid again,
+            # unless a resume superseded them (they stay invalid)
             old = t.column("valid")
-            new = pc.if_else(mine, pc.invert(hit), old)
+            stays = pc.invert(hit)
+            if "superseded_by" in t.column_names:
+                stays = pc.and_(stays, pc.is_null(t.column("superseded_by")))
+            new = pc.if_else(mine, stays, old)
             n = int(pc.sum(pc.cast(hit, pa.int64())).as_py() or 0)
             if not new.equals(old):
                 t = t.set_column(t.column_names.index("valid"), "valid", new)
@@ -90,6 +126,14 @@ def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) ->
             new_t = pa.concat_tables([keep, new_t])
         atomic_write_table(ledger_dir(workspace) / "findings.parquet", new_t)
     return changed
+
+
+def _archive_rows(workspace: Path, table: str, archive_id: str) -> list[dict[str, Any]]:
+    t = read_table(workspace, table)
+    if t is None or "archive_id" not in t.column_names:
+        return []
+    rows: list[dict[str, Any]] = t.filter(pc.fill_null(pc.equal(t.column("archive_id"), archive_id), False)).to_pylist()
+    return rows
 
 
 _FINDINGS_SCHEMA = pa.schema([("archive_id", pa.string()), ("rule", pa.string()), ("severity", pa.string()),

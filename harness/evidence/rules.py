@@ -19,6 +19,16 @@ Rule ids (GUIDE section 3 and the record notes):
   oracle               oracle sentinel missing or failed
   service-restarts     a formal matrix measured on more than one service start
   concurrency-witness  the server's /metrics did not show C requests running during a resident window
+                       (away from its edges: receive lag and one decode step are allowed at each edge)
+  warmup-failed        failed requests in warmup waves (blocking when no warmup wave of a cell was clean)
+  client-bound         the harness's own event loop was late or saturated during a measured wave (any server)
+  sim-lateness         the simulator fell behind its model (late steps) during a measured wave
+  token-counts         output tokens counted approximately (no exact per-chunk counts from the server)
+  token-count-mismatch a per-chunk count that disagrees with the server's final usage
+
+Findings about a service or the whole run (identity, claim class, simulator labelling, oracles)
+have ``scope = "run"``: when blocking they invalidate every ledger row of the archive. Row findings
+name wave, round or cell ids; rules about cells consider only cells that ran (have waves).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["blocking", "warning", "info"]
+Scope = Literal["rows", "run"]
 
 
 @dataclass(frozen=True, order=True)
@@ -41,6 +52,7 @@ class Finding:
     remedy: str
     archive_id: str = ""
     rows: tuple[str, ...] = ()
+    scope: Scope = "rows"
 
     @property
     def blocking(self) -> bool:
@@ -80,8 +92,28 @@ LAG_P50_FRACTION = 0.10
 LAG_P99_FRACTION = 0.50
 
 
-def _f(aid: str, rule: str, sev: Severity, msg: str, remedy: str, rows: Sequence[str] = ()) -> Finding:
-    return Finding(rule, sev, msg, remedy, aid, tuple(sorted(rows)))
+def _f(aid: str, rule: str, sev: Severity, msg: str, remedy: str, rows: Sequence[str] = (),
+       scope: Scope = "rows") -> Finding:
+    return Finding(rule, sev, msg, remedy, aid, tuple(sorted(set(rows))), scope)
+
+
+def _cells_that_ran(d: ArchiveData) -> set[str]:
+    """Cell ids with at least one wave (warmup or measured) in the archive."""
+    return {str(w.get("cell_id")) for w in d.waves if w.get("cell_id") is not None}
+
+
+def _measured_cells(d: ArchiveData) -> set[str]:
+    """Cell ids with at least one measured wave."""
+    return {str(w.get("cell_id")) for w in d.waves if w.get("phase") == "measured" and w.get("cell_id") is not None}
+
+
+def _num(value: Any) -> float:
+    """A finite float, or NaN for None / non-numbers."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return x if math.isfinite(x) else math.nan
 
 
 def rule_formal_rounds(d: ArchiveData) -> list[Finding]:
@@ -89,15 +121,25 @@ def rule_formal_rounds(d: ArchiveData) -> list[Finding]:
     out: list[Finding] = []
     if not d.formal:
         return out
+    ran = _cells_that_ran(d)
+    not_run: list[str] = []
     for c in d.cells:
         statuses = list(c.get("round_status") or [])
         ok = statuses.count("ok")
         need = int(c.get("rounds_required", 3))
-        if ok < need:
-            out.append(_f(d.archive_id, "formal-rounds", "blocking",
-                          f"cell {c['cell_id']} has {ok} ok rounds of {need} required",
-                          "resume the campaign (dsv4h campaign run SPEC --resume ARCHIVE) to complete it",
-                          [c["cell_id"]]))
+        if ok >= need:
+            continue
+        if c["cell_id"] not in ran:
+            not_run.append(str(c["cell_id"]))
+            continue
+        out.append(_f(d.archive_id, "formal-rounds", "blocking",
+                      f"cell {c['cell_id']} has {ok} ok rounds of {need} required",
+                      "resume the campaign (dsv4h campaign run SPEC --resume ARCHIVE) to complete it",
+                      [c["cell_id"]]))
+    if not_run:
+        out.append(_f(d.archive_id, "formal-rounds", "blocking",
+                      f"{len(not_run)} cell(s) not run: the run stopped before them",
+                      "resume the campaign (dsv4h campaign run SPEC --resume ARCHIVE) to run them", not_run))
     bad = [r for r in d.rounds if r.get("status") != "ok"]
     if bad:
         out.append(_f(d.archive_id, "formal-rounds", "warning",
@@ -169,7 +211,8 @@ def rule_warmup_in_measured(d: ArchiveData) -> list[Finding]:
                       f"warmup requests inside {len(mixed)} measured wave(s)",
                       "keep warmups in their own waves", mixed))
     if d.formal:
-        cold = [c["cell_id"] for c in d.cells if not any(
+        measured = _measured_cells(d)
+        cold = [c["cell_id"] for c in d.cells if c["cell_id"] in measured and not any(
             w.get("phase") == "warmup" and w.get("cell_id") == c["cell_id"] for w in d.waves)]
         if cold:
             out.append(_f(d.archive_id, "warmup-in-measured", "warning",
@@ -187,18 +230,18 @@ def rule_identity(d: ArchiveData) -> list[Finding]:
         if not info:
             out.append(_f(d.archive_id, "identity-unverified", "blocking",
                           f"{name} ({s.get('url')}): no server configuration was read",
-                          "the server must answer /server_info (SGLang) or /v1/models (vLLM)", [name]))
+                          "the server must answer /server_info (SGLang) or /v1/models (vLLM)", [name], "run"))
             continue
         if info.get("_source") == "/v1/models":
             out.append(_f(d.archive_id, "identity-unverified", "warning",
                           f"{name}: only /v1/models was available; TP size, pool and graphs are unverified",
-                          "record the launch arguments and check them against the profile", [name]))
+                          "record the launch arguments and check them against the profile", [name], "run"))
         expect = ((s.get("profile") or {}).get("expect")) or {}
         diffs = [k for k, v in expect.items() if k in info and info[k] != v]
         if diffs:
             out.append(_f(d.archive_id, "identity-unverified", "blocking",
                           f"{name}: server reports different {', '.join(sorted(diffs))} than the profile expects",
-                          "fix the launch flags or the profile; logged flags prove nothing", [name]))
+                          "fix the launch flags or the profile; logged flags prove nothing", [name], "run"))
     return out
 
 
@@ -213,24 +256,29 @@ def rule_speculative_native(d: ArchiveData) -> list[Finding]:
     return [_f(d.archive_id, "speculative-native", "blocking",
                "a speculative algorithm is active under a native-ar claim (rule 1: native, full-target "
                "speculative and approximate-target results are different claims)",
-               "relaunch without speculative decoding or declare the correct claim class", bad)]
+               "relaunch without speculative decoding or declare the correct claim class", bad, "run")]
+
+
+def serves_simulator(service: dict[str, Any]) -> bool:
+    """Whether a ``service.json`` entry's server identified itself as the dsv4h simulator."""
+    info = service.get("server_info") or {}
+    return "dsv4h_simulator" in info or str(info.get("version", "")).startswith("sim-")
 
 
 def rule_simulated_context(d: ArchiveData) -> list[Finding]:
     """Simulator data must say so: backend sim, or a server that identifies itself as the simulator."""
     labels = set(d.run.get("labels") or [])
-    sim_servers = [s for s in d.services if "dsv4h_simulator" in (s.get("server_info") or {})
-                   or str((s.get("server_info") or {}).get("version", "")).startswith("sim-")]
+    sim_servers = [s for s in d.services if serves_simulator(s)]
     out: list[Finding] = []
     if sim_servers and d.run.get("backend") != "sim" and "simulated" not in labels:
         out.append(_f(d.archive_id, "simulated-context", "blocking",
                       f"the server is the dsv4h simulator but the run is labelled backend "
                       f"'{d.run.get('backend')}' without 'simulated'",
                       "use backend: sim (or label the run simulated); never present simulator numbers as measured",
-                      [str(s.get("url")) for s in sim_servers]))
+                      [str(s.get("url")) for s in sim_servers], "run"))
     if d.run.get("backend") == "sim" and "simulated" not in labels:
         out.append(_f(d.archive_id, "simulated-context", "blocking", "simulator run without the 'simulated' label",
-                      "re-run with this dsv4h version, which labels simulator runs", []))
+                      "re-run with this dsv4h version, which labels simulator runs", [], "run"))
     return out
 
 
@@ -298,10 +346,10 @@ def rule_oracle(d: ArchiveData) -> list[Finding]:
                           f"{r.get('oracle')} on {r.get('service')} (first divergence {r.get('first_divergence')})"
                           for r in failed[:4]),
                       "find the numerical change before publishing any rate from this service",
-                      [str(r.get("service")) for r in failed]))
+                      [str(r.get("service")) for r in failed], "run"))
     if declared and not results:
         out.append(_f(d.archive_id, "oracle", "blocking", "oracles were declared but no oracle result is archived",
-                      "re-run; sentinels run before and after measurement on every service", []))
+                      "re-run; sentinels run before and after measurement on every service", [], "run"))
     if not declared and not results:
         out.append(_f(d.archive_id, "oracle", "info", "no oracle sentinel ran for this archive",
                       "declare oracles (e.g. oracles/france.yaml) in the spec", []))
@@ -320,34 +368,301 @@ def rule_service_restarts(d: ArchiveData) -> list[Finding]:
                "for a publishable formal matrix run every cell on one fresh service", [])]
 
 
+WITNESS_EDGE_STEPS = 1.0
+"""Decode steps allowed at each edge of a resident window before a /metrics sample counts (a server
+may update its running count one step before or after the client sees the step's tokens)."""
+
+
+def _witness_allowance_s(wave: dict[str, Any] | None, check: dict[str, Any] | None) -> tuple[float, float]:
+    """(receive lag, one decode step) in seconds allowed at each window edge of a wave: the lag is
+    the larger of the measured receive lag p99 (simulator emit stamps) and the client's event-loop
+    delay p99 (any server); the step is the wave's observed step (concurrency / resident rate)."""
+    step = lag = 0.0
+    if wave is not None:
+        rate = _num(wave.get("resident_rate"))
+        if rate > 0:
+            step = max(int(wave.get("concurrency") or 1), 1) / rate
+        emit_lag = _num(wave.get("lag_p99_s"))
+        lag = emit_lag if emit_lag > 0 else lag
+    if check is not None:
+        loop_lag = _num(check.get("loop_lag_p99_s"))
+        lag = max(lag, loop_lag) if loop_lag > 0 else lag
+    return lag, WITNESS_EDGE_STEPS * step
+
+
+def _witness_view(row: dict[str, Any], margin_s: float) -> tuple[int, float | None, float]:
+    """(samples inside the window shrunk by ``margin_s`` at each edge, fewest running among them,
+    most queued among the samples that showed fewer than the concurrency)."""
+    samples = row.get("samples")
+    if samples is None:  # summary rows without their samples: no margin can be applied
+        low = row.get("running_min_in_window")
+        return int(row.get("samples_in_window") or 0), (float(low) if low is not None else None), math.nan
+    margin = int(margin_s * 1e9)
+    lo, hi = int(row["window_start_ns"]) + margin, int(row["window_end_ns"]) - margin
+    inside = [s for s in samples if s[2] is not None and int(s[0]) >= lo and int(s[1]) <= hi]
+    if not inside:
+        return 0, None, math.nan
+    conc = int(row.get("concurrency") or 0)
+    queued = [q for s in inside if float(s[2]) < conc and len(s) > 3 and not math.isnan(q := _num(s[3]))]
+    return len(inside), min(float(s[2]) for s in inside), max(queued, default=math.nan)
+
+
 def rule_concurrency_witness(d: ArchiveData) -> list[Finding]:
-    """The server itself must show C requests running while a measured decode window is open."""
-    rows = [w for w in d.extra.get("server_metrics", []) if w.get("phase") == "measured"]
-    decode_waves = {w["wave_id"] for w in d.waves if w.get("workload") == "decode" and w.get("phase") == "measured"}
-    rows = [w for w in rows if not decode_waves or w.get("wave_id") in decode_waves]
-    seen = [w for w in rows if (w.get("samples_in_window") or 0) > 0]
-    short = [w for w in seen if float(w.get("running_min_in_window") or 0) < int(w.get("concurrency") or 0)]
+    """The server itself must show C requests running while a measured decode window is open.
+
+    Samples count only when taken wholly inside the window shrunk at each edge by the wave's
+    receive lag and one decode step; waves with failed requests are left to ``failed-requests``.
+    A shortfall with requests queued means the server held some back (admission limits,
+    retraction); one with nothing queued means requests had ended on the server before the
+    client received their end (the client read late)."""
+    waves = {str(w["wave_id"]): w for w in d.waves}
+    checks = {str(c["wave_id"]): c for c in d.extra.get("wave_checks", [])}
+    decode_waves = {k for k, w in waves.items() if w.get("workload") == "decode" and w.get("phase") == "measured"
+                    and not int(w.get("n_failed") or 0)}  # a failed request left the server: failed-requests
+    rows = [w for w in d.extra.get("server_metrics", []) if w.get("phase") == "measured"
+            and (not waves or w.get("wave_id") in decode_waves)]
+    seen = 0
+    held: list[tuple[str, float, int, float]] = []
+    late: list[tuple[str, float, int, float, float]] = []
+    for row in rows:
+        wid = str(row["wave_id"])
+        lag, step = _witness_allowance_s(waves.get(wid), checks.get(wid))
+        n, low, queued = _witness_view(row, lag + step)
+        seen += n > 0
+        conc = int(row.get("concurrency") or 0)
+        if low is None or low >= conc:
+            continue
+        if queued > 0:
+            held.append((wid, low, conc, queued))
+        else:
+            late.append((wid, low, conc, lag, step))
     out: list[Finding] = []
-    if short:
+    if held:
+        wid, low, conc, queued = held[0]
         out.append(_f(d.archive_id, "concurrency-witness", "warning",
-                      f"{len(short)} measured wave(s) where the server reported fewer running requests than the "
-                      "wave's concurrency inside its resident window (e.g. "
-                      f"{short[0]['wave_id']}: min {short[0].get('running_min_in_window')} of "
-                      f"{short[0].get('concurrency')})",
-                      "check admission limits (max running requests, KV pool) for this concurrency",
-                      [str(w["wave_id"]) for w in short]))
+                      f"{len(held)} measured wave(s) where the server held requests back (queued or retracted) "
+                      f"while the wave was resident (e.g. {wid}: min {low:g} of {conc} running, {queued:g} queued)",
+                      "the server did not keep the whole wave running: check its admission limits for this "
+                      "concurrency (max running requests, KV pool size, retraction)", [h[0] for h in held]))
+    if late:
+        wid, low, conc, lag, step = late[0]
+        out.append(_f(d.archive_id, "concurrency-witness", "warning",
+                      f"{len(late)} measured wave(s) where the server reported fewer running requests than the "
+                      f"wave's concurrency with none queued, more than the receive lag ({lag * 1e3:.1f} ms) plus "
+                      f"one decode step ({step * 1e3:.1f} ms) inside the window edges (e.g. {wid}: min {low:g} of "
+                      f"{conc}): requests had ended on the server before the client received their end",
+                      "the client read the streams late: see the client-bound and client-lag findings; run the "
+                      "client on an idle core or with fewer streams per process", [x[0] for x in late]))
     if decode_waves and not seen:
         out.append(_f(d.archive_id, "concurrency-witness", "info",
                       "the server's /metrics did not witness concurrency during resident windows (not exported "
-                      "or windows shorter than the sampling interval)",
+                      "or windows shorter than the sampling interval plus their edge allowance)",
                       "start SGLang with --enable-metrics so residency is witnessed by the server", []))
+    return out
+
+
+def rule_warmup_failed(d: ArchiveData) -> list[Finding]:
+    """Failed warmup requests are findings; a cell none of whose warmup waves was clean is blocked
+    (with every wave and round it measured: its shape was never warmed on a healthy server)."""
+    warmups: dict[str, list[dict[str, Any]]] = {}
+    for w in d.waves:
+        if w.get("phase") == "warmup":
+            warmups.setdefault(str(w.get("cell_id")), []).append(w)
+    partial: list[str] = []
+    out: list[Finding] = []
+    for cell, ws in sorted(warmups.items()):
+        bad = [w for w in ws if int(w.get("n_failed") or 0) > 0]
+        if not bad:
+            continue
+        if len(bad) < len(ws):
+            partial.extend(str(w["wave_id"]) for w in bad)
+            continue
+        n_failed = sum(int(w.get("n_failed") or 0) for w in ws)
+        n_req = sum(int(w.get("n_requests") or 0) for w in ws)
+        mine = [str(w["wave_id"]) for w in d.waves if str(w.get("cell_id")) == cell]
+        rounds = [str(r["round_id"]) for r in d.rounds if str(r.get("cell_id")) == cell]
+        measured = any(w.get("phase") == "measured" for w in d.waves if str(w.get("cell_id")) == cell)
+        out.append(_f(d.archive_id, "warmup-failed", "blocking",
+                      f"{cell}: every warmup wave had failed requests ({n_failed} of {n_req} warmup requests "
+                      f"failed)" + ("; it was measured anyway" if measured else "; measurement did not start"),
+                      "find the cause in the service log; a cell is measured only after a clean warmup wave",
+                      [cell, *mine, *rounds]))
+    if partial:
+        out.append(_f(d.archive_id, "warmup-failed", "warning",
+                      f"{len(partial)} warmup wave(s) with failed requests (a later warmup wave of the same cell "
+                      "was clean, so measurement went ahead)",
+                      "find the cause in the service log before trusting the service", partial))
+    return out
+
+
+CLIENT_LOOP_PREFILL_FRACTION = 0.02
+"""client-bound: event-loop delay p99 above this fraction of the prefill window (prefill waves)."""
+CLIENT_CPU_SHARE = 0.90
+"""client-bound: the event-loop thread busy (CPU time / wall time) at least this share of the wave."""
+
+
+def _client_late(w: dict[str, Any], c: dict[str, Any]) -> str | None:
+    """Why the client limited wave ``w`` (self-check row ``c``), or None. Decode waves: loop delay
+    median above 10% of the observed step or p99 above half of it (the fractions ``client-lag``
+    applies to emit stamps); prefill waves: p99 above 2% of the prefill window; any wave: the loop
+    thread busy 90% of the wave's wall time."""
+    p50, p99, cpu = _num(c.get("loop_lag_p50_s")), _num(c.get("loop_lag_p99_s")), _num(c.get("loop_cpu_share"))
+    if cpu >= CLIENT_CPU_SHARE:
+        return f"loop thread busy {cpu:.0%} of the wave"
+    if w.get("workload") == "prefill":
+        window = _num(w.get("prefill_seconds"))
+        if p99 > CLIENT_LOOP_PREFILL_FRACTION * window:
+            return f"loop delay p99 {p99 * 1e3:.2f} ms, above 2% of the {window:.3f} s prefill window"
+        return None
+    rate = _num(w.get("resident_rate"))
+    step = max(int(w.get("concurrency") or 1), 1) / rate if rate > 0 else math.nan
+    if p50 > LAG_P50_FRACTION * step or p99 > LAG_P99_FRACTION * step:
+        return (f"loop delay median {p50 * 1e3:.2f} ms / p99 {p99 * 1e3:.2f} ms against a {step * 1e3:.2f} ms "
+                f"decode step (limits {LAG_P50_FRACTION:.0%} / {LAG_P99_FRACTION:.0%} of it)")
+    return None
+
+
+def rule_client_bound(d: ArchiveData) -> list[Finding]:
+    """The harness's own self-check (any server, ``_client_late``): measured waves during which the
+    client's event loop answered late or was saturated were limited by the client, not only by
+    the server."""
+    checks = {str(c["wave_id"]): c for c in d.extra.get("wave_checks", [])}
+    bad: list[tuple[str, str]] = []
+    for w in d.waves:
+        c = checks.get(str(w.get("wave_id")))
+        why = _client_late(w, c) if w.get("phase") == "measured" and c is not None else None
+        if why is not None:
+            bad.append((str(w["wave_id"]), why))
+    if not bad:
+        return []
+    return [_f(d.archive_id, "client-bound", "warning",
+               f"{len(bad)} measured wave(s) where the client itself was late or saturated (e.g. {bad[0][0]}: "
+               f"{bad[0][1]}): event timestamps lag the server and the rate may be the client's",
+               "run the client on an idle core (nothing else busy on the machine) or with fewer concurrent "
+               "streams per process", [b[0] for b in bad])]
+
+
+def _late_steps(info: Any) -> int | None:
+    states = info.get("internal_states") if isinstance(info, dict) else None
+    if not isinstance(states, list) or not states or not isinstance(states[0], dict):
+        return None
+    late = states[0].get("sim_late_steps")
+    return int(late) if isinstance(late, int) else None
+
+
+SIM_LATENESS_FRACTION = 0.01
+"""sim-lateness: a warning when the model time a wave lost is at least this fraction of its window
+(resident window for decode, prefill window for prefill: the most its rate can be off); below, info."""
+
+
+def rule_sim_lateness(d: ArchiveData) -> list[Finding]:
+    """Measured waves during which the simulator fell behind its own model (it counts late steps):
+    their rates are not the model's (a warning from 1% of the window lost, info below). Archives
+    without per-wave counters are judged from the simulator's counters before and after the run."""
+    rows = [c for c in d.extra.get("wave_checks", []) if c.get("sim_late_steps") is not None]
+    late = [c for c in rows if c.get("phase") == "measured" and int(c["sim_late_steps"]) > 0]
+    remedy = ("rates taken while the simulator was late are not the model's: rerun on an idle machine (or "
+              "raise the simulator's time_scale)")
+    windows = {str(w["wave_id"]): _num(w.get("prefill_seconds") if w.get("workload") == "prefill"
+                                       else w.get("resident_seconds")) for w in d.waves}
+
+    def material(c: dict[str, Any]) -> bool:  # NaN windows count as material
+        return not _num(c.get("sim_lateness_s")) < SIM_LATENESS_FRACTION * windows.get(str(c["wave_id"]), math.nan)
+
+    out: list[Finding] = []
+    levels: tuple[tuple[Severity, str, bool], ...] = (("warning", "at least", True), ("info", "under", False))
+    for severity, size, is_material in levels:
+        mine = [c for c in late if material(c) == is_material]
+        if mine:
+            steps = sum(int(c["sim_late_steps"]) for c in mine)
+            lost = sum(_num(c.get("sim_lateness_s")) or 0.0 for c in mine)
+            out.append(_f(d.archive_id, "sim-lateness", severity,
+                          f"{len(mine)} measured wave(s) ran while the simulator fell behind its model ({steps} "
+                          f"late step(s), {lost:.3f} s of model time lost, {size} {SIM_LATENESS_FRACTION:.0%} of "
+                          f"the window; e.g. {mine[0]['wave_id']})", remedy, [str(c["wave_id"]) for c in mine]))
+    if late or rows:
+        return out
+    for i, s in enumerate(d.services):
+        before, after = _late_steps(s.get("server_info")), _late_steps(s.get("server_info_at_stop"))
+        if serves_simulator(s) and before is not None and after is not None and after > before:
+            out.append(_f(d.archive_id, "sim-lateness", "warning",
+                          f"service#{s.get('start_index', i + 1)}: the simulator recorded {after - before} late "
+                          "step(s) during the run (per-wave lateness was not recorded)", remedy, []))
+    return out
+
+
+# --- rate sweeps (harness.run.sweep) and imported peer results (harness.store.peers) ---
+
+
+def _sweep(d: ArchiveData) -> bool:
+    return d.run.get("protocol_class") == "rate-sweep"
+
+
+def rule_sweep_schedule(d: ArchiveData) -> list[Finding]:
+    """Rounds whose client could not keep the planned arrival schedule."""
+    if not _sweep(d):
+        return []
+    tol = float(d.spec.get("schedule_tolerance_ms", 50.0)) / 1000
+    late = [r for r in d.rounds if r.get("client_schedule_kept") is False]
+    return [_f(d.archive_id, "sweep-schedule", "blocking",
+               f"{r['round_id']}: the client sent requests up to {float(r['client_lag_p99_s']) * 1e3:.1f} ms (p99) "
+               f"after their planned time (tolerance {tol * 1e3:.0f} ms); the offered rate was not the planned one",
+               "lower the rate or run the client on a less loaded machine; the achieved schedule is in "
+               "schedule.jsonl", [str(r["round_id"]), str(r["cell_id"])]) for r in late]
+
+
+def rule_sweep_rounds(d: ArchiveData) -> list[Finding]:
+    """Rate cells with missing or failed rounds."""
+    if not _sweep(d):
+        return []
+    out = []
+    for c in d.cells:
+        ok, planned = int(c.get("rounds_ok", 0)), int(c.get("rounds_planned", 3))
+        if ok < planned:
+            out.append(_f(d.archive_id, "sweep-rounds", "blocking",
+                          f"{c['cell_id']}: {ok} of {planned} rounds ok", "find the failed requests in the "
+                          "archive and run the sweep again", [str(c["cell_id"])]))
+    return out
+
+
+def rule_external_claim(d: ArchiveData) -> list[Finding]:
+    """Imported results are the peer's numbers, not measurements."""
+    if d.run.get("claim_class") != "external":
+        return []
+    return [_f(d.archive_id, "external-claim", "info",
+               f"imported result of {d.run.get('service_name')}: claim class external, the peer's own metric "
+               "definitions (external.json); never combined with measured claims", "", [], "run")]
+
+
+def rule_token_counts(d: ArchiveData) -> list[Finding]:
+    """How output tokens were counted (harness.load.openai): approximate methods are said once
+    (info); a per-chunk count that disagrees with the server's final usage is a warning on the waves
+    it touched, since their rates count chunks rather than tokens."""
+    measured = [r for r in d.requests if r.get("phase") == "measured" and r.get("ok")]
+    approx = sorted({str(r.get("count_method")) for r in measured
+                     if r.get("count_method") in ("chunks-reconciled", "retokenized", "chunks")})
+    out: list[Finding] = []
+    if approx:
+        out.append(_f(d.archive_id, "token-counts", "info",
+                      f"approximate token counts ({', '.join(approx)}): the server sent no exact per-chunk "
+                      "counts; these rates never share a claim with exact ones", "", [], "run"))
+    bad = [r for r in measured if r.get("count_method") in ("chunks", "retokenized")
+           and r.get("completion_tokens") is not None and r.get("n_tokens") != r.get("completion_tokens")]
+    if bad:
+        ex = bad[0]
+        out.append(_f(d.archive_id, "token-count-mismatch", "warning",
+                      f"{len(bad)} request(s) counted {ex.get('n_tokens')} output tokens from the stream "
+                      f"({ex.get('count_method')}) where the server's final usage says {ex.get('completion_tokens')}",
+                      "prefer a path with exact counts (usage on every chunk, token ids); the server's totals are "
+                      "kept in completion_tokens", sorted({str(r["wave_id"]) for r in bad})))
     return out
 
 
 RULES: tuple[Callable[[ArchiveData], list[Finding]], ...] = (
     rule_formal_rounds, rule_resident_short, rule_prefill_cached, rule_warmup_in_measured, rule_identity,
     rule_speculative_native, rule_simulated_context, rule_abba_drift, rule_failed_requests, rule_client_lag,
-    rule_oracle, rule_service_restarts, rule_concurrency_witness,
+    rule_oracle, rule_service_restarts, rule_concurrency_witness, rule_warmup_failed, rule_client_bound,
+    rule_sim_lateness, rule_sweep_schedule, rule_sweep_rounds, rule_external_claim, rule_token_counts,
 )
 
 

@@ -32,7 +32,7 @@ from harness.formats import atomic_write_table, parse_model, read_yaml
 from harness.governance import records as gv
 from harness.governance.base import SLUG
 from harness.hashing import sha256_file
-from harness.store.archive import Archive, find_archive, open_archive
+from harness.store.archive import Archive, find_archive, open_verified
 from harness.store.ledger import LEDGER_SCHEMA_VERSION, ledger_dir, locked, read_table
 
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
@@ -100,7 +100,8 @@ def _append_rows(workspace: Path, table: str, rows: Sequence[dict[str, Any]]) ->
 
 
 def _resolve_archive(ref: str, workspace: Path) -> Archive:
-    return open_archive(find_archive(ref, workspace))
+    """The archive ``ref`` names, verified: governance records are never built on a changed archive."""
+    return open_verified(find_archive(ref, workspace))
 
 
 # --- records -----------------------------------------------------------------------------------

@@ -196,8 +196,15 @@ class RecordDraft:
     over_control_pct: float | None
 
 
-def _rate(value: float, claim: str, protocol: str, metric: str, experiment: str, simulated: bool) -> LabeledRate:
-    return LabeledRate(value, claim, protocol, boundary=metric, experiment=experiment, simulated=simulated)
+def _rate(value: float, claim: str, protocol: str, metric: str, experiment: str, simulated: bool,
+          counts: str = "exact") -> LabeledRate:
+    return LabeledRate(value, claim, protocol, boundary=metric, experiment=experiment, simulated=simulated,
+                       counts=counts)
+
+
+def _counts(facts: Sequence[ArchiveFacts]) -> str:
+    """``approximate`` when any archive's token counts were approximate (its ``approximate-counts`` label)."""
+    return "approximate" if any("approximate-counts" in f.labels for f in facts) else "exact"
 
 
 def _archive_problems(role: str, ref: str, f: ArchiveFacts | str, p: RecordProposal) -> list[str]:
@@ -388,7 +395,7 @@ def evaluate_proposal(
     over_prev: float | None = None
     over_ctrl: float | None = None
     if value is not None:
-        mine = _rate(value, p.claim_class, "formal", p.metric, rid, origin == "simulated")
+        mine = _rate(value, p.claim_class, "formal", p.metric, rid, origin == "simulated", _counts(good))
         if previous is not None:
             try:
                 over_prev = ratio_pct(mine, _rate(
@@ -405,7 +412,7 @@ def evaluate_proposal(
             try:
                 over_ctrl = ratio_pct(mine, _rate(statistics.median(ctrl_vals), ctrl_good[0].claim_class,
                                                   ctrl_good[0].protocol_class, p.metric, rid,
-                                                  ctrl_good[0].simulated)).value
+                                                  ctrl_good[0].simulated, _counts(ctrl_good))).value
             except EvidenceError as exc:
                 problems.append(f"control: {exc.message}")
     suite_set = sorted(suite_ids)

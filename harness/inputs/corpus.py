@@ -148,6 +148,9 @@ class CaseEntry(_StrictTypes):
     n_tokens: int = Field(ge=1)
     sha256: str = Field(pattern=_HEX64)
     provenance: Provenance
+    output_tokens: int | None = Field(
+        default=None, ge=1, description="declared answer length (corpora drawn from a distribution or imported "
+        "from a ShareGPT file, harness.inputs.corpus_synth); absent in source-code corpora")
 
 
 class HistoryStep(_StrictTypes):
@@ -206,6 +209,7 @@ class Case:
     sha256: str
     n_tokens: int
     provenance: Mapping[str, Any]
+    output_tokens: int | None = None
 
     @property
     def hash16(self) -> str:
@@ -518,6 +522,7 @@ def load_corpus(path: str | os.PathLike[str]) -> Corpus:
             sha256=e.sha256,
             n_tokens=e.n_tokens,
             provenance=e.provenance.model_dump(),
+            output_tokens=e.output_tokens,
         )
         for e in manifest.cases
     )

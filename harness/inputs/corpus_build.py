@@ -323,7 +323,7 @@ def build_corpus(  # noqa: PLR0913 - one keyword per `dsv4h corpus build` option
     lines: list[bytes] = list(old_lines)
     if old is not None:
         for c in old.manifest.cases:
-            entries.append(c.model_dump())
+            entries.append(c.model_dump(exclude_none=True))
             prov = c.provenance
             walker.used.setdefault(prov.path, []).append((prov.line_start, prov.line_end))
 

@@ -4,16 +4,23 @@
 ``SpecError`` naming the file, the field path and the fix (with a did-you-mean for unknown keys).
 Pure: reads files, no other side effects.
 
+Limits: everything that sizes work has a bound checked at load (``MAX_*`` below: concurrency, tiers,
+rounds, waves, tokens, durations; floats must be finite), so no spec makes the planner or a run
+allocate or loop without end. Names that become file names (service, campaign, workload) are
+names: letters, digits, ``.``, ``_``, ``-``, starting with a letter or digit, at most
+``MAX_NAME_CHARS`` (service) or ``MAX_CAMPAIGN_NAME_CHARS`` characters (:func:`check_name`).
+
 Campaign spec format history (``SPEC_FORMAT_VERSION``):
   1 - first version (2026-11-29).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -22,21 +29,60 @@ from harness.formats import Strict, parse_model, read_yaml, resolve_path
 
 SPEC_FORMAT_VERSION = 1
 
+MAX_NAME_CHARS = 64
+MAX_CAMPAIGN_NAME_CHARS = 160
+MAX_CONCURRENCY = 4096
+MAX_WORKERS = 256
+MAX_TIERS = 64
+MAX_ROUNDS = 100
+MAX_WAVES = 100_000
+MAX_NEW_TOKENS = 1 << 20
+MAX_SECONDS = 7 * 86400.0
+MAX_EVENT_BYTES = 1 << 30
+NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_CHARS - 1}}}$"
+CAMPAIGN_NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_CAMPAIGN_NAME_CHARS - 1}}}$"
+_TEXT = 100_000  # characters of free text (descriptions, reasons)
+_PATH = 4096  # characters of a path or URL
+_LIST = 4096  # entries of a list of arguments, ids or keys
+
+
+def check_name(value: str, what: str = "service name") -> str:
+    """``value`` if it is a valid name (module docstring), else ``SpecError`` saying why; for names
+    given on the command line, which become file names inside the workspace."""
+    if not re.fullmatch(NAME_PATTERN, value):
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise SpecError(f"{what} {shown!r} is not a name: use letters, digits, '.', '_' and '-', starting with "
+                        f"a letter or digit, at most {MAX_NAME_CHARS} characters",
+                        hint="names never contain '/' or spaces; list started services with 'dsv4h service "
+                        "status -w WORKSPACE'")
+    return value
+
 ClaimClass = Literal["native-ar", "speculative-full-target", "speculative-approximate"]
-ProtocolClass = Literal["formal", "abba-screen"]
-Backend = Literal["sim", "sglang", "vllm", "attach"]
+ProtocolClass = Literal["formal", "abba-screen", "rate-sweep"]
+Backend = Literal["sim", "sglang", "vllm", "command", "attach"]
 TIERS = (1, 2, 4, 8, 16, 32, 64)
 
 
 class SimSettings(Strict):
     """Options of the built-in simulator when ``backend: sim``."""
 
-    profile: str = "paper-tp8"
+    profile: str = Field("paper-tp8", max_length=128)
+    profile_file: str | None = Field(
+        None, max_length=_PATH, description="a simulator profile YAML file (relative to the spec; "
+        "harness/sim/profile_files/ holds the built-ins as examples); replaces 'profile' when set")
     stream_mode: Literal["cumulative", "delta", "skip-tokenizer-init"] = "cumulative"
-    stream_interval: int = Field(1, ge=1)
-    time_scale: float = Field(1.0, gt=0)
-    step_factor: float = Field(1.0, gt=0, description="multiplies decode step time; 1/1.1 = +10% faster")
-    die_after_requests: int | None = Field(None, ge=1, description="fault injection for tests")
+    openai_usage: Literal["honor", "final-only", "none"] = Field(
+        "honor", description="usage in the simulator's OpenAI streams: per chunk when asked (vLLM-like), "
+        "final-only, or none (text deltas only, like transformers serve)")
+    stream_interval: int = Field(1, ge=1, le=10_000)
+    time_scale: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False)
+    step_factor: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False,
+                               description="multiplies decode step time; 1/1.1 = +10% faster")
+    die_after_requests: int | None = Field(None, ge=1, le=10**9, description="fault injection for tests")
+    fault: str | None = Field(None, description="fault injection for tests: a simulator fault spec "
+                              "(harness.sim.faults, e.g. error_event:3), checked when the simulator starts")
+    fault_every: int = Field(1, ge=1, description="apply the fault to every N-th generate request")
+    fault_first: int | None = Field(None, ge=0, description="apply the fault only among the first N requests")
 
 
 class OpenAISettings(Strict):
@@ -64,52 +110,61 @@ class ServiceProfile(Strict):
     harness then cannot prove a fresh process and records that).
     """
 
-    name: str = "service"
+    name: str = Field("service", pattern=NAME_PATTERN,
+                      description="a name (letters, digits, '.', '_', '-'; at most 64 characters): it names "
+                      "log files and state in the workspace")
     backend: Backend = "sim"
-    url: str | None = None
+    url: str | None = Field(None, max_length=_PATH)
     protocol: Literal["sglang", "vllm", "openai-completions", "openai-chat"] | None = None
     openai: OpenAISettings = Field(default_factory=lambda: OpenAISettings())  # noqa: PLW0108 - mypy needs the call
     tokenizer: str | None = Field(
         None, description="tokenizer (directory or tokenizer.json) that decodes corpus ids into text prompts "
         "and re-tokenizes streamed text; needed for text prompts, chat and re-tokenized counting")
-    model_path: str | None = None
-    served_model_name: str | None = None
-    tp_size: int | None = Field(None, ge=1)
-    ep_size: int | None = Field(None, ge=1)
-    dp_size: int | None = Field(None, ge=1)
-    host: str = "127.0.0.1"
+    model_path: str | None = Field(None, max_length=_PATH)
+    served_model_name: str | None = Field(None, max_length=_PATH)
+    tp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
+    ep_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
+    dp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
+    host: str = Field("127.0.0.1", max_length=255)
     port: int | None = Field(None, ge=0, le=65535)
-    python: str | None = Field(None, description="interpreter that runs the engine (default: this one)")
+    python: str | None = Field(None, max_length=_PATH,
+                               description="interpreter that runs the engine (default: this one)")
+    command: list[str] | None = Field(
+        None, max_length=_LIST, description="backend 'command': the server's argv; {host} and {port} are filled "
+        "in (any OpenAI-compatible server, e.g. transformers serve)")
+    health_path: str = Field("/health", pattern=r"^/", max_length=_PATH,
+                             description="GET path answering 200 once the server is ready (e.g. /v1/models)")
     # SGLang launch settings (None = leave the engine's default; see harness.service.command)
     mem_fraction_static: float | None = Field(None, gt=0, le=1)
-    max_total_tokens: int | None = Field(None, ge=1, description="KV pool size in tokens")
-    chunked_prefill_size: int | None = Field(None, ge=1)
-    max_running_requests: int | None = Field(None, ge=1)
-    max_prefill_tokens: int | None = Field(None, ge=1)
-    cuda_graph_bs: list[int] | None = None
-    attention_backend: str | None = None
-    moe_backend: str | None = None
-    page_size: int | None = Field(None, ge=1)
+    max_total_tokens: int | None = Field(None, ge=1, le=1 << 40, description="KV pool size in tokens")
+    chunked_prefill_size: int | None = Field(None, ge=1, le=1 << 31)
+    max_running_requests: int | None = Field(None, ge=1, le=1 << 24)
+    max_prefill_tokens: int | None = Field(None, ge=1, le=1 << 31)
+    cuda_graph_bs: list[int] | None = Field(None, max_length=_LIST)
+    attention_backend: str | None = Field(None, max_length=256)
+    moe_backend: str | None = Field(None, max_length=256)
+    page_size: int | None = Field(None, ge=1, le=1 << 20)
     disable_radix_cache: bool = False
     trust_remote_code: bool = False
     numa: Literal["none", "interleave"] = "none"
-    nnodes: int = Field(1, ge=1)
-    node_rank: int | None = Field(None, ge=0)
-    dist_init_addr: str | None = None
+    nnodes: int = Field(1, ge=1, le=1024)
+    node_rank: int | None = Field(None, ge=0, le=1023)
+    dist_init_addr: str | None = Field(None, max_length=512)
     gpus: list[int | str] | None = Field(
-        None, description="GPU indices/UUIDs the service uses (default: *_VISIBLE_DEVICES from env, else all)")
+        None, max_length=_LIST,
+        description="GPU indices/UUIDs the service uses (default: *_VISIBLE_DEVICES from env, else all)")
     gpu_owners_source: Literal["auto", "amd-smi", "nvidia-smi", "nvml", "none"] = "auto"
     check_gpu_owners: bool | None = Field(
         None, description="refuse unrelated GPU owners before launch and before every cell/leg "
         "(default: on for every backend but sim)")
-    memory_sample_interval_s: float = Field(5.0, gt=0)
-    extra_args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    patches: str | None = Field(None, description="path of a model_patches series file")
+    memory_sample_interval_s: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False)
+    extra_args: list[str] = Field(default_factory=list, max_length=_LIST)
+    env: dict[str, str] = Field(default_factory=dict, max_length=_LIST)
+    patches: str | None = Field(None, max_length=_PATH, description="path of a model_patches series file")
     sim: SimSettings = Field(default_factory=lambda: SimSettings())  # noqa: PLW0108 - mypy needs the call
-    startup_timeout_s: float = Field(900.0, gt=0)
+    startup_timeout_s: float = Field(900.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     expect: dict[str, Any] = Field(
-        default_factory=dict,
+        default_factory=dict, max_length=_LIST,
         description="server_info keys the running server must report (identity verification)",
     )
 
@@ -119,6 +174,10 @@ class ServiceProfile(Strict):
             raise ValueError("backend 'attach' needs 'url' (e.g. url: http://127.0.0.1:30021)")
         if self.backend in ("sglang", "vllm") and not self.model_path:
             raise ValueError(f"backend '{self.backend}' needs 'model_path'")
+        if self.backend == "command" and not self.command:
+            raise ValueError("backend 'command' needs 'command' (the server's argv, with {port})")
+        if self.backend == "command" and self.protocol is None:
+            raise ValueError("backend 'command' needs 'protocol' (sglang, vllm, openai-completions or openai-chat)")
         return self
 
     @property
@@ -137,22 +196,22 @@ class ServiceProfile(Strict):
 class CorporaSpec(Strict):
     """Paths of frozen corpora (relative to the spec file, or to the working directory)."""
 
-    decode: str | None = None
-    prefill: str | None = None
+    decode: str | None = Field(None, max_length=_PATH)
+    prefill: str | None = Field(None, max_length=_PATH)
 
 
 class DecodeSpec(Strict):
     """Formal decode cells: duration-driven rounds of natural-EOS waves."""
 
     tiers: list[int] = Field(default_factory=lambda: list(TIERS))
-    rounds: int = Field(3, ge=1)
-    min_resident_seconds: float = Field(30.0, gt=0)
-    warmup_waves: int = Field(1, ge=0)
-    max_new_tokens: int = Field(2048, ge=1)
+    rounds: int = Field(3, ge=1, le=MAX_ROUNDS)
+    min_resident_seconds: float = Field(30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    warmup_waves: int = Field(1, ge=0, le=1000)
+    max_new_tokens: int = Field(2048, ge=1, le=MAX_NEW_TOKENS)
     ignore_eos: bool = False
-    temperature: float = Field(0.0, ge=0)
+    temperature: float = Field(0.0, ge=0, le=100, allow_inf_nan=False)
     cache_salt: Literal["fresh", "none"] = "fresh"
-    max_waves_per_round: int = Field(200, ge=1)
+    max_waves_per_round: int = Field(200, ge=1, le=MAX_WAVES)
 
     @field_validator("tiers")
     @classmethod
@@ -164,10 +223,10 @@ class PrefillSpec(Strict):
     """Formal prefill cells: one output token, cache defeated, ``cached_tokens == 0`` verified."""
 
     tiers: list[int] = Field(default_factory=lambda: list(TIERS))
-    rounds: int = Field(3, ge=1)
-    waves_per_round: int = Field(1, ge=1)
-    warmup_waves: int = Field(1, ge=0)
-    max_new_tokens: int = Field(1, ge=1)
+    rounds: int = Field(3, ge=1, le=MAX_ROUNDS)
+    waves_per_round: int = Field(1, ge=1, le=10_000)
+    warmup_waves: int = Field(1, ge=0, le=1000)
+    max_new_tokens: int = Field(1, ge=1, le=MAX_NEW_TOKENS)
     cache_defeat: Literal["salt", "flush"] = "salt"
 
     @field_validator("tiers")
@@ -179,8 +238,10 @@ class PrefillSpec(Strict):
 def _check_tiers(v: list[int]) -> list[int]:
     if not v:
         raise ValueError("tiers is empty; list at least one concurrency, e.g. [1, 2, 4, 8, 16, 32, 64]")
-    if any(c < 1 for c in v):
-        raise ValueError("every tier must be a concurrency >= 1")
+    if len(v) > MAX_TIERS:
+        raise ValueError(f"{len(v)} tiers; at most {MAX_TIERS}")
+    if any(c < 1 or c > MAX_CONCURRENCY for c in v):
+        raise ValueError(f"every tier must be a concurrency from 1 to {MAX_CONCURRENCY}")
     if len(set(v)) != len(v):
         raise ValueError("tiers contain duplicates")
     return sorted(v)
@@ -189,32 +250,67 @@ def _check_tiers(v: list[int]) -> list[int]:
 class ReopenSpec(Strict):
     """New evidence that reopens a closed direction (``dsv4h closure list``)."""
 
-    evidence: str = Field(min_length=1, description="archive id/path of NEW evidence (not the closing archive)")
-    reason: str = Field(min_length=1)
+    evidence: str = Field(min_length=1, max_length=_PATH,
+                          description="archive id/path of NEW evidence (not the closing archive)")
+    reason: str = Field(min_length=1, max_length=_TEXT)
+
+
+class ClientLimits(Strict):
+    """Bounds on every streamed request, so no server can hold a run: a request fails (with the
+    reason in its record) once it has run longer than ``deadline_grace_s`` + ``deadline_factor`` x
+    ``max_new_tokens`` x the step observed on its own stream (time per output token since its first
+    token), once its server streams more output tokens than ``max_new_tokens``, or once one SSE
+    event grows past ``max_event_bytes`` without ending. Silence is bounded by ``request_timeout_s``."""
+
+    deadline_factor: float = Field(4.0, ge=1, le=1000, allow_inf_nan=False)
+    deadline_grace_s: float = Field(60.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
+    max_event_bytes: int = Field(4 << 20, ge=1024, le=MAX_EVENT_BYTES)
+
+
+class LoadSettings(Strict):
+    """How the load is generated. ``workers``: client processes a wave's streams are spread over
+    (``harness.load.workers``; same host, one monotonic clock, synchronized start). ``1`` keeps every
+    stream in the campaign's own process; ``auto`` sizes the pool from the offered event rate and the
+    measured client CPU per event (``harness.load.workers.auto_workers``)."""
+
+    workers: int | Literal["auto"] = Field(1, description="client worker processes (1 = in process) or auto")
+    pin_cpus: bool = Field(False, description="pin each worker process to its own CPU (Linux)")
+
+    @field_validator("workers")
+    @classmethod
+    def _workers_range(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= MAX_WORKERS:
+            raise ValueError(f"workers must be 'auto' or 1..{MAX_WORKERS}")
+        return value
 
 
 class CampaignSpec(Strict):
     """A formal matrix campaign (``kind: formal-matrix``)."""
 
     format_version: int = SPEC_FORMAT_VERSION
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN)
     kind: Literal["formal-matrix"] = "formal-matrix"
-    description: str = ""
+    description: str = Field("", max_length=_TEXT)
     claim_class: ClaimClass
     protocol_class: Literal["formal"] = "formal"
-    labels: list[str] = Field(default_factory=list)
+    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64)
     service: ServiceProfile
     corpora: CorporaSpec = Field(default_factory=CorporaSpec)
     decode: DecodeSpec | None = None
     prefill: PrefillSpec | None = None
-    oracles: list[str] = Field(default_factory=list, description="oracle files run as sentinels before and "
-                               "after measurement on every service")
-    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]*$",
+    oracles: list[Annotated[str, Field(max_length=_PATH)]] = Field(
+        default_factory=list, max_length=64,
+        description="oracle files run as sentinels before and after measurement on every service")
+    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$",
                                   description="direction this run explores; refused while closed")
     reopen: ReopenSpec | None = None
-    analysis_plan: str | None = Field(None, description="analysis plan frozen with 'dsv4h freeze FILE' before the run")
+    analysis_plan: str | None = Field(None, max_length=_PATH,
+                                      description="analysis plan frozen with 'dsv4h freeze FILE' before the run")
     order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"])  # type: ignore[arg-type]
-    request_timeout_s: float = Field(1800.0, gt=0)
+    request_timeout_s: float = Field(1800.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                     description="longest silence tolerated while reading a response (s)")
+    client: ClientLimits = Field(default_factory=lambda: ClientLimits())  # noqa: PLW0108 - mypy needs the call
+    load: LoadSettings = Field(default_factory=lambda: LoadSettings())  # noqa: PLW0108 - mypy needs the call
 
     @model_validator(mode="after")
     def _check(self) -> CampaignSpec:
@@ -228,29 +324,37 @@ class CampaignSpec(Strict):
             raise ValueError("'prefill' is set but 'corpora.prefill' is missing")
         if self.reopen is not None and self.direction is None:
             raise ValueError("'reopen' needs the 'direction' it reopens")
+        if len(set(self.order)) != len(self.order):
+            raise ValueError(f"'order' lists a workload twice: {self.order}")
+        dropped = [w for w, sec in (("decode", self.decode), ("prefill", self.prefill))
+                   if sec is not None and w not in self.order]
+        if dropped:
+            raise ValueError(f"'{dropped[0]}' is set but 'order' ({self.order}) leaves it out, so it would never "
+                             f"run; add it to 'order' or remove the section")
         return self
 
 
 class AbbaWorkload(Strict):
     """The fixed waves of an ABBA screen: the same requests in every leg."""
 
-    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    description: str = ""
+    name: str | None = Field(None, pattern=CAMPAIGN_NAME_PATTERN)
+    description: str = Field("", max_length=_TEXT)
     claim_class: ClaimClass = "native-ar"
-    corpus: str
-    concurrency: int = Field(ge=1)
-    cases: list[str] | None = Field(None, description="case ids (default: the first `concurrency` cases)")
-    waves_per_leg: int = Field(2, ge=1)
-    warmup_waves: int = Field(1, ge=0)
-    max_new_tokens: int = Field(2048, ge=1)
+    corpus: str = Field(max_length=_PATH)
+    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY)
+    cases: list[str] | None = Field(None, max_length=MAX_CONCURRENCY,
+                                    description="case ids (default: the first `concurrency` cases)")
+    waves_per_leg: int = Field(2, ge=1, le=10_000)
+    warmup_waves: int = Field(1, ge=0, le=1000)
+    max_new_tokens: int = Field(2048, ge=1, le=MAX_NEW_TOKENS)
     ignore_eos: bool = False
     cache_salt: Literal["fresh", "none"] = "fresh"
     boundary: Literal["resident", "http"] = "resident"
     declared_change: list[str] = Field(
-        default_factory=list,
+        default_factory=list, max_length=256,
         description="profile keys the candidate may change (dotted, e.g. sim.step_factor, env, extra_args)",
     )
-    noise_floor_pct: float = Field(0.5, ge=0)
+    noise_floor_pct: float = Field(0.5, ge=0, le=100, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _check(self) -> AbbaWorkload:
@@ -263,21 +367,24 @@ class AbbaSpec(Strict):
     """An ABBA screen (``kind: abba``): control and candidate profiles plus a fixed workload."""
 
     format_version: int = SPEC_FORMAT_VERSION
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN)
     kind: Literal["abba"] = "abba"
-    description: str = ""
+    description: str = Field("", max_length=_TEXT)
     protocol_class: Literal["abba-screen"] = "abba-screen"
-    labels: list[str] = Field(default_factory=list)
+    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64)
     control: ServiceProfile
     candidate: ServiceProfile
     workload: AbbaWorkload
     fresh_candidate: bool = False
     allow_identity_change: bool = False
-    oracles: list[str] = Field(default_factory=list, description="oracle files run before and after every leg")
-    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]*$",
+    oracles: list[Annotated[str, Field(max_length=_PATH)]] = Field(
+        default_factory=list, max_length=64, description="oracle files run before and after every leg")
+    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$",
                                   description="direction this screen explores; refused while closed")
     reopen: ReopenSpec | None = None
-    request_timeout_s: float = Field(1800.0, gt=0)
+    request_timeout_s: float = Field(1800.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                     description="longest silence tolerated while reading a response (s)")
+    client: ClientLimits = Field(default_factory=lambda: ClientLimits())  # noqa: PLW0108 - mypy needs the call
 
     @property
     def claim_class(self) -> ClaimClass:
@@ -381,8 +488,11 @@ class LoadedSpec:
 
 
 def _resolve_profile(profile: ServiceProfile, base: Path) -> ServiceProfile:
-    update = {key: str(resolve_path(value, base)) for key, value in
-              (("patches", profile.patches), ("tokenizer", profile.tokenizer)) if value is not None}
+    update: dict[str, Any] = {key: str(resolve_path(value, base)) for key, value in
+                              (("patches", profile.patches), ("tokenizer", profile.tokenizer)) if value is not None}
+    if profile.sim.profile_file is not None:
+        update["sim"] = profile.sim.model_copy(
+            update={"profile_file": str(resolve_path(profile.sim.profile_file, base))})
     return profile.model_copy(update=update) if update else profile
 
 

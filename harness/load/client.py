@@ -6,6 +6,13 @@ that read. Token counts come from the decoder (the server's cumulative counts). 
 (HTTP status, error event, malformed event, non-SSE body, abort, disconnect, refused
 connection, timeout) becomes a record with ``error`` set and its partial tokens kept; nothing
 is raised and nothing is dropped. Request bodies (``sglang_body``, ``vllm_body``) are pure.
+
+Every wait is bounded (``StreamLimits``): silence longer than the idle timeout; no new output
+token for that long while the server keeps sending; a total time past ``deadline_grace_s`` +
+``deadline_factor`` x ``max_new_tokens`` x the step observed on the stream itself; more output
+tokens than ``max_new_tokens`` (the client stops reading: the record's error starts with
+``token overrun``); one SSE event longer than ``max_event_bytes``. Each ends the request with the
+reason in its record.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -23,7 +31,7 @@ import numpy as np
 
 from harness.errors import ServerUnreachable
 from harness.load.openai import OpenAIDecoder, Tokenize
-from harness.load.sse import SGLangDecoder, SSEParser, StreamDecoder, VLLMDecoder
+from harness.load.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLong, SGLangDecoder, SSEParser, StreamDecoder, VLLMDecoder
 from harness.records import RequestRecord
 
 Protocol = Literal["sglang", "vllm", "openai-completions", "openai-chat"]
@@ -148,19 +156,93 @@ class _IdleWatch:
         self._handle.cancel()
 
 
-async def _read_stream(resp: aiohttp.ClientResponse, decoder: StreamDecoder, watch: _IdleWatch) -> None:
-    feed = SSEParser().feed
+@dataclass(frozen=True)
+class StreamLimits:
+    """Bounds on one streamed request (module docstring; ``harness.inputs.spec.ClientLimits``)."""
+
+    deadline_factor: float = 4.0
+    deadline_grace_s: float = 60.0
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+
+
+class _Stop(Exception):
+    """Reading stopped on purpose; the message becomes the record's error."""
+
+
+_EVENT_SLACK = 16  # events that carry no token (role, usage, finish) when progress is counted in events
+
+
+class _Budget:
+    """When a stream must stop (pure arithmetic on monotonic ns): see the module docstring."""
+
+    __slots__ = ("c1", "cap", "last_c", "last_t", "limit_ns", "limits", "max_new", "send_ns", "silence_ns", "t1")
+
+    def __init__(self, limits: StreamLimits, max_new_tokens: int | None, silence_s: float, send_ns: int,
+                 in_events: bool) -> None:
+        self.limits = limits
+        self.max_new = max_new_tokens
+        self.cap = None if max_new_tokens is None else max_new_tokens + (_EVENT_SLACK if in_events else 0)
+        self.silence_ns = int(silence_s * 1e9)
+        self.send_ns = send_ns
+        self.limit_ns = send_ns + self.silence_ns
+        self.c1: int | None = None
+        self.t1 = self.last_t = send_ns
+        self.last_c = 0
+
+    def progress(self, c: int, t_ns: int) -> None:
+        """The stream's cumulative output count reached ``c`` at ``t_ns``."""
+        if self.cap is not None and c > self.cap:
+            raise _Stop(f"token overrun: the server streamed {c} output tokens, more than max_new_tokens="
+                        f"{self.max_new}; reading stopped")
+        if self.c1 is None:
+            self.c1, self.t1 = c, t_ns
+        self.last_c, self.last_t = c, t_ns
+        limit = t_ns + self.silence_ns
+        if self.max_new is not None and c > self.c1:
+            step_ns = (t_ns - self.t1) / (c - self.c1)
+            total = self.t1 + self.limits.deadline_grace_s * 1e9 + self.limits.deadline_factor * self.max_new * step_ns
+            limit = min(limit, int(total))
+        self.limit_ns = limit
+
+    def reason(self, t_ns: int, n_events: int) -> str:
+        if self.c1 is not None and self.last_c > self.c1 and self.max_new is not None and \
+                self.limit_ns < self.last_t + self.silence_ns:
+            step = (self.last_t - self.t1) / (self.last_c - self.c1) / 1e9
+            return (f"deadline: no end of stream after {(t_ns - self.send_ns) / 1e9:.1f} s (limit: "
+                    f"{self.limits.deadline_grace_s:g} s + {self.limits.deadline_factor:g} x {self.max_new} tokens "
+                    f"x observed step {step * 1e3:.3f} ms); reading stopped")
+        return (f"timeout (no progress): no new output for {self.silence_ns / 1e9:g} s while the server kept "
+                f"sending ({n_events} events); reading stopped")
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, decoder: StreamDecoder, watch: _IdleWatch,
+                       limits: StreamLimits, budget: _Budget) -> None:
+    parser = SSEParser(limits.max_event_bytes)
+    feed = parser.feed
     on_event = decoder.on_event
     read = resp.content.readany
+    counts: list[int] | None = getattr(decoder, "event_tokens", None)  # live cumulative counts, if kept
+    last_c = 0
     while True:
         chunk = await read()
         watch.last_ns = t_ns = perf_counter_ns()
         if not chunk:
+            for payload in parser.close():  # the body ended: an event completed by a final CR
+                on_event(payload, t_ns)
+            body_end = getattr(decoder, "on_body_end", None)  # servers that close without [DONE]
+            if body_end is not None:
+                body_end(t_ns)
             return
         for payload in feed(chunk):
             on_event(payload, t_ns)
         if decoder.done_ns is not None:
             return
+        c = (counts[-1] if counts else 0) if counts is not None else decoder.n_events
+        if c != last_c:
+            last_c = c
+            budget.progress(c, t_ns)
+        if t_ns > budget.limit_ns:
+            raise _Stop(budget.reason(t_ns, decoder.n_events))
 
 
 async def _exchange(
@@ -170,11 +252,13 @@ async def _exchange(
     headers: Mapping[str, str],
     decoder: StreamDecoder,
     idle_timeout_s: float,
+    limits: StreamLimits,
+    budget: _Budget,
 ) -> tuple[int | None, str | None]:
     """POST and read the response into ``decoder``; returns (http status, transport error)."""
     watch = _IdleWatch(idle_timeout_s)
     try:
-        return await _exchange_inner(session, url, body, headers, decoder, watch)
+        return await _exchange_inner(session, url, body, headers, decoder, watch, limits, budget)
     except asyncio.CancelledError:
         if not watch.fired:
             raise
@@ -193,6 +277,8 @@ async def _exchange_inner(
     headers: Mapping[str, str],
     decoder: StreamDecoder,
     watch: _IdleWatch,
+    limits: StreamLimits,
+    budget: _Budget,
 ) -> tuple[int | None, str | None]:
     status: int | None = None
     try:
@@ -202,7 +288,11 @@ async def _exchange_inner(
                 return status, f"http {status}: {await _read_text(resp)}"
             if resp.content_type != "text/event-stream":
                 return status, f"non-SSE body ({resp.content_type}): {await _read_text(resp)}"
-            await _read_stream(resp, decoder, watch)
+            await _read_stream(resp, decoder, watch, limits, budget)
+    except _Stop as exc:
+        return status, str(exc)
+    except EventTooLong as exc:
+        return status, f"event too long: {exc}; reading stopped after {decoder.n_events} events"
     except aiohttp.ClientConnectorError as exc:
         kind = "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else "connect failed"
         return status, f"{kind}: {exc}"
@@ -228,6 +318,8 @@ async def stream_request(
     fields: Mapping[str, Any] | None = None,
     idle_timeout_s: float = 600.0,
     decoder: StreamDecoder | None = None,
+    limits: StreamLimits | None = None,
+    max_new_tokens: int | None = None,
 ) -> RequestRecord:
     """Send one streamed request and return its record; never raises for request failures.
 
@@ -237,12 +329,16 @@ async def stream_request(
     for ``idle_timeout_s`` seconds (connect timeouts are the session's). ``fields`` are extra
     ``RequestRecord`` fields (the campaign identity), copied as given. A protocol-level error
     seen on the stream wins over the transport error that followed it. ``decoder`` replaces the
-    protocol's default decoder (e.g. an ``OpenAIDecoder`` with a tokenizer).
+    protocol's default decoder (e.g. an ``OpenAIDecoder`` with a tokenizer). ``limits`` and
+    ``max_new_tokens`` bound the request's total time and output (module docstring); without
+    ``max_new_tokens`` only silence and lack of progress are bounded.
     """
     decoder = decoder if decoder is not None else new_decoder(protocol)
+    limits = limits if limits is not None else StreamLimits()
     headers = {**_HEADERS, "X-Request-Id": rid}
     send_ns = perf_counter_ns()
-    status, transport_error = await _exchange(session, url, body, headers, decoder, idle_timeout_s)
+    budget = _Budget(limits, max_new_tokens, idle_timeout_s, send_ns, getattr(decoder, "event_tokens", None) is None)
+    status, transport_error = await _exchange(session, url, body, headers, decoder, idle_timeout_s, limits, budget)
     end_ns = perf_counter_ns()
     d = decoder.finish()
     return RequestRecord(

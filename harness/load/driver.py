@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import gc
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -25,6 +25,7 @@ from harness.load.client import (
     ENDPOINTS,
     PROTOCOLS,
     Protocol,
+    StreamLimits,
     new_decoder,
     sglang_body,
     stream_request,
@@ -110,6 +111,7 @@ class LoadClient:
     ``model``, the first model of ``GET /v1/models`` is used. With ``pause_gc`` (default),
     ``run_wave`` suspends Python's cyclic garbage collector while the wave is in flight, so a
     collection pause never delays event timestamps (reference counting still frees memory).
+    ``limits`` bound every request's total time, output and event size (``StreamLimits``).
     """
 
     def __init__(
@@ -123,6 +125,7 @@ class LoadClient:
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         pause_gc: bool = True,
         openai: OpenAIOptions | None = None,
+        limits: StreamLimits | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
@@ -136,8 +139,16 @@ class LoadClient:
         self.pause_gc = pause_gc
         self.timeout_s = timeout_s
         self.openai = openai or OpenAIOptions()
+        self.limits = limits or StreamLimits()
         self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s)
         self._session: aiohttp.ClientSession | None = None
+        # Set by subclasses that run waves elsewhere (harness.load.workers): run_wave delegates to it.
+        self.wave_runner: Callable[[Sequence[WaveRequest]], Awaitable[list[RequestRecord]]] | None = None
+
+    def take_check(self) -> dict[str, Any] | None:
+        """Self-check figures of the last wave measured outside this process (load workers), once;
+        None for an in-process client."""
+        return None
 
     async def __aenter__(self) -> LoadClient:
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, keepalive_timeout=60)
@@ -221,6 +232,8 @@ class LoadClient:
             idle_timeout_s=self.timeout_s,
             decoder=new_decoder(self.protocol, tokenize=self.openai.tokenize,
                                 count_method=self.openai.count_method),
+            limits=self.limits,
+            max_new_tokens=req.max_new_tokens,
         )
 
 
@@ -237,6 +250,8 @@ async def run_wave(client: LoadClient, requests: Sequence[WaveRequest]) -> list[
         raise ValueError(f"wave of {len(requests)} requests exceeds the client's concurrency {client.concurrency}")
     if len({r.rid for r in requests}) != len(requests):
         raise ValueError("rids within a wave must be unique (servers reject duplicates)")
+    if client.wave_runner is not None:
+        return await client.wave_runner(requests)
     bodies = [client.body(r) for r in requests]
     n = len(requests)
     with _gc_paused(client.pause_gc):

@@ -8,11 +8,14 @@ source available and records which one (``count_method``), in this order of pref
    (vLLM with ``stream_options.continuous_usage_stats``);
 2. ``token-ids`` (exact): per-chunk ``token_ids`` (vLLM's ``return_token_ids`` extension);
 3. ``chunks-reconciled`` (approximate): one token per content chunk, and the total equals the
-   final ``usage.completion_tokens``; the split of tokens over chunks is assumed, not observed;
-4. ``retokenized`` (approximate): the text deltas re-tokenized with the declared tokenizer
-   (cumulatively, so a token split over two chunks is counted once);
-5. ``chunks`` (approximate): one token per content chunk, unreconciled (no final usage, or it
-   disagrees; the disagreement is kept: ``completion_tokens`` holds the server's total).
+   final ``usage.completion_tokens`` (an empty-text chunk carrying ``finish_reason`` counts as the
+   last token when that makes the totals agree: EOS decodes to no text); the split of tokens over
+   chunks is assumed, not observed;
+4. ``retokenized`` (approximate): without any usage from the server, the text deltas re-tokenized with
+   the declared tokenizer (cumulatively, so a token split over two chunks is counted once);
+5. ``chunks`` (approximate): one token per content chunk, unreconciled (no final usage and no
+   tokenizer, or a final usage that disagrees: the disagreement is kept, ``completion_tokens`` holds
+   the server's total, and the evidence rules report it).
 
 Only exact methods (plus SGLang's native cumulative counts, ``server-cumulative``) may support a
 rate claim of the exact class; :data:`EXACT_COUNT_METHODS` names them.
@@ -101,7 +104,7 @@ class OpenAIDecoder:
         self._final_usage: dict[str, Any] | None = None
         self._prompt_len: int | None = None
         self._fr: Any = None
-        self._template: str | None = None
+        self._finish_ns: int | None = None  # arrival of an empty-text chunk that carried finish_reason
 
     def on_event(self, payload: bytes, t_ns: int) -> None:
         """Take one payload (see ``StreamDecoder``)."""
@@ -128,18 +131,30 @@ class OpenAIDecoder:
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             self._choice(choices[0], usage, t_ns)
 
+    def on_body_end(self, t_ns: int) -> None:
+        """The body ended without ``[DONE]``. Some servers (transformers serve) close the stream after
+        the chunk that carries ``finish_reason``: that is a complete answer, ended at ``t_ns``. Without a
+        finish reason the stream stays unfinished (the client reports the disconnect)."""
+        if self.done_ns is None and self._fr is not None and self.error is None:
+            self.done_ns = t_ns
+
     def _choice(self, c: dict[str, Any], usage: dict[str, Any] | None, t_ns: int) -> None:
         prompt = c.get("prompt_token_ids")
         if isinstance(prompt, list):
             self._prompt_len = len(prompt)
+        text = _chunk_text(self.kind, c)
         if c.get("finish_reason") is not None:
             self._fr = c.get("finish_reason")
-        text = _chunk_text(self.kind, c)
+            if not text:
+                self._finish_ns = t_ns
         ids = c.get("token_ids") if isinstance(c.get("token_ids"), list) else None
-        if not text and not ids:
-            return  # a role-only, finish-only or empty chunk carries no output token
+        ct = int_or_none(usage.get("completion_tokens")) if usage is not None else None
+        continuous = all(x is not None for x in self._usage_ct)  # usage on every content chunk so far
+        before = next((x for x in reversed(self._usage_ct) if x is not None), 0)
+        if not text and not ids and not (continuous and ct is not None and ct > before):
+            return  # a role-only or finish-only chunk; a token with empty text shows in per-chunk usage or ids
         self._t.append(t_ns)
-        self._usage_ct.append(int_or_none(usage.get("completion_tokens")) if usage is not None else None)
+        self._usage_ct.append(ct)
         self._ids.append([int(i) for i in ids] if ids is not None else None)
         self._text.append(text or "")
 
@@ -157,8 +172,17 @@ class OpenAIDecoder:
         final = self._final_completion_tokens()
         if final is not None and final == len(self._t):
             return "chunks-reconciled"
-        if self.tokenize is not None:
+        if final is not None and final == len(self._t) + 1 and self._finish_ns is not None:
+            # the last token (EOS, or any token whose text is empty) rode on the finish chunk
+            self._t.append(self._finish_ns)
+            self._usage_ct.append(None)
+            self._ids.append(None)
+            self._text.append("")
+            return "chunks-reconciled"
+        if final is None and self.tokenize is not None:
             return "retokenized"
+        # a final usage that disagrees with the chunk count is the server's exact total: keep it beside
+        # the per-chunk counts (the mismatch is an evidence finding) rather than guess with a tokenizer
         return "chunks"
 
     def _final_completion_tokens(self) -> int | None:

@@ -1,12 +1,29 @@
 """Decoder for SGLang native ``/generate`` streams (pure).
 
 Speed matters (one call per streamed event, inside the timing path): ordinary events are never
-``json.loads``-ed. The decoder finds the ``"completion_tokens":`` key from the end of the payload
-(``meta_info`` comes last), reads ``sim_emit_ns`` the same way, and counts ``output_ids`` by
-commas only until the stream's mode (cumulative or delta) is known. The final counted event is
-fully decoded once, by ``finish``; events without a count, error events and anything unexpected
-take the full ``json.loads`` path. A key pattern ``"name":`` cannot occur inside a JSON string
-(its quotes would be escaped), so a match is a real key.
+``json.loads``-ed whole. The fast path parses only the event's last member, ``meta_info`` (a few
+hundred bytes), and reads ``output_ids`` as the raw array just before it, counting commas, while
+the stream's mode (cumulative or delta) is being decided. The final counted event is fully decoded
+once, by ``finish``.
+
+The fast path agrees with a full parse of the same event (``SGLangDecoder(fast=False)``, which
+``json.loads`` every event) on every well-formed JSON event; it is taken only when the bytes prove
+what the full parse would see, else the event takes the full parse:
+
+- the event is ``{...}`` with no byte after the closing brace, and no ``"error"`` string anywhere
+  (an error member in any position, or at any depth, is judged by the full parse);
+- ``"meta_info"`` occurs exactly once, and what follows its colon up to the final brace parses as
+  one JSON object: then it is the top-level ``meta_info`` (a value followed only by the closing
+  brace of the whole event belongs to the top-level object), and its ``completion_tokens`` and
+  ``sim_emit_ns`` are read from that parse;
+- when the ids are needed, ``"output_ids"`` occurs at most once and, if present, is a key whose
+  value is an array of integers directly followed by ``, "meta_info"`` (so it is a member of the
+  same top-level object).
+
+A quoted name cannot occur inside a JSON string (its quotes would be escaped), so counting the
+quoted name counts keys and equal string values; a string value only sends the event to the full
+parse. An event that is not valid JSON may be counted by the fast path when its defect lies
+before ``meta_info`` (the final event is always fully parsed).
 """
 
 from __future__ import annotations
@@ -17,11 +34,20 @@ from typing import Any
 
 from harness.load.decode import DONE, DecodedStream, error_message, finish_type, int_or_none, snippet
 
-_CT_KEY = b'"completion_tokens":'
-_EMIT_KEY = b'"sim_emit_ns":'
-_IDS_KEY = b'"output_ids":'
-_INT_AT = re.compile(rb"[ \t\r\n]*(\d+)")
-_ARRAY_AT = re.compile(rb"[ \t\r\n]*\[([^\]]*)\]")
+_META = b'"meta_info"'
+_ERROR = b'"error"'
+_IDS = b'"output_ids"'
+_JSON_WS = " \t\r\n"
+_SCAN: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads' own scanner
+_WS = rb"[ \t\r\n]*"
+_COLON_AT = re.compile(_WS + rb":")
+_IDS_BEFORE_META = re.compile(_WS + rb":" + _WS + rb"\[([0-9, \t\r\n-]*)\]" + _WS + rb"," + _WS + _META)
+_INTS = re.compile(_WS + rb"(?:-?[0-9]+" + _WS + rb"(?:," + _WS + rb"-?[0-9]+" + _WS + rb")*)?")
+_UNREAD = b"\x00"  # ids not read for this event (the stream's mode is known to be cumulative)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 class SGLangDecoder:
@@ -29,8 +55,8 @@ class SGLangDecoder:
 
     Counts come from ``meta_info.completion_tokens`` (cumulative); ``output_ids`` may be
     cumulative or deltas, decided per stream by which reading agrees with the counts. Tolerates
-    a missing ``text`` key and unknown keys. Only the last counted event is fully validated
-    JSON; earlier ones are checked for shape (``{...}``) and their count and emit time read.
+    a missing ``text`` key and unknown keys. ``fast=False`` parses every event in full (the
+    reference the fast path is tested against; same results on well-formed events).
     """
 
     __slots__ = (
@@ -39,6 +65,7 @@ class SGLangDecoder:
         "_delta_sum",
         "_deltas",
         "_emit",
+        "_fast",
         "_last",
         "_prev",
         "_resolved",
@@ -51,7 +78,7 @@ class SGLangDecoder:
         "n_events",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, fast: bool = True) -> None:
         self.done_ns: int | None = None
         self.n_events = 0
         self.error: str | None = None
@@ -67,6 +94,7 @@ class SGLangDecoder:
         self._resolved = False
         self._deltas: list[bytes] = []
         self._delta_sum = 0
+        self._fast = fast
 
     def on_event(self, payload: bytes, t_ns: int) -> None:
         """Take one payload (see ``StreamDecoder``)."""
@@ -76,30 +104,40 @@ class SGLangDecoder:
             self.done_ns = t_ns
             return
         self.n_events += 1
-        i = payload.rfind(_CT_KEY)
-        if i < 0 or payload[:1] != b"{" or payload[-1:] != b"}" or payload.startswith(b'{"error"'):
+        read = self._read_fast(payload) if self._fast else None
+        if read is None:
             self._slow(payload, t_ns)
             return
-        m = _INT_AT.match(payload, i + 20)
-        if m is None:
-            self._slow(payload, t_ns)
-            return
-        ct = int(m.group(1))
-        if self._want_emit:
-            j = payload.rfind(_EMIT_KEY)
-            e = _INT_AT.match(payload, j + 14) if j >= 0 else None
-            if e is None:
-                self._want_emit = False
-            else:
-                self._emit.append(int(e.group(1)))
-        if ct < self._prev or not self._resolved or self._delta_ok:
-            self._count(payload, ct, t_ns)
-            return
-        # common case: counts rising, cumulative output_ids already recognised
-        self._prev = ct
-        self.event_ns.append(t_ns)
-        self.event_tokens.append(ct)
-        self._last = payload
+        ct, emit, inner = read
+        self._take_emit(emit)
+        self._count(payload, ct, t_ns, inner)
+
+    def _read_fast(self, payload: bytes) -> tuple[int, Any, bytes | None] | None:
+        """(count, emit time, raw ids or None) when the bytes prove them (module doc), else None."""
+        if payload[:1] != b"{" or payload[-1:] != b"}":
+            return None
+        k = payload.rfind(_META)
+        colon = _COLON_AT.match(payload, k + len(_META)) if k > 0 else None
+        if colon is None or payload.find(_ERROR, 0, k) >= 0:
+            return None
+        try:
+            tail = payload[colon.end():-1].decode()
+            meta, end = _SCAN(tail, len(tail) - len(tail.lstrip(_JSON_WS)))
+        except (StopIteration, ValueError):  # ValueError covers JSONDecodeError and UnicodeDecodeError
+            return None
+        ct = _int(meta.get("completion_tokens")) if isinstance(meta, dict) else None
+        if ct is None or tail[end:].strip(_JSON_WS):
+            return None
+        emit = meta.get("sim_emit_ns")
+        if self._resolved and not self._delta_ok and ct >= self._prev:
+            return ct, emit, _UNREAD  # cumulative ids: only the final event's are read
+        i = payload.rfind(_IDS, 0, k)
+        if i < 0:
+            return ct, emit, None
+        arr = _IDS_BEFORE_META.match(payload, i + len(_IDS))
+        if arr is None or arr.end() != k + len(_META) or _INTS.fullmatch(arr.group(1)) is None:
+            return None
+        return ct, emit, arr.group(1)
 
     def _slow(self, payload: bytes, t_ns: int) -> None:
         try:
@@ -114,43 +152,45 @@ class SGLangDecoder:
             self._fail(f"error event: {error_message(obj['error'])}")
             return
         meta = obj.get("meta_info")
-        ct = meta.get("completion_tokens") if isinstance(meta, dict) else None
-        if not isinstance(ct, int) or isinstance(ct, bool):
+        ct = _int(meta.get("completion_tokens")) if isinstance(meta, dict) else None
+        if ct is None:
             return  # an event without a count (tolerated, not counted)
         assert isinstance(meta, dict)
-        emit = meta.get("sim_emit_ns")
+        if self._resolved and not self._delta_ok and ct >= self._prev:
+            inner: bytes | None = _UNREAD  # cumulative ids: only the final event's are used (by finish)
+        else:
+            ids = obj.get("output_ids")
+            if ids is not None and (not isinstance(ids, list) or any(_int(i) is None for i in ids)):
+                self._fail(f"malformed event: output_ids is not a list of integers: {snippet(payload)}")
+                return
+            inner = None if ids is None else ",".join(map(str, ids)).encode()
+        self._take_emit(meta.get("sim_emit_ns"))
+        self._count(payload, ct, t_ns, inner)
+
+    def _take_emit(self, emit: Any) -> None:
         if self._want_emit:
-            if isinstance(emit, int):
+            if _int(emit) is not None:
                 self._emit.append(emit)
             else:
                 self._want_emit = False
-        self._count(payload, ct, t_ns)
 
-    def _count(self, payload: bytes, ct: int, t_ns: int) -> None:
-        """Record a counted event (emit time already taken) and track the output-id mode."""
+    def _count(self, payload: bytes, ct: int, t_ns: int, inner: bytes | None) -> None:
+        """Record a counted event and track the output-id mode (``inner``: the raw ids array
+        without brackets, None when the event has none, ``_UNREAD`` when not read)."""
         if ct < self._prev:
             self._fail(f"malformed event: completion_tokens went from {self._prev} to {ct}")
         self._prev = ct
         self.event_ns.append(t_ns)
         self.event_tokens.append(ct)
         self._last = payload
+        if inner is _UNREAD:
+            return
         if not self._resolved:
-            self._track_ids(payload, ct)
-        elif self._delta_ok:
-            inner = self._ids_inner(payload)
-            if inner is not None and inner.strip():
-                self._deltas.append(inner)
+            self._track_ids(inner, ct)
+        elif self._delta_ok and inner is not None and inner.strip():
+            self._deltas.append(inner)
 
-    @staticmethod
-    def _ids_inner(payload: bytes) -> bytes | None:
-        k = payload.find(_IDS_KEY)
-        if k < 0:
-            return None
-        m = _ARRAY_AT.match(payload, k + 13)
-        return m.group(1) if m is not None else None
-
-    def _track_ids(self, payload: bytes, ct: int) -> None:
-        inner = self._ids_inner(payload)
+    def _track_ids(self, inner: bytes | None, ct: int) -> None:
         if inner is None:
             n = 0
         else:
@@ -214,7 +254,11 @@ class SGLangDecoder:
             out.output_mode = "cumulative" if self._cum_ok else "delta"
         else:
             ids = obj.get("output_ids")
-            out.output_ids = list(ids) if isinstance(ids, list) else []
+            if isinstance(ids, list) and all(_int(i) is not None for i in ids):
+                out.output_ids = list(ids)
+            else:
+                out.output_ids = []
+                self._fail("malformed event: the final output_ids is not a list of integers")
             out.output_mode = "cumulative" if self._cum_ok else "unknown"
         if out.output_mode != "unknown" and len(out.output_ids) != out.completion_tokens:
             self._fail(

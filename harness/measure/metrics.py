@@ -284,6 +284,7 @@ class RequestTimings:
     done_ns: npt.NDArray[np.int64]
     n_tokens: npt.NDArray[np.int64]
     n_events: npt.NDArray[np.int64]
+    first_tokens: npt.NDArray[np.int64]  # n_i(f_i): tokens carried by the first counting event (0 if none)
 
     @property
     def ttft_s(self) -> npt.NDArray[np.float64]:
@@ -320,6 +321,7 @@ def request_timings(records: pa.Table) -> RequestTimings:
     first_idx = np.where(k < pos.size, pos[np.minimum(k, max(pos.size - 1, 0))] if pos.size else 0, -1)
     valid = (first_idx >= 0) & (first_idx < ends) & has
     first_ns = np.where(valid, ev[np.where(valid, first_idx, 0)] if ev.size else 0, -1)
+    first_tokens = np.where(valid, tok[np.where(valid, first_idx, 0)] if tok.size else 0, 0)
     # e_i: the last event whose count is above the previous event's (within the row)
     grew = np.zeros(tok.size, dtype=bool)
     if tok.size:
@@ -334,4 +336,5 @@ def request_timings(records: pa.Table) -> RequestTimings:
         send_ns=records.column("send_ns").to_numpy().astype(np.int64),
         first_ns=first_ns.astype(np.int64), last_ns=last_ns.astype(np.int64),
         done_ns=records.column("done_ns").to_numpy().astype(np.int64),
-        n_tokens=last_tok.astype(np.int64), n_events=n_events.astype(np.int64))
+        n_tokens=last_tok.astype(np.int64), n_events=n_events.astype(np.int64),
+        first_tokens=first_tokens.astype(np.int64))

@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from harness.load.openai import count_exactness
+from harness.measure import latency as lat
 from harness.measure import metrics as m
 from harness.records import RequestRecord
 
@@ -51,6 +53,8 @@ class WaveResult:
     lag_p50_s: float
     lag_p99_s: float
     errors: tuple[str, ...] = ()
+    latency: dict[str, float] = field(default_factory=dict)  # harness.measure.latency.columns
+    count_method: str = ""  # how output tokens were counted (count_summary)
 
 
 def round_key(wave_id: str) -> str:
@@ -104,6 +108,8 @@ class RoundResult:
     http_tokens: int
     http_seconds: float
     cache_violations: int
+    latency: dict[str, float] = field(default_factory=dict)  # over the round's measured requests
+    count_method: str = ""
 
 
 def round_result(round_id: str, waves: Sequence[WaveResult], status: str) -> RoundResult:
@@ -149,6 +155,8 @@ class CellResult:
     http_rate: float
     round_http_rates: tuple[float, ...] = field(default=())
     cache_violations: int = 0
+    latency: dict[str, float] = field(default_factory=dict)  # over the measured requests of its ok rounds
+    count_method: str = ""
 
 
 def cell_result(cell_id: str, workload: str, concurrency: int, rounds: Sequence[RoundResult],
@@ -191,24 +199,50 @@ def compute_results(
     by_wave: dict[str, list[RequestRecord]] = defaultdict(list)
     for r in records:
         by_wave[r.wave_id].append(r)
-    waves = [wave_result(v) for v in by_wave.values()]
+    waves = [replace(wave_result(v), latency=lat.columns(v), count_method=count_summary(v)) for v in by_wave.values()]
     measured: dict[str, list[WaveResult]] = defaultdict(list)
     for w in waves:
         if w.phase == "measured":
             measured[round_key(w.wave_id)].append(w)
+    round_records: dict[str, list[RequestRecord]] = defaultdict(list)
+    for r in records:
+        if r.phase == "measured":
+            round_records[round_key(r.wave_id)].append(r)
     rounds = [
-        round_result(rid, sorted(ws, key=lambda w: w.wave_index), round_status.get(rid, "incomplete"))
+        replace(round_result(rid, sorted(ws, key=lambda w: w.wave_index), round_status.get(rid, "incomplete")),
+                latency=lat.columns(round_records[rid]), count_method=count_summary(round_records[rid]))
         for rid, ws in measured.items()
     ]
     by_cell: dict[str, list[RoundResult]] = defaultdict(list)
     for rr in rounds:
         by_cell[rr.cell_id].append(rr)
     cell_results = [
-        cell_result(cid, wl, c, sorted(by_cell.get(cid, []), key=lambda r: r.round_index), req)
+        _with_requests(cell_result(cid, wl, c, sorted(by_cell.get(cid, []), key=lambda r: r.round_index), req),
+                       [r for rr in by_cell.get(cid, []) if rr.status == "ok" for r in round_records[rr.round_id]])
         for cid, wl, c, req in cells
     ]
     rounds.sort(key=lambda r: (r.cell_id, r.round_index))
     return CampaignResults(tuple(waves), tuple(rounds), tuple(cell_results))
+
+
+def count_summary(records: Sequence[RequestRecord]) -> str:
+    """How the records' output tokens were counted: the one method, or ``mixed: a+b`` (sorted)."""
+    methods = sorted({r.count_method for r in records})
+    if not methods:
+        return ""
+    return methods[0] if len(methods) == 1 else "mixed: " + "+".join(methods)
+
+
+def run_count_methods(records: Sequence[RequestRecord]) -> tuple[tuple[str, ...], list[str]]:
+    """The count methods of a run's measured records (sorted) and the labels they call for:
+    ``approximate-counts`` when any measured token count is not exact (harness.load.openai)."""
+    methods = tuple(sorted({r.count_method for r in records if r.phase == "measured"}))
+    approximate = any(count_exactness(m) == "approximate" for m in methods)
+    return methods, (["approximate-counts"] if approximate else [])
+
+
+def _with_requests(cell: CellResult, records: Sequence[RequestRecord]) -> CellResult:
+    return replace(cell, latency=lat.columns(records), count_method=count_summary(records))
 
 
 def _table(rows: Sequence[Any], extra: Mapping[str, Any]) -> pa.Table:
@@ -218,6 +252,7 @@ def _table(rows: Sequence[Any], extra: Mapping[str, Any]) -> pa.Table:
         for k, v in d.items():
             if isinstance(v, tuple):
                 d[k] = list(v)
+        d.update(d.pop("latency", None) or {})
         d.update(extra)
         dicts.append(d)
     return pa.Table.from_pylist(dicts)
@@ -248,4 +283,5 @@ def waves_table(records: Sequence[RequestRecord], extra: Mapping[str, Any]) -> p
         by_wave.setdefault(r.wave_id, []).append(r)
     if not by_wave:
         return None
-    return _table([wave_result(v) for v in by_wave.values()], extra)
+    return _table([replace(wave_result(v), latency=lat.columns(v), count_method=count_summary(v))
+                   for v in by_wave.values()], extra)

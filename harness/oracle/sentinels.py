@@ -18,12 +18,16 @@ def load_sentinels(paths: Sequence[Path]) -> list[Oracle]:
     return [load_oracle(p) for p in paths]
 
 
-def run_sentinels(svc: RunningService, oracles: Sequence[Oracle], when: str, label: str) -> list[dict[str, Any]]:
-    """Check every oracle on ``svc``; one archive row per check (passed or not, never raised)."""
+def run_sentinels(svc: RunningService, oracles: Sequence[Oracle], when: str, label: str, *,
+                  timeout_s: float | None = None) -> list[dict[str, Any]]:
+    """Check every oracle on ``svc``; one archive row per check (passed or not, never raised).
+    ``timeout_s``: the run's silence bound for each check (default: the oracle module's)."""
     rows = []
     pid = svc.process.pid if svc.process else None
+    extra: dict[str, Any] = {} if timeout_s is None else {"timeout_s": timeout_s}
     for o in oracles:
-        r = check_oracle(svc.url, o, protocol=svc.profile.wire_protocol, model=svc.profile.served_model_name)
+        r = check_oracle(svc.url, o, protocol=svc.profile.wire_protocol, model=svc.profile.served_model_name,
+                         **extra)
         d = asdict(r)
         d["got_ids"] = list(r.got_ids)
         rows.append(d | {"service": label, "service_pid": pid, "when": when,

@@ -383,15 +383,67 @@ def historical_figure(entries: Sequence[Mapping[str, Any]],
     return res
 
 
-FIGURE_KINDS = ("formal", "abba", "memory", "historical")
+
+LATENCY_SERIES = (("ttft", "TTFT", "#6a1b9a"), ("tpot", "TPOT", DECODE_COLOR), ("itl", "ITL (per token)", "#00838f"))
+
+
+def has_latency(entry: Mapping[str, Any]) -> bool:
+    """Whether a formal entry's decode cells carry latency percentiles."""
+    return any((c.get("latency") or {}).get("ttft_n") for c in entry.get("cells") or []
+               if c.get("workload") == "decode")
+
+
+def latency_figure(entry: Mapping[str, Any]) -> FigureResult:
+    """Latency of a formal matrix's decode cells against concurrency (``snapshot['formal'][i]``).
+
+    Artists ``{ttft,tpot,itl}_p50`` and ``{..}_p99`` (Line2D, milliseconds, x = concurrency)."""
+    sim = bool(entry.get("simulated"))
+    aid = str(entry["archive_id"])
+    cells = sorted((c for c in entry.get("cells") or [] if c.get("workload") == "decode"
+                    and (c.get("latency") or {}).get("ttft_n")), key=lambda c: int(c.get("concurrency") or 0))
+    with style():
+        fig = _new_figure(10.0, 3.8)
+        axes = fig.subplots(1, len(LATENCY_SERIES))
+        res = FigureResult(f"latency-{aid}", fig, "", "")
+        for ax, (key, label, color) in zip(axes, LATENCY_SERIES, strict=True):
+            ax.set_title(f"{label} (ms)")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("client concurrency C (base-2 axis)")
+            for stat, ls in (("p50", "-"), ("p99", "--")):
+                pts = [(int(c["concurrency"]), float(c["latency"][f"{key}_{stat}_s"]) * 1000) for c in cells
+                       if _finite((c.get("latency") or {}).get(f"{key}_{stat}_s"))]
+                (line,) = ax.plot([x for x, _ in pts], [y for _, y in pts], ls, color=color, marker="o", ms=3.5,
+                                  label=stat)
+                res.artists[f"{key}_{stat}"] = line
+            ticks = [int(c["concurrency"]) for c in cells]
+            if ticks:
+                ax.set_xticks(ticks, [str(t) for t in ticks])
+                ax.minorticks_off()
+                if len(ticks) == 1:
+                    ax.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
+            ax.set_ylim(bottom=0)
+            ax.legend(loc="upper left", frameon=False)
+        fig.suptitle(f"Latency: {entry.get('campaign')} decode cells, archive {aid}" + (" - SIMULATED" if sim else ""),
+                     fontsize=10)
+        if sim:
+            _watermark(fig)
+        fig.subplots_adjust(left=0.06, right=0.985, bottom=0.15, top=0.82, wspace=0.25)
+    res.caption = ("Latency percentiles of every measured request of each decode cell (p50 solid, p99 dashed; "
+                   "dsv4h definitions: TPOT over tokens after the first event, ITL per token)."
+                   + (" Simulated data." if sim else ""))
+    res.alt = f"Latency p50 and p99 (TTFT, TPOT, ITL) against concurrency for archive {aid}"
+    return res
+
+FIGURE_KINDS = ("formal", "latency", "abba", "memory", "historical")
 
 
 def figure_jobs(snapshot: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The figures of a snapshot as ``(kind, data)`` pairs, in report order: formal matrices,
-    screens, memory, historical. Each pair is plain data, so it can be drawn in another process."""
+    """The figures of a snapshot as ``(kind, data)`` pairs: formal matrices, screens, memory, the
+    formal matrices' latency, historical. Each pair is plain data, so it can be drawn in another process."""
     jobs: list[tuple[str, Any]] = [("formal", e) for e in snapshot.get("formal") or []]
     jobs += [("abba", e) for e in snapshot.get("screens") or []]
     jobs += [("memory", e) for e in snapshot.get("memory") or []]
+    jobs += [("latency", e) for e in snapshot.get("formal") or [] if has_latency(e)]
     if snapshot.get("historical") and snapshot.get("historical_figure"):
         jobs.append(("historical", {"entries": snapshot["historical"], "groups": snapshot["historical_figure"]}))
     return jobs
@@ -401,6 +453,8 @@ def build_figure(kind: str, data: Any) -> FigureResult | None:
     """Draw one figure of :func:`figure_jobs` (``None`` when a historical figure has nothing to plot)."""
     if kind == "formal":
         return formal_matrix_figure(data)
+    if kind == "latency":
+        return latency_figure(data)
     if kind == "abba":
         return abba_figure(data)
     if kind == "memory":

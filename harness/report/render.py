@@ -104,18 +104,55 @@ def fmt_bytes(v: Any) -> str:
     return f"{float(v) / (1 << 30):.2f} GiB" if _finite(v) else "—"
 
 
-def tex_escape(v: Any) -> str:
-    """Escape LaTeX special characters in text."""
-    s = str(v)
+def tex_escape(v: Any) -> Markup:
+    """Escape LaTeX special characters in text (the result is marked as already escaped)."""
+    if isinstance(v, Markup):
+        return v
+    s = str(v).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
     repl = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
             "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "—": "---",
-            "–": "--", "≥": r"$\geq$", "→": r"$\rightarrow$"}
-    return "".join(repl.get(ch, ch) for ch in s)
+            "–": "--", "≥": r"$\geq$", "→": r"$\rightarrow$", "<": r"\textless{}", ">": r"\textgreater{}"}
+    return Markup("".join(repl.get(ch, ch) for ch in s))
 
 
-def md_escape(v: Any) -> str:
-    """Escape Markdown table-breaking characters."""
-    return str(v).replace("|", "\\|").replace("\n", " ")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]()<>|!~&#])")
+
+
+def md_escape(v: Any) -> Markup:
+    """Escape a user string for Markdown: every character that could start markup (emphasis, code,
+    links, images, raw HTML, table cells) is backslash-escaped, quotes become entities (safe inside
+    the report's raw ``<a id="...">`` anchors too) and line breaks become spaces."""
+    if isinstance(v, Markup):
+        return v
+    s = str(v).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    s = _MD_SPECIAL.sub(r"\\\1", s).replace('"', "&quot;").replace("'", "&#39;")
+    return Markup(s)
+
+
+def md_code(v: Any) -> Markup:
+    """A Markdown code span holding ``v`` literally (fenced by more backticks than it contains)."""
+    s = str(v).replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("|", "\\|")
+    runs = [len(r) for r in re.findall(r"`+", s)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return Markup(f"{fence}{pad}{s}{pad}{fence}")
+
+
+def anchor(v: Any) -> Markup:
+    """An id usable in a link target or an ``id`` attribute: letters, digits, ``-`` and ``_`` only."""
+    return Markup(re.sub(r"[^0-9A-Za-z_-]", "", str(v)))
+
+
+@jinja2.pass_context
+def _finalize(ctx: jinja2.runtime.Context, value: Any) -> Any:
+    """Every ``{{ value }}`` of the Markdown and LaTeX templates is escaped unless a report filter
+    already made it safe (HTML templates are autoescaped by jinja2)."""
+    name = ctx.name or ""
+    if name.endswith(".md.j2"):
+        return md_escape(value) if value is not None else value
+    if name.endswith(".tex.j2"):
+        return tex_escape(value) if value is not None else value
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,6 +187,33 @@ def pd_rows(entry: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> 
              "decode": _cell_view(by.get(("decode", t)), findings)} for t in tiers]
 
 
+def count_note(entry: Mapping[str, Any]) -> str:
+    """How the matrix's output tokens were counted, e.g. ``server-cumulative (exact)`` (pure); "" for
+    archives made before counts were recorded."""
+    from harness.load.openai import count_exactness
+
+    methods = sorted({str(m).removeprefix("mixed: ") for c in entry.get("cells") or []
+                      if (m := c.get("count_method"))})
+    parts = sorted({p for m in methods for p in m.split("+")})
+    return ", ".join(f"{p} ({count_exactness(p)})" for p in parts)
+
+
+def latency_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Decode cells with latency: concurrency, n and TTFT/TPOT/ITL/E2E p50, p90, p99, max in ms (pure)."""
+    rows = []
+    for c in entry.get("cells") or []:
+        lat = c.get("latency") or {}
+        if c.get("workload") != "decode" or not lat.get("ttft_n"):
+            continue
+        row: dict[str, Any] = {"concurrency": c.get("concurrency"), "n": int(lat["ttft_n"])}
+        for metric in ("ttft", "tpot", "itl", "e2e"):
+            for stat in ("p50", "p90", "p99", "max"):
+                v = lat.get(f"{metric}_{stat}_s")
+                row[f"{metric}_{stat}"] = v * 1000 if isinstance(v, int | float) and math.isfinite(v) else None
+        rows.append(row)
+    return sorted(rows, key=lambda r: int(r["concurrency"] or 0))
+
+
 def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the templates need, derived from the snapshot alone (pure)."""
     findings = list(snapshot.get("findings") or [])
@@ -160,7 +224,9 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     counts = {a["archive_id"]: {s: sum(1 for f in by_archive.get(a["archive_id"], []) if f["severity"] == s)
                                 for s in ("blocking", "warning", "info")} for a in archives}
     formal = [{**e, "rows": pd_rows(e, by_archive.get(e["archive_id"], [])),
-               "findings": by_archive.get(e["archive_id"], []), "figure": f"formal-{e['archive_id']}"}
+               "findings": by_archive.get(e["archive_id"], []), "figure": f"formal-{e['archive_id']}",
+               "latency_rows": latency_rows(e), "counts": count_note(e),
+               "latency_figure": f"latency-{e['archive_id']}" if figs.has_latency(e) else None}
               for e in snapshot.get("formal") or []]
     screens = [{**e, "findings": by_archive.get(e["archive_id"], []), "figure": f"abba-{e['archive_id']}"}
                for e in snapshot.get("screens") or []]
@@ -201,12 +267,12 @@ def _html_num(text: Any, archive_id: str, cls: str = "") -> Markup:
         klass, archive_id, archive_id, text)
 
 
-def _md_num(text: Any, archive_id: str) -> str:
-    return f"[{text}](#archive-{archive_id})"
+def _md_num(text: Any, archive_id: str) -> Markup:
+    return Markup(f"[{md_escape(text)}](#archive-{anchor(archive_id)})")
 
 
-def _tex_num(text: Any, archive_id: str) -> str:
-    return f"\\hyperlink{{archive-{archive_id}}}{{{tex_escape(text)}}}"
+def _tex_num(text: Any, archive_id: str) -> Markup:
+    return Markup(f"\\hyperlink{{archive-{anchor(archive_id)}}}{{{tex_escape(text)}}}")
 
 
 def make_env(templates_dir: Path) -> jinja2.Environment:
@@ -218,13 +284,14 @@ def make_env(templates_dir: Path) -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(str(templates_dir)),
         autoescape=lambda name: bool(name and name.endswith(".html.j2")),
         undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
     )
     env.filters.update({
         "rate": fmt_rate, "pct": fmt_pct, "plain": fmt_plain, "gib": fmt_bytes, "tex": tex_escape, "md": md_escape,
-        "hnum": _html_num, "mdnum": _md_num, "texnum": _tex_num,
+        "mdcode": md_code, "anchor": anchor, "hnum": _html_num, "mdnum": _md_num, "texnum": _tex_num,
     })
     return env
 

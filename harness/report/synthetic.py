@@ -10,7 +10,7 @@ campaign code. Values are deterministic for a given ``seed``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.measure.abba import LEGS, legs_from_rates, summarize
-from harness.measure.results import CampaignResults, RoundResult, cell_result, results_json, results_tables
+from harness.measure.results import (
+    CampaignResults,
+    CellResult,
+    RoundResult,
+    cell_result,
+    results_json,
+    results_tables,
+)
 from harness.store.archive import Archive, ArchiveWriter, open_archive
 from harness.store.runblock import RunBlock
 
@@ -43,6 +50,22 @@ _CORPUS = {"name": "sim-code-512", "manifest_sha256": "0" * 64, "n_cases": 64, "
 def _finish(writer: ArchiveWriter, run: dict[str, Any]) -> Archive:
     block = RunBlock.model_validate({"run_token": "synthetic"} | run)
     return open_archive(writer.finalize(status="complete", run=block))
+
+
+def _with_latency(cell: CellResult) -> CellResult:
+    """Decode cells get latency columns consistent with their rate (TPOT = C / rate; TTFT ~ an 8K
+    prefill wave); prefill cells none, as in a real run of one-token answers."""
+    if cell.workload != "decode" or not np.isfinite(cell.median):
+        return cell
+    c = cell.concurrency
+    tpot = c / cell.median
+    ttft = 0.5 + 0.01 * c
+    n = float(3 * 2 * c)
+    lat = {"ttft_n": n, "itl_n": n * 159, "tpot_n": n, "e2e_n": n}
+    for metric, base in (("ttft", ttft), ("tpot", tpot), ("itl", tpot), ("e2e", ttft + 159 * tpot)):
+        for stat, f in (("p50", 1.0), ("p90", 1.08), ("p99", 1.2), ("mean", 1.02), ("max", 1.35)):
+            lat[f"{metric}_{stat}_s"] = base * f
+    return replace(cell, latency=lat)
 
 
 def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix", seed: int = 0,
@@ -73,7 +96,8 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
                     round_id=f"{cid}.r{k}", cell_id=cid, round_index=k, workload=wl, concurrency=c, status=status,
                     n_waves=2, n_requests=2 * c, n_failed=0, rate=rate, tokens=int(rate * secs), seconds=secs,
                     http_rate=http, http_tokens=int(http * secs * 1.2), http_seconds=secs * 1.2, cache_violations=0))
-    cells = tuple(cell_result(cid, wl, c, [r for r in rr if r.cell_id == cid], rounds) for cid, wl, c in cells_spec)
+    cells = tuple(_with_latency(cell_result(cid, wl, c, [r for r in rr if r.cell_id == cid], rounds))
+                  for cid, wl, c in cells_spec)
     res = CampaignResults(waves=(), rounds=tuple(rr), cells=cells)
     w = ArchiveWriter(workspace)
     spec = {"name": campaign, "kind": "formal-matrix", "claim_class": "native-ar", "protocol_class": "formal",

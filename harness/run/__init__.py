@@ -1,6 +1,7 @@
 """Orchestration (edge): :mod:`.campaign` (formal matrices) and :mod:`.abba` (ABBA screens), both on
 the one skeleton of :mod:`.session` (governance check, archive preamble, service session, finish:
-finalize -> ledgers -> evidence) and the wave runner of :mod:`.wave`.
+finalize -> ledgers -> evidence) and the wave runner of :mod:`.wave`; :mod:`.recover` rolls forward
+the partial archives a killed run left behind.
 
 May import: every earlier stage (not ``report`` or ``cli``).
 """

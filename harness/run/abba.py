@@ -10,6 +10,7 @@ protocol class ``abba-screen``; it never produces formal cells.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import secrets
 import time
@@ -20,11 +21,12 @@ from typing import Any
 import pyarrow as pa
 
 from harness.aio import new_event_loop
-from harness.errors import DsvError, MeasurementError, RunInterrupted, SpecError
+from harness.errors import DsvError, MeasurementError, SpecError
 from harness.evidence.rules import Finding
 from harness.hashing import ids_hash16
 from harness.inputs.corpus import Case, Corpus, load_corpus
 from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile
+from harness.interrupts import critical
 from harness.load.driver import LoadClient
 from harness.measure import metrics as m
 from harness.measure.abba import (
@@ -37,7 +39,7 @@ from harness.measure.abba import (
     profile_differences,
     summarize,
 )
-from harness.measure.results import waves_table
+from harness.measure.results import run_count_methods, waves_table
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
@@ -47,14 +49,18 @@ from harness.run.session import (
     ServiceSession,
     check_governance,
     finish,
+    interrupted_error,
     open_writer,
+    run_labels,
     silent,
     start_memory_sampler,
+    storage_error,
     write_memory,
 )
 from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService
+from harness.service.memory import MemorySampler
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.runblock import RunBlock
 
@@ -160,7 +166,8 @@ class AbbaRunner:
                 "allow_identity_change": self.spec.allow_identity_change}})
         self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.claim_class,
                                       sentinels=self.inputs.sentinels, reporter=self.report,
-                                      service_json_extra=self._service_json_extra)
+                                      service_json_extra=self._service_json_extra,
+                                      request_timeout_s=self.spec.request_timeout_s)
         self.report("abba-start", spec=self.spec, declared=self.declared, undeclared=self.undeclared)
         status: str = "complete"
         error: DsvError | None = None
@@ -169,15 +176,34 @@ class AbbaRunner:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 runner.run(self._legs(writer))
         except KeyboardInterrupt:
-            status, error = "partial", RunInterrupted(f"interrupted during leg {self.failed_leg}; finished legs kept")
+            status, error = "partial", interrupted_error(f"during leg {self.failed_leg}; finished legs kept")
         except DsvError as exc:
             status, error = "failed", exc
             exc.message = f"leg {self.failed_leg} failed: {exc.message}"
-        if sampler is not None:
-            write_memory(writer, sampler)
-        writer.append_event({"event": "run-end", "status": status, "t_ns": time.perf_counter_ns(),
-                             "error": error.message if error else None})
-        return self._finalize(writer, status, error, anchor)
+        except OSError as exc:  # e.g. a full disk: finalizing is tried below
+            status, error = "failed", storage_error(exc, writer.dir)
+        except BaseException:  # a bug: stop what was started, keep the traceback
+            self._clean_up(writer, sampler)
+            raise
+        with critical(deliver=False) as held:  # bounded: a signal meanwhile cannot cut it in half
+            self._clean_up(writer, sampler)
+            with contextlib.suppress(OSError):
+                writer.append_event({"event": "run-end", "status": status, "t_ns": time.perf_counter_ns(),
+                                     "error": error.message if error else None})
+            out = self._finalize(writer, status, error, anchor)
+        if held.signal is not None and out.error is None:
+            out.error = interrupted_error(f"the screen ended after it was finalized: archive "
+                                          f"{out.archive.archive_id} and its ledger rows are complete",
+                                          signum=held.signal)
+        return out
+
+    def _clean_up(self, writer: ArchiveWriter, sampler: MemorySampler | None) -> None:
+        """Store the memory samples and stop every service a signal left running."""
+        try:
+            if sampler is not None:
+                write_memory(writer, sampler)
+        finally:
+            self.session.stop_all()
 
     async def _legs(self, writer: ArchiveWriter) -> None:
         spec = self.spec
@@ -210,9 +236,15 @@ class AbbaRunner:
         wl = self.spec.workload
         li = LEGS.index(leg)
         async with load_client(svc.url, svc.profile, concurrency=wl.concurrency,
-                               timeout_s=self.spec.request_timeout_s) as client:
+                               timeout_s=self.spec.request_timeout_s, limits=self.spec.client) as client:
+            clean = 0
             for j in range(wl.warmup_waves):
-                await self._wave(writer, svc, client, leg, li, j, "warmup")
+                clean += all(r.ok for r in await self._wave(writer, svc, client, leg, li, j, "warmup"))
+            if wl.warmup_waves and not clean:
+                svc.check_alive()
+                raise MeasurementError("every warmup wave had failed requests; the leg was not measured",
+                                       hint="the finished legs are kept in a partial archive; fix the cause "
+                                       "(see the service log) and run the screen again")
             for j in range(wl.waves_per_leg):
                 recs = await self._wave(writer, svc, client, leg, li, j, "measured")
                 failed = [r for r in recs if not r.ok]
@@ -235,7 +267,7 @@ class AbbaRunner:
                         max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos,
                         cache="fresh-salt" if wl.cache_salt == "fresh" else "none")
         recs = await execute_wave(svc, client, spec, self.cases, self.session.witness,
-                                  self.inputs.texts.get(leg[0]))
+                                  self.inputs.texts.get(leg[0]), selfcheck=self.session.selfcheck)
         writer.write_wave(recs)
         self.session.record_witness(recs, wave_id, wl.concurrency)
         return recs
@@ -288,12 +320,13 @@ class AbbaRunner:
             self.session.write_service_json()
         backends = sorted({self.spec.control.backend, self.spec.candidate.backend})
         services = self.session.services
-        run = RunBlock(
+        count_methods, count_labels = run_count_methods(writer.streamed_records())
+        run = RunBlock(count_methods=count_methods,
             campaign=self.spec.name, kind="abba", claim_class=self.spec.claim_class,
             protocol_class="abba-screen", backend=backends[0] if len(backends) == 1 else "+".join(backends),
             service_name=f"{self.spec.control.name} vs {self.spec.candidate.name}",
             created_wall=anchor["wall_iso"], run_token=self.token,
-            labels=tuple(list(self.spec.labels) + (["simulated"] if "sim" in backends else [])),
+            labels=tuple(run_labels(self.spec.labels, backends, services) + count_labels),
             error=error.message if error else None, failed_leg=self.failed_leg,
             oracles_failed=self.session.oracles_failed,
             identity_hash=identity_hash([s for s in services if s.get("first_leg") in ("A1", "A2")]),

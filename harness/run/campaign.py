@@ -13,40 +13,49 @@ Progress goes to a ``Reporter``; this module never prints.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.aio import new_event_loop
-from harness.errors import DsvError, MeasurementError, RunInterrupted, SpecError
+from harness.errors import DsvError, MeasurementError, SpecError
 from harness.evidence.rules import Finding
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
-from harness.inputs.spec import CampaignSpec, LoadedSpec, load_spec
+from harness.inputs.spec import CampaignSpec, LoadedSpec, LoadSettings, load_spec
+from harness.interrupts import critical
 from harness.load.driver import LoadClient
+from harness.load.workers import auto_workers
 from harness.measure import metrics as m
-from harness.measure.results import CampaignResults, compute_results, results_json, results_tables
+from harness.measure.results import CampaignResults, compute_results, results_json, results_tables, run_count_methods
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
 from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
+    Finished,
     Reporter,
     ServiceSession,
     check_governance,
     finish,
+    interrupted_error,
     open_writer,
+    run_labels,
     silent,
     start_memory_sampler,
+    storage_error,
     write_memory,
 )
 from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService
-from harness.store.archive import Archive, ArchiveWriter, open_archive
+from harness.service.memory import MemorySampler
+from harness.store.archive import Archive, ArchiveWriter, already_resumed, open_verified, resumed_by
 from harness.store.runblock import RunBlock
 
 
@@ -77,9 +86,9 @@ def estimator_for(spec: CampaignSpec, corpora: dict[str, Corpus]) -> tuple[Estim
     """A per-cell time estimator when the service's rate model is known (the simulator)."""
     if spec.service.backend != "sim":
         return None, ""
-    from harness.sim import analytic_decode_rate, analytic_prefill_rate, get_profile
+    from harness.sim import analytic_decode_rate, analytic_prefill_rate, profile_for
 
-    prof = get_profile(spec.service.sim.profile)
+    prof = profile_for(spec.service.sim.profile, spec.service.sim.profile_file)
     sf = spec.service.sim.step_factor
     ts = spec.service.sim.time_scale
 
@@ -96,6 +105,23 @@ def estimator_for(spec: CampaignSpec, corpora: dict[str, Corpus]) -> tuple[Estim
         )
 
     return est, f"simulator profile '{prof.name}' analytic model"
+
+
+def workers_for(spec: CampaignSpec, concurrency: int) -> int:
+    """Load worker processes for a cell of ``concurrency`` streams: the spec's ``load.workers``, or for
+    ``auto`` sized from the offered event rate (the simulator's analytic rate; elsewhere a 10 ms step
+    is assumed) and the client's CPU per event (``harness.load.workers.auto_workers``)."""
+    if spec.load.workers != "auto":
+        return min(spec.load.workers, concurrency)
+    if spec.service.backend == "sim":
+        from harness.sim import analytic_decode_rate, profile_for
+
+        s = spec.service.sim
+        prof = profile_for(s.profile, s.profile_file)
+        events = analytic_decode_rate(prof, concurrency, s.step_factor, time_scale=s.time_scale) / s.stream_interval
+    else:
+        events = concurrency / 0.010
+    return min(auto_workers(events), concurrency)
 
 
 def make_plan(spec: CampaignSpec, corpora: dict[str, Corpus]) -> Plan:
@@ -165,6 +191,8 @@ def prepare_campaign(loaded: LoadedSpec, workspace: Path, resume: Archive | None
     sentinels = load_sentinels(loaded.paths.oracles)
     plan = make_plan(spec, corpora)
     governance = check_governance(spec, workspace, f"campaign:{spec.name}", loaded.paths.analysis_plan)
+    if resume is not None and (successor := resumed_by(workspace, resume.archive_id)) is not None:
+        raise already_resumed(resume.archive_id, successor)
     state = _resume_state(resume, plan) if resume is not None else _State()
     texts = prompt_texts(spec.service)
     openai_options(spec.service)  # a missing tokenizer is refused before anything starts
@@ -214,7 +242,7 @@ class CampaignRunner:
             writer.write_wave(self.state.old_records)
         self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.claim_class,
                                       sentinels=self.inputs.sentinels, reporter=self.report,
-                                      services=self.state.services)
+                                      services=self.state.services, request_timeout_s=self.spec.request_timeout_s)
         self.report("plan", plan=self.plan)
         status: str = "complete"
         error: DsvError | None = None
@@ -227,19 +255,42 @@ class CampaignRunner:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 runner.run(self._run_cells(writer))
         except KeyboardInterrupt:
-            status = "partial"
-            error = RunInterrupted("interrupted by the user; every finished wave is kept")
-            writer.append_event({"event": "interrupted", "t_ns": time.perf_counter_ns()})
+            status, error = "partial", interrupted_error("every finished wave is kept")
+            with contextlib.suppress(OSError):
+                writer.append_event({"event": "interrupted", "t_ns": time.perf_counter_ns(),
+                                     "exit_status": error.exit_code})
         except DsvError as exc:
             status, error = "failed", exc
-            writer.append_event({"event": "failed", "error": exc.message, "t_ns": time.perf_counter_ns()})
-        finally:
+            with contextlib.suppress(OSError):
+                writer.append_event({"event": "failed", "error": exc.message, "t_ns": time.perf_counter_ns()})
+        except OSError as exc:  # e.g. a full disk: what was written is kept; finalizing is tried below
+            status, error = "failed", storage_error(exc, writer.dir)
+        except BaseException:  # a bug: stop what was started, keep the traceback
+            self._clean_up(writer, sampler)
+            raise
+        if self.service is not None and status != "partial":
+            self.session.after_checks(self.service)  # sentinels after measurement; a Ctrl-C skips them
+        # stopping the service and finalizing take a bounded time: a signal that arrives meanwhile is
+        # absorbed (the run ends right after) instead of cutting them in half
+        with critical(deliver=False) as held:
+            self._clean_up(writer, sampler)
+            outcome = self._finalize(writer, status, error, anchor)
+        if held.signal is not None and outcome.error is None:
+            outcome.error = interrupted_error(f"the run ended after it was finalized: archive "
+                                              f"{outcome.archive.archive_id} and its ledger rows are complete",
+                                              signum=held.signal)
+        return outcome
+
+    def _clean_up(self, writer: ArchiveWriter, sampler: MemorySampler | None) -> None:
+        """Store the memory samples and stop every service this run started (however it ended)."""
+        try:
             if sampler is not None:
                 write_memory(writer, sampler)
-            if self.service is not None:
-                self.session.stop(self.service)
-                self.service = None
-        return self._finalize(writer, status, error, anchor)
+        finally:
+            svc, self.service = self.service, None
+            if svc is not None:
+                self.session.stop(svc, sentinels=False)
+            self.session.stop_all()
 
     async def _run_cells(self, writer: ArchiveWriter) -> None:
         for cell in self.plan.cells:
@@ -251,11 +302,21 @@ class CampaignRunner:
             await asyncio.to_thread(self._svc.check_owners, f"before cell {cell.cell_id}")
             self.report("cell-start", cell=cell, rounds=todo)
             async with load_client(self._svc.url, self.spec.service, concurrency=cell.concurrency,
-                                   timeout_s=self.spec.request_timeout_s) as client:
+                                   timeout_s=self.spec.request_timeout_s, limits=self.spec.client,
+                                   workers=workers_for(self.spec, cell.concurrency),
+                                   pin_cpus=self.spec.load.pin_cpus) as client:
+                clean = 0
                 for j in range(cell.warmup_waves):
                     wid = cell.wave_id(-1, j, service_start=self.state.service_starts)
                     recs = await self._wave(client, writer, cell, corpus, -1, j, wid, "warmup")
+                    clean += all(r.ok for r in recs)
                     self.report("warmup-done", cell=cell, wave=j, wave_result=recs)
+                if cell.warmup_waves and not clean:
+                    self._svc.check_alive()
+                    raise MeasurementError(
+                        f"{cell.label}: every warmup wave had failed requests; the cell was not measured",
+                        hint="find the cause in the service log (the failed warmups are kept in the archive), "
+                        "then resume with 'dsv4h campaign run SPEC --resume ARCHIVE'")
                 for k in todo:
                     await self._round(client, writer, cell, corpus, k)
 
@@ -268,7 +329,7 @@ class CampaignRunner:
                      k: int) -> None:
         attempt = self._next_attempt(cell, k)
         rid = cell.round_id(k, attempt)
-        self.state.round_status[rid] = "incomplete"
+        self._set_round(writer, rid, "incomplete")
         waves: list[list[RequestRecord]] = []
         resident_s = 0.0
         j = 0
@@ -286,7 +347,9 @@ class CampaignRunner:
                         resident_s=resident_s, round_rate=rate,
                         http_rate=m.http_output_rate(waves).rate)
             if failed:
-                self.state.round_status[rid] = "failed"
+                self._set_round(writer, rid, "failed")
+                self.report("round-done", cell=cell, round=k, status="failed", rate=rate,
+                            error=f"{len(failed)} of {len(recs)} requests failed in wave {j}")
                 self._svc.check_alive()
                 raise MeasurementError(
                     f"{cell.label} round {k}: {len(failed)} of {len(recs)} requests failed in wave {j} "
@@ -301,11 +364,16 @@ class CampaignRunner:
             elif resident_s >= (cell.min_resident_seconds or 0.0):
                 break
             elif j >= cell.max_waves_per_round:
-                self.state.round_status[rid] = "short"
+                self._set_round(writer, rid, "short")
                 self.report("round-done", cell=cell, round=k, status="short", rate=rate)
                 return
-        self.state.round_status[rid] = "ok"
+        self._set_round(writer, rid, "ok")
         self.report("round-done", cell=cell, round=k, status="ok", rate=rate, resident_s=resident_s)
+
+    def _set_round(self, writer: ArchiveWriter, rid: str, status: str) -> None:
+        """Record a round's status in the run state and in ``events.jsonl`` (what recovery reads)."""
+        self.state.round_status[rid] = status
+        writer.append_event({"event": "round", "round_id": rid, "status": status, "t_ns": time.perf_counter_ns()})
 
     async def _wave(self, client: LoadClient, writer: ArchiveWriter, cell: CellPlan, corpus: Corpus,
                     k: int, j: int, wave_id: str, phase: str) -> list[RequestRecord]:
@@ -315,7 +383,8 @@ class CampaignRunner:
         spec = WaveSpec(run_id=self.token, cell_id=cell.cell_id, wave_id=wave_id, round_index=k,
                         wave_index=j, phase=phase, workload=cell.workload, concurrency=cell.concurrency,
                         max_new_tokens=cell.max_new_tokens, ignore_eos=cell.ignore_eos, cache=cell.cache)
-        recs = await execute_wave(self._svc, client, spec, cases, self.session.witness, self.texts)
+        recs = await execute_wave(self._svc, client, spec, cases, self.session.witness, self.texts,
+                                  selfcheck=self.session.selfcheck)
         writer.write_wave(recs)
         self.session.record_witness(recs, wave_id, cell.concurrency)
         return recs
@@ -324,33 +393,20 @@ class CampaignRunner:
 
     def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None,
                   anchor: dict[str, Any]) -> RunOutcome:
-        records = writer.streamed_records()
-        cells = [(c.cell_id, c.workload, c.concurrency, c.rounds) for c in self.plan.cells]
-        results = compute_results(records, self.state.round_status, cells)
-        extra = {"campaign": self.spec.name, "claim_class": self.spec.claim_class,
-                 "protocol_class": self.spec.protocol_class}
-        for name, table in results_tables(results, extra).items():
-            writer.write_table(f"{name}.parquet", table)
-        writer.write_json("results.json", results_json(results))
         if not self.session.services:
             self.session.write_service_json()
-        analysis_plan = self.inputs.governance.get("analysis_plan")
-        labels = list(self.spec.labels) + (["simulated"] if self.spec.service.backend == "sim" else [])
-        if analysis_plan and analysis_plan.get("label"):
-            labels.append(analysis_plan["label"])
-        if self.session.oracles_failed:
-            labels.append("oracle-failed")
-        run = RunBlock(
-            campaign=self.spec.name, kind=self.spec.kind, claim_class=self.spec.claim_class,
-            protocol_class=self.spec.protocol_class, backend=self.spec.service.backend,
-            service_name=self.spec.service.name, plan_id=self.plan.plan_id,
-            created_wall=anchor["wall_iso"], run_token=self.token, service_starts=self.state.service_starts,
-            resumed_from=self.resume.archive_id if self.resume else None, labels=tuple(labels),
-            error=error.message if error else None, oracles_failed=self.session.oracles_failed,
-            identity_hash=identity_hash(self.session.services), direction=self.spec.direction,
-            analysis_plan=analysis_plan)
-        done = finish(writer, self.workspace, status, run)
+        cells = [(c.cell_id, c.workload, c.concurrency, c.rounds) for c in self.plan.cells]
+        done, results = finalize_matrix(
+            writer, self.workspace, self.spec, MatrixState(
+                plan_id=self.plan.plan_id, cells=cells, round_status=self.state.round_status,
+                services=self.session.services, governance=self.inputs.governance, created_wall=anchor["wall_iso"],
+                service_starts=self.state.service_starts, oracles_failed=self.session.oracles_failed,
+                resumed_from=self.resume.archive_id if self.resume else None),
+            status, error.message if error else None)
         archive, path = done.archive, done.archive.path
+        if done.interrupted is not None and error is None:
+            error = interrupted_error(f"the run ended after it was finalized: archive {archive.archive_id} "
+                                      "and its ledger rows are complete", signum=done.interrupted)
         if error is not None and status != "complete":
             error.hint = (error.hint + "; " if error.hint else "") + (
                 f"data so far is in archive {archive.archive_id} ({path}); continue with "
@@ -358,9 +414,69 @@ class CampaignRunner:
         return RunOutcome(archive, status, self.plan, results, error, done.ledger_rows, done.findings)
 
 
+@dataclass(frozen=True)
+class MatrixState:
+    """What a formal matrix run knows when it is finalized (also rebuilt from a partial archive by
+    ``harness.run.recover``)."""
+
+    plan_id: str
+    cells: Sequence[tuple[str, str, int, int]]  # (cell_id, workload, concurrency, rounds) in plan order
+    round_status: dict[str, str]
+    services: list[dict[str, Any]]
+    governance: Mapping[str, Any]
+    created_wall: str
+    service_starts: int
+    oracles_failed: int = 0
+    resumed_from: str | None = None
+    extra_labels: tuple[str, ...] = ()
+
+
+def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, st: MatrixState, status: str,
+                    error: str | None) -> tuple[Finished, CampaignResults]:
+    """Compute the results from the streamed records, write the result tables, and finish the
+    archive (finalize, ledgers, evidence); one critical section (a stopping signal that arrives is
+    reported in ``Finished.interrupted`` once all of it is done)."""
+    with critical(deliver=False) as held:
+        done, results = _finalize_matrix(writer, workspace, spec, st, status, error)
+    if held.signal is not None:
+        done = dataclasses.replace(done, interrupted=held.signal)
+    return done, results
+
+
+def _finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, st: MatrixState, status: str,
+                     error: str | None) -> tuple[Finished, CampaignResults]:
+    records = writer.streamed_records()
+    results = compute_results(records, st.round_status, st.cells)
+    extra = {"campaign": spec.name, "claim_class": spec.claim_class, "protocol_class": spec.protocol_class}
+    for name, table in results_tables(results, extra).items():
+        writer.write_table(f"{name}.parquet", table)
+    writer.write_json("results.json", results_json(results))
+    analysis_plan = st.governance.get("analysis_plan")
+    labels = run_labels(spec.labels, [spec.service.backend], st.services)
+    if analysis_plan and analysis_plan.get("label"):
+        labels.append(analysis_plan["label"])
+    if st.oracles_failed:
+        labels.append("oracle-failed")
+    labels += [lb for lb in st.extra_labels if lb not in labels]
+    count_methods, count_labels = run_count_methods(records)
+    labels += [lb for lb in count_labels if lb not in labels]
+    run = RunBlock(count_methods=count_methods,
+        campaign=spec.name, kind=spec.kind, claim_class=spec.claim_class,
+        protocol_class=spec.protocol_class, backend=spec.service.backend,
+        service_name=spec.service.name, plan_id=st.plan_id,
+        created_wall=st.created_wall, run_token=writer.token, service_starts=st.service_starts,
+        resumed_from=st.resumed_from, labels=tuple(labels), error=error, oracles_failed=st.oracles_failed,
+        identity_hash=identity_hash(st.services), direction=spec.direction, analysis_plan=analysis_plan)
+    return finish(writer, workspace, status, run), results
+
+
 def run_campaign(spec_path: Path, workspace: Path, *, reporter: Reporter = silent,
-                 resume: Path | None = None) -> RunOutcome:
-    """Run the formal matrix in ``spec_path`` into ``<workspace>/archives`` and the ledgers."""
+                 resume: Path | None = None, workers: int | str | None = None) -> RunOutcome:
+    """Run the formal matrix in ``spec_path`` into ``<workspace>/archives`` and the ledgers
+    (``workers``, when given, replaces the spec's ``load.workers``)."""
     loaded = load_spec(spec_path)
-    prev = open_archive(resume) if resume is not None else None
+    if workers is not None and isinstance(loaded.spec, CampaignSpec):
+        load = LoadSettings.model_validate(loaded.spec.load.model_dump() | {"workers": workers})
+        loaded = dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"load": load}))
+    prev = open_verified(resume) if resume is not None else None
     return CampaignRunner(prepare_campaign(loaded, workspace, prev), workspace, reporter).run()

@@ -7,30 +7,40 @@
 - :func:`record_witness` / memory sampling: what the server said while waves ran;
 - :func:`finish`: finalize the archive, ingest it into the ledgers, run the evidence rules and
   write their verdicts back.
+
+Nothing a run starts outlives it: every service the session starts is tracked from the moment it
+exists until it is stopped (:meth:`ServiceSession.stop_all` stops what is left, whatever ended the
+run), stopping a server is a critical section (a second Ctrl-C cannot cut it), and ``finish`` runs as
+one critical section, so a signal during finalization is delivered only once the archive and its
+ledger rows are complete.
 """
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.errors import DsvError
+from harness.errors import ArchiveError, DsvError, RunInterrupted
 from harness.evidence.io import apply_findings, check_archive
-from harness.evidence.rules import Finding
+from harness.evidence.rules import Finding, serves_simulator
 from harness.governance.io import analysis_plan_status, check_direction
 from harness.inputs.spec import AbbaSpec, CampaignSpec, ClaimClass, ServiceProfile
+from harness.inputs.sweep_spec import SweepSpec
+from harness.interrupts import critical, fault_point, received
 from harness.measure import metrics as m
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import run_sentinels
 from harness.records import RequestRecord
+from harness.run.selfcheck import WaveSelfCheck
 from harness.run.wave import MetricsWitness, witness_summary
 from harness.service.environment import capture_environment, clock_anchor
 from harness.service.manager import RunningService, start_service, verify_identity
 from harness.service.memory import MemorySampler
-from harness.store.archive import Archive, ArchiveWriter, open_archive
+from harness.store.archive import Archive, ArchiveWriter, claim_resume, open_archive
 from harness.store.ledger import ingest_archive
 from harness.store.runblock import RunBlock
 
@@ -45,7 +55,7 @@ def silent(kind: str, **data: Any) -> None:
     return None
 
 
-def check_governance(spec: CampaignSpec | AbbaSpec, workspace: Path, source: str,
+def check_governance(spec: CampaignSpec | AbbaSpec | SweepSpec, workspace: Path, source: str,
                      analysis_plan: Path | None = None) -> dict[str, Any]:
     """Refuse a run that tests a closed direction without new evidence (before any service starts);
     returns what is recorded in the archive's ``governance.json`` (direction check, and the
@@ -60,11 +70,14 @@ def check_governance(spec: CampaignSpec | AbbaSpec, workspace: Path, source: str
     return out
 
 
-def open_writer(workspace: Path, token: str, *, spec: CampaignSpec | AbbaSpec, spec_bytes: bytes | None,
+def open_writer(workspace: Path, token: str, *, spec: CampaignSpec | AbbaSpec | SweepSpec, spec_bytes: bytes | None,
                 corpora: Mapping[str, Any], governance: Mapping[str, Any],
                 extra_files: Mapping[str, Any] = {}, resumed_from: str | None = None
                 ) -> tuple[ArchiveWriter, dict[str, Any]]:
-    """Start a partial archive with the run's preamble; returns the writer and the wall anchor."""
+    """Start a partial archive with the run's preamble; returns the writer and the wall anchor.
+    A resumed archive is claimed first (``ArchiveError`` when another run already resumed it)."""
+    if resumed_from is not None:
+        claim_resume(workspace, resumed_from, token)
     writer = ArchiveWriter(workspace, token=token)
     writer.write_json("spec.json", spec.model_dump(mode="json"))
     if spec_bytes is not None:
@@ -93,8 +106,11 @@ class ServiceSession:
     def __init__(self, writer: ArchiveWriter, workspace: Path, *, claim_class: ClaimClass,
                  sentinels: Sequence[Oracle], reporter: Reporter,
                  services: Sequence[dict[str, Any]] = (),
-                 service_json_extra: Callable[[], dict[str, Any]] = dict) -> None:
+                 service_json_extra: Callable[[], dict[str, Any]] = dict,
+                 request_timeout_s: float | None = None) -> None:
         self.writer = writer
+        self.request_timeout_s = request_timeout_s
+        self._running: dict[int, RunningService] = {}
         self.workspace = workspace
         self.claim_class = claim_class
         self.sentinels = list(sentinels)
@@ -102,6 +118,7 @@ class ServiceSession:
         self.services: list[dict[str, Any]] = list(services)
         self.oracle_results: list[dict[str, Any]] = []
         self.witness = MetricsWitness()
+        self.selfcheck = WaveSelfCheck()
         self._extra = service_json_extra
         self._live: dict[int, _Started] = {}
 
@@ -119,11 +136,14 @@ class ServiceSession:
         it with ``meta`` (e.g. start index, first leg), run the sentinels before measurement."""
         self.report("service-starting", profile=profile, **report)
         svc = start_service(profile, self.workspace, label=label)
+        self._running[id(svc)] = svc
         self.witness = MetricsWitness()
         try:
             verify_identity(svc, self.claim_class)
-        except DsvError:
-            svc.stop()
+        except BaseException:
+            self._running.pop(id(svc), None)
+            with critical():
+                svc.stop()
             raise
         self.services.append(svc.identity() | dict(meta))
         self._live[id(svc)] = _Started(svc, len(self.services) - 1)
@@ -131,7 +151,11 @@ class ServiceSession:
         self.writer.append_event({"event": "service-ready", "url": svc.url, "t_ns": time.perf_counter_ns(),
                                   "pid": svc.process.pid if svc.process else None} | dict(report))
         self.report("service-ready", service=svc, **report)
-        self.run_sentinels(svc, "before" if not report.get("leg") else f"before {report['leg']}")
+        try:
+            self.run_sentinels(svc, "before" if not report.get("leg") else f"before {report['leg']}")
+        except BaseException:
+            self.stop(svc, sentinels=False)
+            raise
         return svc
 
     def run_sentinels(self, svc: RunningService, when: str) -> None:
@@ -139,41 +163,84 @@ class ServiceSession:
         if not self.sentinels:
             return
         idx = self._live[id(svc)].index + 1 if id(svc) in self._live else len(self.services)
-        rows = run_sentinels(svc, self.sentinels, when, f"service#{idx}")
+        rows = run_sentinels(svc, self.sentinels, when, f"service#{idx}", timeout_s=self.request_timeout_s)
         self.oracle_results.extend(rows)
         self.writer.write_json("oracles.json", {"results": self.oracle_results})
         self.report("oracles", when=when, results=rows)
 
-    def stop(self, svc: RunningService) -> None:
-        """Sentinels after measurement and final server info while it lives, then stop the owned tree
-        (an attached server is only detached from)."""
-        alive = svc.process is None or svc.process.exit_code() is None
-        if alive:
-            try:
-                self.run_sentinels(svc, "after")
-            except DsvError as exc:
-                self.writer.append_event({"event": "sentinel-error", "error": exc.message})
-            svc.read_final_info()
-        started = self._live.pop(id(svc), None)
-        if started is not None:
-            old = self.services[started.index]
-            self.services[started.index] = svc.identity() | {k: v for k, v in old.items()
-                                                             if k in ("start_index", "first_leg")}
-        self.write_service_json()
-        svc.stop()
+    def stop(self, svc: RunningService, *, sentinels: bool = True) -> None:
+        """Sentinels after measurement (``sentinels``) and final server info while it lives, then stop
+        the owned tree (an attached server is only detached from). The tree is stopped whatever
+        happens before (a failed check, a full disk, another Ctrl-C), as a critical section."""
+        try:
+            alive = svc.process is None or svc.process.exit_code() is None
+            if alive and sentinels:
+                self.after_checks(svc)
+            if alive and svc.server_info_at_stop is None:
+                try:
+                    svc.read_final_info()
+                except KeyboardInterrupt:  # another Ctrl-C: skip it, stop the server below
+                    svc.server_info_at_stop = None
+            started = self._live.pop(id(svc), None)
+            if started is not None:
+                old = self.services[started.index]
+                self.services[started.index] = svc.identity() | {k: v for k, v in old.items()
+                                                                 if k in ("start_index", "first_leg")}
+            self.write_service_json()
+        finally:
+            with critical():
+                svc.stop()
+                self._running.pop(id(svc), None)
         detached = svc.process is None
         self.writer.append_event({"event": "service-detached" if detached else "service-stopped", "url": svc.url,
                                   "t_ns": time.perf_counter_ns()})
         self.report("service-stopped", service=svc, detached=detached)
 
+    def after_checks(self, svc: RunningService) -> None:
+        """Sentinels after measurement and the server's final information, while it lives; a failed
+        check is recorded, and a Ctrl-C skips what is left of them (the service is stopped next)."""
+        if svc.process is not None and svc.process.exit_code() is not None:
+            return
+        try:
+            self.run_sentinels(svc, "after")
+            svc.read_final_info()
+        except (DsvError, KeyboardInterrupt) as exc:
+            what = "interrupted" if isinstance(exc, KeyboardInterrupt) else exc.message
+            self.writer.append_event({"event": "sentinel-error", "error": what})
+
+    def stop_all(self) -> None:
+        """Stop every service this session started and has not stopped yet (no sentinels): the
+        cleanup that runs however the run ended."""
+        for svc in list(self._running.values()):
+            try:
+                self.stop(svc, sentinels=False)
+            except OSError:  # the archive cannot be written (disk full): the server is stopped anyway
+                continue
+
     def record_witness(self, recs: Sequence[RequestRecord], wave_id: str, concurrency: int) -> None:
-        """Append what /metrics reported during the wave's resident window to ``server_metrics.jsonl``."""
+        """Append what /metrics reported during the wave's resident window to ``server_metrics.jsonl``
+        and the client's self-check of the wave (``selfcheck``) to ``wave_checks.jsonl``."""
+        check = self.selfcheck.take()
+        if check is not None:
+            r0 = recs[0] if recs else None
+            self.writer.append_jsonl("wave_checks.jsonl", {
+                "wave_id": wave_id, "cell_id": r0.cell_id if r0 else "", "phase": r0.phase if r0 else "",
+                "workload": r0.workload if r0 else "", "concurrency": concurrency} | check)
         samples = self.witness.take()
         if not self.witness.available and not samples:
             return
         win = m.resident_window(recs)
         self.writer.append_jsonl("server_metrics.jsonl", witness_summary(
             wave_id, concurrency, win.start_ns, win.end_ns, samples) | {"phase": recs[0].phase if recs else ""})
+
+
+def run_labels(labels: Sequence[str], backends: Sequence[str], services: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The run's labels: the spec's, plus ``simulated`` when a backend is the built-in simulator or
+    any server identified itself as the dsv4h simulator (e.g. an attached ``dsv4h sim serve``)."""
+    out = list(labels)
+    if ("sim" in backends or any(serves_simulator(dict(s)) for s in services)) and "simulated" not in out:
+        out.append("simulated")
+    return out
 
 
 def start_memory_sampler(profile: ServiceProfile) -> MemorySampler | None:
@@ -205,14 +272,43 @@ class Finished:
     archive: Archive
     ledger_rows: dict[str, int]
     findings: list[Finding]
+    interrupted: int | None = None  # a stopping signal held while finishing (the archive is complete)
 
 
 def finish(writer: ArchiveWriter, workspace: Path, status: str, run: RunBlock) -> Finished:
     """Finalize the archive, append it to the ledgers, run every evidence rule and mark the rows
-    its blocking findings concern."""
-    path = writer.finalize(status=status, run=run)
-    archive = open_archive(path)
-    rows = ingest_archive(workspace, archive)
-    findings = check_archive(archive)
-    apply_findings(workspace, archive.archive_id, findings)
+    its blocking findings concern. One critical section: a stopping signal is held until all of it is
+    done (a process killed part-way leaves what ``harness.run.recover`` rolls forward)."""
+    with critical(deliver=False) as held:
+        path = writer.finalize(status=status, run=run)
+        fault_point("finish:finalized")
+        done = settle(workspace, path)
+    return Finished(done.archive, done.ledger_rows, done.findings, held.signal)
+
+
+def settle(workspace: Path, path: Path) -> Finished:
+    """Append a finalized archive to the ledgers, run the evidence rules and mark the rows its
+    blocking findings concern (the part of :func:`finish` after the archive exists)."""
+    with critical():
+        archive = open_archive(path)
+        rows = ingest_archive(workspace, archive)
+        fault_point("finish:ingested")
+        findings = check_archive(archive)
+        apply_findings(workspace, archive.archive_id, findings)
     return Finished(archive, rows, findings)
+
+
+def interrupted_error(what: str, signum: int | None = None) -> RunInterrupted:
+    """The error of a run a stopping signal ended, with the signal's conventional exit status."""
+    sig = signum if signum is not None else received()
+    name = signal.Signals(sig).name if sig is not None else "SIGINT"
+    err = RunInterrupted(f"interrupted ({name}); {what}")
+    err.exit_code = 128 + int(sig) if sig is not None else 130
+    return err
+
+
+def storage_error(exc: OSError, partial: Path) -> ArchiveError:
+    """A failed write of the run's own files (e.g. a full disk) as an error naming where the data is."""
+    return ArchiveError(f"cannot write the run's files: {exc.strerror or exc} ({exc.filename or partial})",
+                        hint=f"free space or fix permissions; the waves written so far are kept in {partial}; "
+                        "'dsv4h archive recover' finalizes them once writing works again")

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from harness.errors import MeasurementError
+from harness.errors import MeasurementError, ServerUnreachable
 from harness.inputs.corpus import Case
 from harness.load.driver import LoadClient, WaveRequest, run_wave
 from harness.load.prom import parse_gauges
 from harness.records import RequestRecord
+from harness.run.selfcheck import WaveSelfCheck
 from harness.service.manager import RunningService, http_post
 
 
@@ -59,15 +60,24 @@ def build_requests(spec: WaveSpec, cases: Sequence[Case],
     return reqs
 
 
-async def flush_cache(svc: RunningService, attempts: int = 50) -> None:
-    """POST /flush_cache until the idle server accepts it (it refuses while requests run)."""
-    status = 0
+async def flush_cache(svc: RunningService, attempts: int = 50, total_s: float = 30.0) -> None:
+    """POST /flush_cache until the idle server accepts it (it refuses while requests run); at most
+    ``attempts`` tries and ``total_s`` seconds in all, each try bounded (a stalled server cannot hold
+    the run, nor a Ctrl-C waiting for the try's thread)."""
+    status: int | str = 0
+    deadline = time.monotonic() + total_s
     for _ in range(attempts):
-        status, _body = await asyncio.to_thread(http_post, svc.url + "/flush_cache")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            status, _body = await asyncio.to_thread(http_post, svc.url + "/flush_cache", min(2.0, left))
+        except ServerUnreachable as exc:
+            status = f"no answer: {exc.message}"
         if status == 200:
             return
         await asyncio.sleep(0.1)
-    raise MeasurementError(f"{svc.url}/flush_cache kept refusing (HTTP {status})",
+    raise MeasurementError(f"{svc.url}/flush_cache kept refusing ({status}; {total_s:g} s at most)",
                            hint="use cache_defeat: salt if the server supports cache salts")
 
 
@@ -90,12 +100,29 @@ async def watched(svc: RunningService, coro: Awaitable[list[RequestRecord]]) -> 
 
 async def execute_wave(svc: RunningService, client: LoadClient, spec: WaveSpec,
                        cases: Sequence[Case], witness: MetricsWitness | None = None,
-                       texts: Callable[[Case], str] | None = None) -> list[RequestRecord]:
+                       texts: Callable[[Case], str] | None = None, *,
+                       selfcheck: WaveSelfCheck | None = None) -> list[RequestRecord]:
     """Send one wave of ``cases`` and return its records (request order). With ``witness``, the
-    server's ``/metrics`` gauges are sampled while the wave runs."""
+    server's ``/metrics`` gauges are sampled while the wave runs; with ``selfcheck``, the client's
+    own event-loop delay, CPU share and (simulator) late steps are measured around it."""
     svc.check_alive()
     if spec.cache == "flush":
         await flush_cache(svc)
+    if selfcheck is None:
+        return await _send_wave(svc, client, spec, cases, witness, texts)
+    await selfcheck.begin(svc)
+    try:
+        recs = await _send_wave(svc, client, spec, cases, witness, texts)
+    except BaseException:
+        await selfcheck.end(svc, probe=False)
+        raise
+    await selfcheck.end(svc)
+    selfcheck.merge(client.take_check())
+    return recs
+
+
+async def _send_wave(svc: RunningService, client: LoadClient, spec: WaveSpec, cases: Sequence[Case],
+                     witness: MetricsWitness | None, texts: Callable[[Case], str] | None) -> list[RequestRecord]:
     if witness is None or not witness.available:
         return await watched(svc, run_wave(client, build_requests(spec, cases, texts)))
     stop = asyncio.Event()

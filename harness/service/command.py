@@ -77,8 +77,16 @@ def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = Non
         "--stream-mode", s.stream_mode, "--stream-interval", str(s.stream_interval),
         "--time-scale", repr(s.time_scale), "--step-factor", repr(s.step_factor),
     ]
+    if s.profile_file is not None:
+        argv += ["--profile-file", s.profile_file]
     if s.die_after_requests is not None:
         argv += ["--die-after-requests", str(s.die_after_requests)]
+    if s.fault is not None:
+        argv += ["--fault", s.fault, "--fault-every", str(s.fault_every)]
+        if s.fault_first is not None:
+            argv += ["--fault-first", str(s.fault_first)]
+    if s.openai_usage != "honor":
+        argv += ["--openai-usage", s.openai_usage]
     return LaunchCommand(tuple(argv), dict(profile.env), port)
 
 
@@ -262,6 +270,13 @@ def check_executables(cmd: LaunchCommand, which: Callable[[str], str | None] = s
             f"cannot launch: {', '.join(missing)} not found on PATH (the profile asks for numa: interleave)",
             hint="install numactl (e.g. apt-get install numactl) or set 'numa: none' in the profile",
         )
+
+
+def generic_command(profile: ServiceProfile, port: int) -> LaunchCommand:
+    """``backend: command``: the profile's argv with ``{host}`` and ``{port}`` filled in (pure)."""
+    assert profile.command is not None, "validated by the profile"
+    argv = [a.replace("{host}", profile.host).replace("{port}", str(port)) for a in profile.command]
+    return LaunchCommand(tuple(argv), dict(profile.env), port)
 
 
 def vllm_command(profile: ServiceProfile, port: int) -> LaunchCommand:

@@ -27,12 +27,14 @@ from harness.service.command import (
     WITNESS_ENV,
     LaunchCommand,
     check_executables,
+    generic_command,
     sglang_command,
     sim_command,
     vllm_command,
 )
 from harness.service.ownership import service_gpus
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
+from harness.service.registry import forget, note_url, record_launch
 from harness.service.witness import compare_witnesses, read_witnesses
 
 _URL_RE = re.compile(r"(http://[0-9.]+:\d+)")
@@ -56,6 +58,7 @@ class RunningService:
     witnesses: list[dict[str, Any]] = field(default_factory=list)
     patches: dict[str, Any] | None = None
     server_info_at_stop: dict[str, Any] | None = None
+    launch_record: Path | None = None
 
     def read_final_info(self) -> None:
         """Read the server's configuration and internal state once more before it is stopped
@@ -112,9 +115,11 @@ class RunningService:
         }
 
     def stop(self) -> None:
-        """Stop the owned tree (no-op for attached services)."""
+        """Stop the owned tree (no-op for attached services) and drop its workspace launch record."""
         if self.process is not None:
             stop_owned(self.process)
+            forget(self.launch_record)
+            self.launch_record = None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -148,8 +153,9 @@ def http_post(url: str, timeout_s: float = 10.0) -> tuple[int, bytes]:
         raise ServerUnreachable(f"nothing answers at {url}: {exc}", hint="check the service") from exc
 
 
-def wait_healthy(url: str, timeout_s: float, process: OwnedProcess | None = None) -> None:
-    """Poll ``/health`` until 200; watch the owned process so an early exit is reported at once."""
+def wait_healthy(url: str, timeout_s: float, process: OwnedProcess | None = None, *,
+                 health_path: str = "/health") -> None:
+    """Poll ``health_path`` until 200; watch the owned process so an early exit is reported at once."""
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
     while time.monotonic() < deadline:
@@ -160,7 +166,7 @@ def wait_healthy(url: str, timeout_s: float, process: OwnedProcess | None = None
                 hint="read the log above and fix the profile",
             )
         try:
-            status, _ = http_get(url + "/health", timeout_s=2.0)
+            status, _ = http_get(url + health_path, timeout_s=2.0)
             if status == 200:
                 return
             last = f"HTTP {status}"
@@ -173,9 +179,10 @@ def wait_healthy(url: str, timeout_s: float, process: OwnedProcess | None = None
 
 
 def read_server_info(url: str, protocol: str) -> dict[str, Any]:
-    """The server's own report of its configuration (SGLang ``/server_info`` or fallback; vLLM
-    ``/v1/models``). Empty dict when the server offers neither."""
-    paths = ["/server_info", "/get_server_info"] if protocol == "sglang" else []
+    """The server's own report of its configuration (SGLang ``/server_info`` or fallback, tried for
+    every protocol since SGLang and the simulator also serve the OpenAI API; else ``/v1/models``).
+    Empty dict when the server offers neither."""
+    paths = ["/server_info", "/get_server_info"] if protocol != "vllm" else []
     for path in paths:
         status, body = http_get(url + path)
         if status == 200:
@@ -211,6 +218,7 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
     """Check GPU owners, launch (or attach to) the profile's service and wait until it is healthy."""
     proc: OwnedProcess | None = None
     cmd: LaunchCommand | None = None
+    record: Path | None = None
     owners_before = check_gpu_owners(profile, None) if profile.backend != "attach" else None
     if profile.backend == "attach":
         assert profile.url is not None
@@ -229,12 +237,17 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
             from harness.service.sglang_flags import load_flagset, validate_argv
 
             validate_argv(cmd.argv, load_flagset(python=profile.python or sys.executable))
+        elif profile.backend == "command":
+            port = profile.port or free_port(profile.host)
+            cmd = generic_command(profile, port)
+            check_executables(cmd)
         else:
             port = profile.port or free_port(profile.host)
             cmd = vllm_command(profile, port)
         log = run_dir / "logs" / f"{label}-{time.strftime('%Y%m%dT%H%M%S')}-{time.perf_counter_ns()}.log"
         proc = start_owned(cmd.argv, log_path=log, env_diff=cmd.env_diff)
         try:
+            record = record_launch(run_dir, proc, profile.name)
             if profile.backend == "sim":
                 line = wait_for_line(proc, "listening on", profile.startup_timeout_s)
                 m = _URL_RE.search(line)
@@ -243,11 +256,14 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
                 url = m.group(1)
             else:
                 url = f"http://{profile.host}:{cmd.port}"
-            wait_healthy(url, profile.startup_timeout_s, proc)
+            note_url(record, url)
+            wait_healthy(url, profile.startup_timeout_s, proc, health_path=profile.health_path)
         except BaseException:
             stop_owned(proc)
+            forget(record)
             raise
-    svc = RunningService(profile=profile, url=url, process=proc, command=cmd, owners_before_launch=owners_before)
+    svc = RunningService(profile=profile, url=url, process=proc, command=cmd, owners_before_launch=owners_before,
+                         launch_record=record)
     try:
         svc.server_info = read_server_info(url, profile.wire_protocol)
         if cmd is not None and WITNESS_ENV in cmd.env_diff:

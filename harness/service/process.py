@@ -3,10 +3,16 @@
 A process is *owned* when its PID **and** its creation time match what was recorded at launch;
 a reused PID (same number, different birth) is never signalled. Stopping escalates SIGTERM ->
 SIGKILL over the recorded root and every descendant, then waits until all are gone.
+
+Every tree started here is *live* until it is stopped or deliberately released (``dsv4h service
+start`` leaves its server running); :func:`stop_all_live` stops whatever is still live, and runs at
+interpreter exit as a last resort, so no path out of dsv4h (an exception, a signal, a full disk)
+leaves a server it launched running.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -50,6 +56,15 @@ class OwnedProcess:
         """True when ``proc`` is the recorded root (same PID and same birth time)."""
         try:
             return proc.pid == self.pid and abs(proc.create_time() - self.create_time) < 0.05
+        except psutil.Error:
+            return False
+
+    def runs_recorded_command(self) -> bool:
+        """True when the live root (PID and birth time match) runs the recorded argv: a record edited
+        to name another process's PID and birth time does not get that process signalled."""
+        try:
+            root = psutil.Process(self.pid)
+            return self.is_ours(root) and list(root.cmdline()) == list(self.argv)
         except psutil.Error:
             return False
 
@@ -117,10 +132,44 @@ def start_owned(
         create_time = psutil.Process(popen.pid).create_time()
     except psutil.NoSuchProcess:
         create_time = 0.0
-    return OwnedProcess(
+    proc = OwnedProcess(
         pid=popen.pid, create_time=create_time, argv=list(argv), env_diff=dict(env_diff or {}),
         log_path=log_path, cwd=str(cwd or Path.cwd()), popen=popen, _log=log,
     )
+    _register(proc)
+    return proc
+
+
+_LIVE: dict[tuple[int, float], OwnedProcess] = {}
+_atexit_installed: list[bool] = []
+
+
+def _register(proc: OwnedProcess) -> None:
+    if not _atexit_installed:
+        atexit.register(stop_all_live)
+        _atexit_installed.append(True)
+    _LIVE[(proc.pid, proc.create_time)] = proc
+
+
+def release(proc: OwnedProcess) -> None:
+    """Leave ``proc`` running past this process's end (``dsv4h service start``)."""
+    _LIVE.pop((proc.pid, proc.create_time), None)
+
+
+def live_processes() -> list[OwnedProcess]:
+    """Owned trees started by this process and not yet stopped or released."""
+    return list(_LIVE.values())
+
+
+def stop_all_live(term_timeout_s: float = 10.0) -> list[StopReport]:
+    """Stop every owned tree still live (last-resort cleanup; also run at interpreter exit)."""
+    out = []
+    for proc in list(_LIVE.values()):
+        try:
+            out.append(stop_owned(proc, term_timeout_s=term_timeout_s))
+        except (OSError, psutil.Error):
+            _LIVE.pop((proc.pid, proc.create_time), None)
+    return out
 
 
 @dataclass(frozen=True)
@@ -145,6 +194,7 @@ def stop_owned(proc: OwnedProcess, *, term_timeout_s: float = 15.0, kill_timeout
     for p, _ in members:
         try:
             p.send_signal(signal.SIGTERM)
+            p.send_signal(signal.SIGCONT)  # a stopped (SIGSTOP) process acts on SIGTERM only once continued
             terminated.append(p.pid)
         except psutil.Error:
             pass
@@ -169,6 +219,7 @@ def stop_owned(proc: OwnedProcess, *, term_timeout_s: float = 15.0, kill_timeout
     if proc._log is not None:
         proc._log.close()
         proc._log = None
+    _LIVE.pop((proc.pid, proc.create_time), None)
     return StopReport(tuple(terminated), tuple(killed), code)
 
 

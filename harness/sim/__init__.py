@@ -11,6 +11,8 @@ from harness.sim.profiles import (
     analytic_decode_rate,
     analytic_prefill_rate,
     get_profile,
+    load_profile_file,
+    profile_for,
 )
 from harness.sim.runner import running_simulator, serve
 from harness.sim.server import SimServer
@@ -24,6 +26,8 @@ __all__ = [
     "analytic_decode_rate",
     "analytic_prefill_rate",
     "get_profile",
+    "load_profile_file",
+    "profile_for",
     "running_simulator",
     "serve",
 ]

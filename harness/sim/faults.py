@@ -8,13 +8,23 @@ Kinds, with the meaning of the optional integer argument:
 - ``slow_first_byte[:ms]``: delay the response headers (and the request's start) by ``ms`` ms
   (default 500).
 - ``http_500``: answer HTTP 500 with a JSON error at once.
+- ``stall[:k]``: after ``k`` events (default 2) the stream goes silent: nothing more is sent and
+  the connection stays open until the client gives up (the request is dropped by the scheduler).
+- ``stall_loop[:ms]``: after the request's second event, block the server's event loop for ``ms``
+  ms (default 200): the simulator falls behind its model and counts late steps.
+- ``retract[:k]``: after its first output token the request leaves the running batch (it is
+  reported as queued) for ``k`` decode steps (default 50), then is admitted again with a new
+  prefill, as SGLang retracts requests when its KV pool runs short.
+- ``ignore_salt``: the request's ``cache_salt`` is ignored (a server without cache-salt support),
+  so a prompt seen before is served from the prefix cache.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAULT_DEFAULTS: dict[str, int] = {"close_mid_stream": 2, "error_event": 1, "slow_first_byte": 500, "http_500": 0}
+FAULT_DEFAULTS: dict[str, int] = {"close_mid_stream": 2, "error_event": 1, "slow_first_byte": 500, "http_500": 0,
+                                  "stall": 2, "stall_loop": 200, "retract": 50, "ignore_salt": 0}
 FAULT_KINDS = tuple(FAULT_DEFAULTS)
 
 

@@ -25,6 +25,7 @@ def internal_state(sched: Scheduler, generate_requests: int) -> dict[str, Any]:
         "sim_late_steps": st.late_steps,
         "sim_lateness_total_s": st.lateness_total_s,
         "sim_wake_lateness_max_s": st.wake_lateness_max_s,
+        "sim_emit_lateness_max_s": st.emit_lateness_max_s,
         "sim_wake_lateness_mean_s": st.wake_lateness_sum_s / forwards if forwards else 0.0,
     }
 
@@ -67,6 +68,7 @@ def server_info(options: SimOptions, sched: Scheduler, generate_requests: int, p
             "stream_mode": options.stream_mode,
             "fault": options.fault,
             "fault_every": options.fault_every,
+            "fault_first": options.fault_first,
             "die_after_requests": options.die_after_requests,
             "die_after_s": options.die_after_s,
             "label": "simulated",

@@ -18,17 +18,18 @@ class SimOptions(Strict):
 
     ``time_scale`` multiplies every model duration (not the profile's gather window); ``step_factor``
     multiplies decode step time only (``1/1.1`` makes a +10% faster candidate).  ``fault`` (a
-    ``harness.sim.faults`` spec) applies to every ``fault_every``-th ``/generate`` request; a request's
-    own ``sim_fault`` field overrides it.
+    ``harness.sim.faults`` spec) applies to every ``fault_every``-th ``/generate`` request (only among
+    the first ``fault_first`` requests when set); a request's own ``sim_fault`` field overrides it.
     ``die_after_requests=N``: when request N+1 arrives the server dies (listener closed, every
     connection cut, nothing more answered); ``die_after_s`` does the same that long after ready.
+    ``openai_usage`` says how the OpenAI endpoints report usage (``harness.sim.openai_api``).
     """
-
 
     profile: str | SimProfile = "paper-tp8"
     host: str = "127.0.0.1"
     port: int = Field(default=0, ge=0, le=65535)
     stream_mode: StreamMode = "cumulative"
+    openai_usage: Literal["honor", "final-only", "none"] = "honor"
     stream_interval: int = Field(default=1, ge=1)
     time_scale: float = Field(default=1.0, gt=0)
     step_factor: float = Field(default=1.0, gt=0)
@@ -37,7 +38,9 @@ class SimOptions(Strict):
     die_after_s: float | None = Field(default=None, ge=0)
     fault: str | None = None
     fault_every: int = Field(default=1, ge=1)
+    fault_first: int | None = Field(default=None, ge=0)
     disable_radix_cache: bool = False
+    reuse_port: bool = False  # SO_REUSEPORT: several simulator processes share one port (harness.sim.cluster)
     model_path: str | None = None
 
     @field_validator("profile")

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 from pydantic import Field, model_validator
 
 from harness.errors import SpecError
-from harness.formats import Strict
+from harness.formats import Strict, parse_model, read_yaml
 from harness.sim.batching import decode_step_s, plan_prefill_forward, prefill_forward_s
+
+MAX_RUNNING = 65536
+"""Largest ``max_running`` a profile may declare (the scale profile uses 4096)."""
 
 
 class SimProfile(Strict):
@@ -38,7 +42,7 @@ class SimProfile(Strict):
     )
     prefill_admission: int = Field(ge=1, description="max requests in one prefill forward")
     chunk_budget: int = Field(ge=1, description="max prompt tokens in one prefill forward (chunked prefill)")
-    max_running: int = Field(ge=1, description="max resident requests (prefilling or decoding)")
+    max_running: int = Field(ge=1, le=MAX_RUNNING, description="max resident requests (prefilling or decoding)")
     eos_min: int = Field(ge=1, description="shortest natural completion, EOS included (tokens)")
     eos_max: int = Field(ge=1, description="longest natural completion, EOS included (tokens)")
     tp_size: int = 8
@@ -91,40 +95,21 @@ PAPER_DECODE = ((1, 88.63), (2, 107.41), (4, 187.13), (8, 333.38), (16, 598.11),
 PAPER_PREFILL = {1: 7035.83, 2: 9176.62, 4: 10278.75, 8: 10362.67, 16: 10413.87, 32: 10431.43, 64: 10381.49}
 """The report's prefill column (input tok/s, 8K prompts, admission 16, chunk budget 32768)."""
 
+PROFILE_DIR = Path(__file__).with_name("profile_files")
+"""Where the built-in profiles live, one YAML file each (``<name>.yaml``)."""
+
+
+def load_profile_file(path: Path) -> SimProfile:
+    """Read and validate a simulator profile YAML file; problems raise ``SpecError`` naming the file
+    and the field."""
+    return parse_model(SimProfile, read_yaml(path), str(path), what="invalid simulator profile",
+                       hint="see harness/sim/profile_files/paper-tp8.yaml for a complete profile")
+
+
 PROFILES: dict[str, SimProfile] = {
-    p.name: p
-    for p in (
-        SimProfile(
-            name="paper-tp8",
-            description="DeepSeek-V4-Flash TP8 as measured in the report (Table 2 resident decode; "
-            "prefill a=0.463 s, p=12325 tok/s, 20 ms gather: every prefill tier within 1.5%)",
-            decode_tiers=PAPER_DECODE,
-            prefill_a_s=0.463,
-            prefill_rate_tps=12325.0,
-            gather_s=0.020,
-            prefill_admission=16,
-            chunk_budget=32768,
-            max_running=64,
-            eos_min=200,
-            eos_max=1800,
-        ),
-        SimProfile(
-            name="fast",
-            description="test profile: decode steps 5-18 ms (long enough to keep real time on a busy 2-core "
-            "machine), prefill of a few ms, completions 16-64 tokens",
-            decode_tiers=((1, 200.0), (2, 380.0), (4, 700.0), (8, 1200.0), (16, 2000.0), (32, 2800.0),
-                          (64, 3600.0)),
-            prefill_a_s=0.002,
-            prefill_rate_tps=2_000_000.0,
-            gather_s=0.005,
-            prefill_admission=16,
-            chunk_budget=32768,
-            max_running=64,
-            eos_min=16,
-            eos_max=64,
-        ),
-    )
+    p.name: p for p in (load_profile_file(f) for f in sorted(PROFILE_DIR.glob("*.yaml")))
 }
+"""The built-in profiles by name (loaded from ``PROFILE_DIR``)."""
 
 
 def get_profile(name: str) -> SimProfile:
@@ -137,6 +122,11 @@ def get_profile(name: str) -> SimProfile:
             f"unknown simulator profile {name!r}; valid profiles: {valid}",
             hint="pick one of the listed names (see `dsv4h sim profiles`)",
         ) from None
+
+
+def profile_for(name: str, profile_file: str | Path | None = None) -> SimProfile:
+    """The profile a service asks for: ``profile_file`` when given, else the built-in ``name``."""
+    return load_profile_file(Path(profile_file)) if profile_file is not None else get_profile(name)
 
 
 def analytic_decode_rate(

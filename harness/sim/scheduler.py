@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,10 +67,13 @@ class SimRequest:
     plan: OutputPlan
     arrival: float
     queue: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
+    sink: Callable[[Chunk], None] | None = None  # set: non-final chunks are written by it at once
     cached_tokens: int = 0
     prefill_left: int = 0
     n_out: int = 0
     finished: bool = False
+    retract_steps: int = 0  # fault ``retract``: leave the running batch for this many decode steps
+    held_left: int = 0
     pending: list[int] = field(default_factory=list)
     _block: list[int] = field(default_factory=list)
     _block_start: int = 0
@@ -105,6 +108,7 @@ class SchedulerStats:
     lateness_total_s: float = 0.0
     wake_lateness_max_s: float = 0.0
     wake_lateness_sum_s: float = 0.0
+    emit_lateness_max_s: float = 0.0  # longest time from a forward's end to its last event written
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
     cached_tokens_total: int = 0
@@ -141,6 +145,7 @@ class Scheduler:
         self.chunked: SimRequest | None = None
         self.resident: dict[str, SimRequest] = {}
         self.inflight: dict[str, SimRequest] = {}
+        self.held: list[SimRequest] = []  # retracted: waiting to be admitted again
         self._reserved = 0
         self._wake = asyncio.Event()
 
@@ -160,6 +165,8 @@ class Scheduler:
             return
         if req in self.waiting:
             self.waiting.remove(req)
+        if req in self.held:
+            self.held.remove(req)
         if req in self.running:
             self.running.remove(req)
         if self.chunked is req:
@@ -188,8 +195,8 @@ class Scheduler:
 
     @property
     def num_waiting(self) -> int:
-        """Requests waiting for admission."""
-        return len(self.waiting)
+        """Requests waiting for admission (retracted ones included)."""
+        return len(self.waiting) + len(self.held)
 
     def token_usage(self) -> float:
         """Fraction of ``max_total_num_tokens`` held by resident prompts and outputs."""
@@ -202,7 +209,7 @@ class Scheduler:
         clock = time.perf_counter
         start: float | None = None
         while True:
-            if not (self.waiting or self.resident):
+            if not (self.waiting or self.resident or self.held):
                 self._wake.clear()
                 await self._wake.wait()
                 start = clock() + self.profile.gather_s
@@ -225,6 +232,7 @@ class Scheduler:
                 self._complete_prefill(fwd)
             else:
                 self._complete_decode(fwd)
+            self.stats.emit_lateness_max_s = max(self.stats.emit_lateness_max_s, clock() - end)
             start = end
 
     def _lookup(self, req: SimRequest) -> int:
@@ -266,6 +274,9 @@ class Scheduler:
             self.stats.decode_steps += 1
             self.stats.last_gen_throughput = n / dur
             return _Forward("decode", dur, [(r, 1) for r in self.running])
+        if self.held and not self.resident:
+            self._release_held(all_of_them=True)  # nothing runs: no decode step will count them down
+            return None
         if self.waiting and not self.resident:
             # Can never be admitted (capacity): fail it rather than spin.
             self.abort(self.waiting[0].rid, "request exceeds the simulated token capacity")
@@ -288,6 +299,8 @@ class Scheduler:
             self.stats.cached_tokens_total += req.cached_tokens
             if not self._emit(req, last):
                 self.running.append(req)
+                if req.retract_steps:
+                    self._retract(req)
         self._deliver(last)
 
     def _complete_decode(self, fwd: _Forward) -> None:
@@ -297,6 +310,23 @@ class Scheduler:
                 self._emit(req, last)
         self.running = [r for r in self.running if not r.finished]
         self._deliver(last)
+        self._release_held()
+
+    def _retract(self, req: SimRequest) -> None:
+        """Take a running request out of the batch (fault ``retract``); it keeps its tokens."""
+        self.running.remove(req)
+        if self.resident.pop(req.rid, None) is not None:
+            self._reserved -= req.reserve
+        req.held_left, req.retract_steps = req.retract_steps, 0
+        self.held.append(req)
+
+    def _release_held(self, all_of_them: bool = False) -> None:
+        """Count down held requests by one decode step; those done wait for admission again."""
+        for req in list(self.held):
+            req.held_left -= 1
+            if all_of_them or req.held_left <= 0:
+                self.held.remove(req)
+                self.waiting.appendleft(req)
 
     @staticmethod
     def _deliver(last: list[tuple[SimRequest, Chunk]]) -> None:
@@ -323,7 +353,10 @@ class Scheduler:
             self._finish(req)
             return True
         if req.stream and (req.n_out == 1 or len(req.pending) >= req.interval):
-            req.queue.put_nowait(Chunk(req.pending, None))
+            if req.sink is not None:
+                req.sink(Chunk(req.pending, None))
+            else:
+                req.queue.put_nowait(Chunk(req.pending, None))
             req.pending = []
         return False
 

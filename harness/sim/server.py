@@ -1,6 +1,7 @@
 """The simulator's HTTP server (aiohttp): SGLang's native endpoints over the step scheduler.
 
-Endpoints: ``POST /generate``, ``GET /server_info`` (and ``/get_server_info``), ``GET /health``
+Endpoints: ``POST /generate``, ``POST /v1/completions`` and ``/v1/chat/completions`` (OpenAI-compatible,
+``harness.sim.openai_api``), ``GET /server_info`` (and ``/get_server_info``), ``GET /health``
 (and ``/health_generate``), ``GET|POST /flush_cache``, ``GET /v1/models``, ``GET /get_model_info``,
 ``GET /metrics``.  A client that disconnects aborts its request.  Faults (``harness.sim.faults``) and
 death (``die_after_requests`` / ``die_after_s``) are injected here.
@@ -13,15 +14,24 @@ import contextlib
 import socket
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from aiohttp import web
 
 from harness.sim.faults import Fault, parse_fault
 from harness.sim.info import metrics_text, models_list, server_info
+from harness.sim.openai_api import OpenAIEncoder, parse_openai
 from harness.sim.options import SimOptions
-from harness.sim.protocol import DONE_EVENT, BadRequest, EventEncoder, error_body, error_event, parse_generate
+from harness.sim.protocol import (
+    DONE_EVENT,
+    BadRequest,
+    EventEncoder,
+    GenerateParams,
+    error_body,
+    error_event,
+    parse_generate,
+)
 from harness.sim.scheduler import Chunk, DuplicateRid, Scheduler, SimRequest
 from harness.sim.tokens import plan_output
 
@@ -69,6 +79,8 @@ class SimServer:
         self._task = loop.create_task(self.scheduler.run(), name="dsv4h-sim-scheduler")
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/generate", self._generate)
+        app.router.add_post("/v1/completions", self._openai_completions)
+        app.router.add_post("/v1/chat/completions", self._openai_chat)
         for path in ("/server_info", "/get_server_info"):
             app.router.add_get(path, self._server_info)
         for path in ("/health", "/health_generate"):
@@ -82,6 +94,8 @@ class SimServer:
         family = socket.AF_INET6 if ":" in self.options.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if self.options.reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((self.options.host, self.options.port))
         self.port = int(sock.getsockname()[1])
         self._site = web.SockSite(self._runner, sock)
@@ -144,6 +158,9 @@ class SimServer:
     def _fault_for(self, params_fault: str | None) -> Fault | None:
         if params_fault is not None:
             return parse_fault(params_fault)
+        first = self.options.fault_first
+        if first is not None and self._generate_count > first:
+            return None
         if self._server_fault is not None and self._generate_count % self.options.fault_every == 0:
             return self._server_fault
         return None
@@ -171,18 +188,11 @@ class SimServer:
             return _error("simulated internal server error (fault http_500)", 500)
         if fault is not None and fault.kind == "slow_first_byte":
             await asyncio.sleep(fault.arg / 1000)
-        req = SimRequest(
-            rid=params.rid or uuid.uuid4().hex,
-            input_ids=np.asarray(params.input_ids, dtype=np.int32),
-            max_new_tokens=params.max_new_tokens,
-            ignore_eos=params.ignore_eos,
-            stop_ids=params.stop_ids,
-            salt_key=(params.cache_salt, params.extra_key),
-            stream=params.stream,
-            interval=self.options.stream_interval if params.stream else _NO_EVENTS,
-            plan=plan_output(params.input_ids, self.profile.eos_min, self.profile.eos_max),
-            arrival=arrival,
-        )
+        req = self._request(params, arrival)
+        if fault is not None and fault.kind == "retract":
+            req.retract_steps = max(fault.arg, 1)
+        if fault is not None and fault.kind == "ignore_salt":
+            req.salt_key = (None, req.salt_key[1])
         try:
             self.scheduler.submit(req)
         except DuplicateRid:
@@ -195,6 +205,61 @@ class SimServer:
             if not req.finished:
                 self.scheduler.abort(req.rid)
 
+    def _request(self, params: GenerateParams, arrival: float) -> SimRequest:
+        return SimRequest(
+            rid=params.rid or uuid.uuid4().hex,
+            input_ids=np.asarray(params.input_ids, dtype=np.int32),
+            max_new_tokens=params.max_new_tokens,
+            ignore_eos=params.ignore_eos,
+            stop_ids=params.stop_ids,
+            salt_key=(params.cache_salt, params.extra_key),
+            stream=params.stream,
+            interval=self.options.stream_interval if params.stream else _NO_EVENTS,
+            plan=plan_output(params.input_ids, self.profile.eos_min, self.profile.eos_max),
+            arrival=arrival,
+        )
+
+    async def _openai_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._openai(request, "completions")
+
+    async def _openai_chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._openai(request, "chat")
+
+    async def _openai(self, request: web.Request, kind: Literal["completions", "chat"]) -> web.StreamResponse:
+        """OpenAI-compatible streaming over the same scheduler (``harness.sim.openai_api``)."""
+        arrival = time.perf_counter()
+        if not self._ready:
+            return _error("the server is not ready", 503)
+        self._generate_count += 1
+        try:
+            params = parse_openai(await request.json(), kind, self.profile)
+        except ValueError:
+            return _error("the body is not valid JSON", 400)
+        except BadRequest as exc:
+            return _error(str(exc), 400)
+        if not params.generate.stream:
+            return _error("the simulator's OpenAI endpoints stream only (set stream: true)", 400)
+        req = self._request(params.generate, arrival)
+        self.scheduler.submit(req)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        enc = OpenAIEncoder(kind, params, self.options.openai_usage, req.rid, req.prompt_len)
+        try:
+            await resp.prepare(request)
+            while True:
+                chunk = await req.queue.get()
+                for payload in enc.encode(chunk, cached_tokens=req.cached_tokens):
+                    await resp.write(b"data: " + payload + b"\n\n")
+                if chunk.finish is not None:
+                    break
+            await resp.write(DONE_EVENT)
+            await resp.write_eof()
+        except ConnectionResetError:
+            pass
+        finally:
+            if not req.finished:
+                self.scheduler.abort(req.rid)
+        return resp
+
     async def _stream(self, request: web.Request, req: SimRequest, fault: Fault | None) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -203,6 +268,10 @@ class SimServer:
         try:
             while True:
                 chunk = await req.queue.get()
+                if fault is None and events >= 1 and req.sink is None and chunk.finish is None and req.queue.empty():
+                    # Headers went out with the first event: from now on the scheduler writes each
+                    # non-final event straight to the socket in its step loop (no task switch per event).
+                    req.sink = _direct_sink(request, resp, enc, req)
                 if fault is not None and fault.kind in ("close_mid_stream", "error_event") and (
                     events >= fault.arg or chunk.finish is not None
                 ):
@@ -213,11 +282,16 @@ class SimServer:
                         return resp
                     await resp.write(error_event(f"simulated mid-stream error after {events} events"))
                     break
+                if fault is not None and fault.kind == "stall" and (events >= fault.arg or chunk.finish is not None):
+                    self.scheduler.abort(req.rid)
+                    await asyncio.Event().wait()  # silent until the client disconnects (handler cancelled)
                 final = chunk.finish is not None
                 e2e = time.perf_counter() - req.arrival if final else None
                 payload = enc.encode(chunk, cached_tokens=req.cached_tokens, e2e_latency=e2e)
                 await resp.write(b"data: " + payload + b"\n\n")
                 events += 1
+                if fault is not None and fault.kind == "stall_loop" and events == 2:
+                    time.sleep(fault.arg / 1000)  # the fault itself: block the loop so the model runs late
                 if final:
                     break
             await resp.write(DONE_EVENT)
@@ -278,3 +352,21 @@ class SimServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=metrics_text(self.options, self.scheduler), content_type="text/plain")
+
+
+def _direct_sink(request: web.Request, resp: web.StreamResponse, enc: EventEncoder, req: SimRequest) -> Any:
+    """A chunk sink that encodes an event and writes it to the connection at once, framed as the
+    response's HTTP/1.1 chunked body (aiohttp writes the final event, ``[DONE]`` and the end)."""
+    transport = request.transport
+    chunked = resp.headers.get("Transfer-Encoding", "").lower() == "chunked"
+
+    def sink(chunk: Chunk) -> None:
+        if transport is None or transport.is_closing():
+            return
+        data = b"data: " + enc.encode_progress(chunk, cached_tokens=req.cached_tokens) + b"\n\n"
+        if chunked:
+            transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        else:
+            transport.write(data)
+
+    return sink

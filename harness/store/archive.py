@@ -10,7 +10,16 @@ digits of the SHA-256 of the manifest's canonical JSON, so an archive's name cer
 While a run is in progress its files live in ``archives/.partial-<token>/``; raw records are
 streamed there one Parquet part per wave as waves finish (so a crash loses at most the wave in
 flight). ``finalize`` hashes every file, writes the manifest and renames the directory into place
-in one step; an existing target is never replaced.
+in one step; an existing target is never replaced. The writer holds an exclusive lock on
+``archives/.partial-<token>.lock`` for its whole life, so a partial directory whose lock is free
+was left by a dsv4h that ended before finalizing (:func:`iter_partials`); ``harness.run.recover``
+rolls such a directory forward into an archive.
+
+Nothing read from an archive is trusted before it is verified: :func:`open_verified` re-hashes
+every file and refuses (``ArchiveError``) naming each changed, missing or extra file; a Parquet or
+JSON file that cannot be parsed is an ``ArchiveError`` naming the file, never a library traceback.
+An archive that was resumed records the claim in ``<workspace>/.dsv4h/resumed/<id>`` (:func:`claim_resume`),
+so it is never resumed twice.
 
 Archive format history (``ARCHIVE_FORMAT_VERSION``):
   1 - first version (2026-11-29).
@@ -20,8 +29,11 @@ Archive format history (``ARCHIVE_FORMAT_VERSION``):
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import re
 import secrets
 import time
 from collections.abc import Iterator, Sequence
@@ -33,8 +45,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.errors import ArchiveError
-from harness.formats import atomic_write, atomic_write_table, dump_json, json_default
+from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_dir, json_default
 from harness.hashing import sha256_file, sha256_json
+from harness.interrupts import fault_point
 from harness.records import RECORD_SCHEMA, RequestRecord, records_to_table, table_to_records
 from harness.store.runblock import RunBlock, read_run_block
 
@@ -43,6 +56,26 @@ READABLE_FORMAT_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 RECORDS_DIR = "records"
 PARTIAL_PREFIX = ".partial-"
+STATE_DIR = ".dsv4h"
+_ID_PREFIX_RE = re.compile(r"[0-9a-f]{1,16}")
+_TOKEN_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,63}")
+_TMP_RE = re.compile(r"\..+\.tmp-.+")
+
+
+def _lock_path(partial_dir: Path) -> Path:
+    return partial_dir.parent / f"{partial_dir.name}.lock"
+
+
+def _try_lock(path: Path) -> int | None:
+    """An fd holding an exclusive flock on ``path`` (created if missing), or None when another
+    open file holds it (a live writer)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 class ArchiveWriter:
@@ -52,9 +85,25 @@ class ArchiveWriter:
         self.root = workspace / "archives"
         self.root.mkdir(parents=True, exist_ok=True)
         self.token = token or f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
+        if not _TOKEN_RE.fullmatch(self.token):
+            raise ArchiveError(f"invalid archive token {self.token!r}")
         self.dir = self.root / f"{PARTIAL_PREFIX}{self.token}"
+        self._lock_file = _lock_path(self.dir)
+        self._lock_fd = _try_lock(self._lock_file)
+        if self._lock_fd is None:
+            raise ArchiveError(f"partial archive {self.dir} is in use by another running dsv4h",
+                               hint="wait for that run to end, or pick another archive")
         (self.dir / RECORDS_DIR).mkdir(parents=True, exist_ok=True)
         self._wave_files: list[Path] = sorted((self.dir / RECORDS_DIR).glob("part-*.parquet"))
+
+    def close(self) -> None:
+        """Release the partial directory's lock (finalize does this; idempotent)."""
+        fd, self._lock_fd = getattr(self, "_lock_fd", None), None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
 
     @classmethod
     def reopen(cls, partial_dir: Path) -> ArchiveWriter:
@@ -77,10 +126,21 @@ class ArchiveWriter:
         self.append_jsonl("events.jsonl", event)
 
     def append_jsonl(self, name: str, row: dict[str, Any]) -> None:
-        """Append one JSON line to ``name`` (flushed, so a crash keeps every finished line)."""
-        with (self.dir / name).open("ab") as fh:
-            fh.write(json.dumps(row, sort_keys=True, default=json_default).encode() + b"\n")
-            fh.flush()
+        """Append one JSON line to ``name`` (written at once, so a crash keeps every finished line;
+        a failed write, e.g. a full disk, is cut back so no half line is left)."""
+        data = json.dumps(row, sort_keys=True, default=json_default).encode() + b"\n"
+        fd = os.open(self.dir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(28, "short write (disk full?)", str(self.dir / name))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
+        finally:
+            os.close(fd)
 
     def write_wave(self, records: Sequence[RequestRecord]) -> Path:
         """Stream one finished wave's raw records to disk (atomic), in arrival order."""
@@ -99,12 +159,16 @@ class ArchiveWriter:
 
     def finalize(self, *, status: str, run: RunBlock) -> Path:
         """Hash every file, write the manifest and move the directory to
-        ``archives/<archive_id>``. Returns the final path."""
+        ``archives/<archive_id>``. Returns the final path. Leftovers of interrupted atomic writes
+        (hidden ``.NAME.tmp-*`` files) are removed first: they were never part of the run."""
+        fault_point("finalize:start")
         if not self._wave_files:
             self.write_wave([])
         files = {}
         for path in sorted(self.dir.rglob("*")):
-            if path.is_file() and path.name != MANIFEST and not path.name.startswith("."):
+            if path.is_file() and path.name.startswith(".") and _TMP_RE.fullmatch(path.name):
+                path.unlink()
+            elif path.is_file() and path.name != MANIFEST and not path.name.startswith("."):
                 rel = path.relative_to(self.dir).as_posix()
                 files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
         manifest = {
@@ -116,14 +180,33 @@ class ArchiveWriter:
         }
         archive_id = sha256_json(manifest)[:16]
         manifest["archive_id"] = archive_id
+        fault_point("finalize:hashed")
         atomic_write(self.dir / MANIFEST, dump_json(manifest))
+        fault_point("finalize:manifest-written")
+        return self._publish(archive_id)
+
+    def _publish(self, archive_id: str) -> Path:
         target = self.root / archive_id
         if target.exists():
             raise ArchiveError(f"archive {archive_id} already exists at {target}; archives are never "
                                f"overwritten", hint=f"the partial data is kept in {self.dir}")
         os.rename(self.dir, target)
+        fsync_dir(self.root)
+        fault_point("finalize:renamed")
         self.dir = target
+        self._lock_file.unlink(missing_ok=True)
+        self.close()
         return target
+
+    def publish_existing_manifest(self) -> Path:
+        """Roll forward a finalize that stopped after writing the manifest: the manifest must match
+        every file (else ``ArchiveError`` naming them); then the directory is renamed into place."""
+        problems = verify_archive(self.dir, check_name=False)
+        if problems:
+            raise ArchiveError(f"partial archive {self.dir} holds a manifest that does not match its files:\n  "
+                               + "\n  ".join(problems),
+                               hint="it was changed after its manifest was written; it is left as it is")
+        return self._publish(str(open_archive(self.dir).manifest["archive_id"]))
 
 
 @dataclass(frozen=True)
@@ -153,12 +236,12 @@ class Archive:
         return (self.path / name).is_file()
 
     def json(self, name: str) -> Any:
-        """Load one JSON file of the archive."""
-        return json.loads((self.path / name).read_text(encoding="utf-8"))
+        """Load one JSON file of the archive (ArchiveError naming it when it cannot be parsed)."""
+        return read_json_file(self.path / name)
 
     def table(self, name: str) -> pa.Table:
-        """Load one Parquet table of the archive."""
-        return pq.read_table(self.path / name)
+        """Load one Parquet table of the archive (ArchiveError naming it when it cannot be read)."""
+        return read_parquet_file(self.path / name)
 
     def records_table(self) -> pa.Table:
         """The raw records as one Arrow table (parts concatenated in order)."""
@@ -169,11 +252,37 @@ class Archive:
         return table_to_records(self.records_table())
 
 
+def read_parquet_file(path: Path) -> pa.Table:
+    """One Parquet file of an archive; a damaged file is an ``ArchiveError`` naming it."""
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise ArchiveError(f"{path}: cannot read this Parquet file: {str(exc)[:200]}",
+                           hint=f"the file is damaged; run 'dsv4h archive verify {path.parent}' "
+                           "and restore the archive from a copy") from None
+
+
+def read_json_file(path: Path) -> Any:
+    """One JSON file of an archive; a damaged file is an ``ArchiveError`` naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ArchiveError(f"{path}: cannot read this JSON file: {str(exc)[:200]}",
+                           hint="the file is damaged; verify the archive and restore it from a copy") from None
+
+
 def read_records_table(directory: Path) -> pa.Table:
-    """Concatenate the record parts under ``directory/records`` in order."""
+    """Concatenate the record parts under ``directory/records`` in order (ArchiveError naming a
+    part that cannot be read or does not hold raw records)."""
     parts = sorted((directory / RECORDS_DIR).glob("part-*.parquet"))
-    tables = [pq.read_table(p) for p in parts]
-    return pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
+    tables = [read_parquet_file(p) for p in parts]
+    if not tables:
+        return RECORD_SCHEMA.empty_table()
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowException, ValueError) as exc:
+        raise ArchiveError(f"{directory / RECORDS_DIR}: record parts do not share one schema: {str(exc)[:200]}",
+                           hint="a part was replaced by a foreign file; verify the archive") from None
 
 
 def manifest_id(manifest: dict[str, Any]) -> str:
@@ -189,8 +298,12 @@ def open_archive(path: Path) -> Archive:
                            hint="give an archive directory, e.g. workspace/archives/<id>")
     try:
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ArchiveError(f"{path / MANIFEST}: not valid JSON: {exc}") from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ArchiveError(f"{path / MANIFEST}: not valid JSON: {str(exc)[:200]}",
+                           hint="the manifest is damaged; restore the archive from a copy") from None
+    if isinstance(manifest, dict) and not isinstance(manifest.get("files", {}), dict):
+        raise ArchiveError(f"{path / MANIFEST}: 'files' is not a mapping",
+                           hint="the manifest is damaged; restore the archive from a copy")
     if not isinstance(manifest, dict) or manifest.get("format_version") not in READABLE_FORMAT_VERSIONS:
         version = manifest.get("format_version") if isinstance(manifest, dict) else None
         raise ArchiveError(f"{path / MANIFEST}: archive format {version!r} is not supported "
@@ -199,43 +312,81 @@ def open_archive(path: Path) -> Archive:
     return Archive(path, manifest)
 
 
+def _is_path_ref(ref: str) -> bool:
+    return "/" in ref or ref in (".", "..") or ref.startswith(("~", PARTIAL_PREFIX))
+
+
 def find_archive(ref: str, workspace: Path) -> Path:
-    """Resolve a path, an archive id, or a unique id prefix under ``<workspace>/archives``."""
-    p = Path(ref)
-    if (p / MANIFEST).is_file():
-        return p
+    """Resolve an archive directory path (absolute or relative), an archive id, or a unique id prefix
+    (hex digits only) under ``<workspace>/archives``. Anything else (an empty reference, wildcards,
+    a directory that is not an archive) is refused with ``ArchiveError``."""
     root = workspace / "archives"
-    matches = [d for d in root.glob(f"{ref}*") if (d / MANIFEST).is_file()] if root.is_dir() else []
+    if not ref.strip():
+        raise ArchiveError("an empty archive reference names no archive",
+                           hint="give an archive id (or a unique prefix of its hex digits) or its directory")
+    p = Path(ref).expanduser()
+    if _is_path_ref(ref) or p.is_dir():
+        if (p / MANIFEST).is_file():
+            return p
+        if p.name.startswith(PARTIAL_PREFIX) and p.is_dir():
+            raise ArchiveError(f"{p} is an unfinalized (partial) archive directory, not an archive",
+                               hint="'dsv4h archive recover' finalizes it; 'dsv4h campaign run SPEC --resume "
+                               f"{p}' continues it")
+        raise ArchiveError(f"{p}: not an archive (no {MANIFEST})",
+                           hint="give an archive directory, e.g. workspace/archives/<id>, or an archive id")
+    if not _ID_PREFIX_RE.fullmatch(ref):
+        raise ArchiveError(f"no archive '{ref}': archive ids are 16 hex digits (0-9, a-f) and a prefix of them "
+                           "selects one archive", hint="list archives with 'dsv4h archive list'")
+    matches = sorted(d for d in root.iterdir() if d.name.startswith(ref) and (d / MANIFEST).is_file()) \
+        if root.is_dir() else []
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
         raise ArchiveError(f"archive id prefix '{ref}' is ambiguous: " + ", ".join(d.name for d in matches),
                            hint="give more digits of the id")
-    raise ArchiveError(f"no archive '{ref}' (looked for a directory and under {root})",
-                       hint="list archives with 'dsv4h archive list'")
+    raise ArchiveError(f"no archive '{ref}' under {root}", hint="list archives with 'dsv4h archive list'")
+
+
+def find_partial(ref: str, workspace: Path) -> Path | None:
+    """The partial directory ``ref`` names (its path, its ``.partial-<token>`` name or its token), or None."""
+    if not ref.strip():
+        return None
+    p = Path(ref).expanduser()
+    if p.name.startswith(PARTIAL_PREFIX) and p.is_dir():
+        return p
+    if _TOKEN_RE.fullmatch(ref):
+        cand = workspace / "archives" / f"{PARTIAL_PREFIX}{ref}"
+        if cand.is_dir():
+            return cand
+    return None
 
 
 def iter_archives(workspace: Path) -> Iterator[Archive]:
-    """Every finalized archive under the workspace, oldest first (by directory mtime)."""
+    """Every finalized archive under the workspace, oldest first (by directory mtime); partial
+    directories (even one holding a manifest) are not archives (:func:`iter_partials`)."""
     root = workspace / "archives"
     if not root.is_dir():
         return
-    dirs = [d for d in root.iterdir() if d.is_dir() and (d / MANIFEST).is_file()]
+    dirs = [d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and (d / MANIFEST).is_file()]
     for d in sorted(dirs, key=lambda d: (d.stat().st_mtime, d.name)):
         yield open_archive(d)
 
 
-def verify_archive(path: Path) -> list[str]:
-    """Re-hash every file; return problems (changed, missing, extra files, id mismatch); [] if intact."""
+def verify_archive(path: Path, *, check_name: bool = True) -> list[str]:
+    """Re-hash every file; return problems (changed, missing, extra files, id mismatch); [] if intact.
+    ``check_name=False`` skips the directory-name check (a partial directory holding a manifest)."""
     arch = open_archive(path)
     problems: list[str] = []
     files: dict[str, Any] = arch.manifest.get("files", {})
     for rel, meta in sorted(files.items()):
         f = path / rel
-        if not f.is_file():
+        want = meta.get("sha256") if isinstance(meta, dict) else None
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
+            problems.append(f"manifest: file entry {rel!r} points outside the archive")
+        elif not f.is_file():
             problems.append(f"missing: {rel}")
-        elif sha256_file(f) != meta["sha256"]:
-            problems.append(f"changed: {rel} (sha256 {sha256_file(f)[:16]}... != manifest {meta['sha256'][:16]}...)")
+        elif (got := sha256_file(f)) != want:
+            problems.append(f"changed: {rel} (sha256 {got[:16]}... != manifest {str(want)[:16]}...)")
     for f in sorted(path.rglob("*")):
         if f.is_file() and f.name != MANIFEST:
             rel = f.relative_to(path).as_posix()
@@ -244,6 +395,82 @@ def verify_archive(path: Path) -> list[str]:
     recomputed = manifest_id(arch.manifest)
     if recomputed != arch.manifest.get("archive_id"):
         problems.append(f"manifest: id {arch.manifest.get('archive_id')} does not match its content ({recomputed})")
-    elif path.name != recomputed:
+    elif check_name and path.name != recomputed:
         problems.append(f"directory name {path.name} is not the archive id {recomputed}")
     return problems
+
+
+def open_verified(path: Path) -> Archive:
+    """Open an archive only after re-hashing every file: any changed, missing or extra file (or a
+    manifest that does not certify its id) raises ``ArchiveError`` naming each of them. Use it
+    wherever an archive's content becomes something new (resume, ledgers, evidence, reports,
+    records)."""
+    problems = verify_archive(path)
+    if problems:
+        raise ArchiveError(f"archive {path} failed verification; refusing to use it:\n  " + "\n  ".join(problems),
+                           hint="an archive must not be edited; restore it from a copy, or re-run the campaign")
+    return open_archive(path)
+
+
+# --- partial directories and resume claims --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A ``.partial-<token>`` directory: ``live`` while a running dsv4h holds its lock."""
+
+    path: Path
+    token: str
+    live: bool
+    has_manifest: bool
+
+
+def iter_partials(workspace: Path) -> Iterator[Partial]:
+    """Every partial directory under the workspace, oldest first; ``live`` ones are still written."""
+    root = workspace / "archives"
+    if not root.is_dir():
+        return
+    dirs = [d for d in root.iterdir() if d.is_dir() and d.name.startswith(PARTIAL_PREFIX)]
+    for d in sorted(dirs, key=lambda d: (d.stat().st_mtime, d.name)):
+        fd = _try_lock(_lock_path(d))
+        if fd is not None:
+            os.close(fd)
+        yield Partial(d, d.name[len(PARTIAL_PREFIX):], fd is None, (d / MANIFEST).is_file())
+
+
+def claim_resume(workspace: Path, archive_id: str, token: str) -> None:
+    """Record that run ``token`` resumes ``archive_id``; refuse (``ArchiveError``) when another run
+    already did: an archive is resumed at most once (its successor carries its records)."""
+    claims = workspace / STATE_DIR / "resumed"
+    claims.mkdir(parents=True, exist_ok=True)
+    try:
+        atomic_write(claims / archive_id, dump_json({"archive_id": archive_id, "run_token": token}), exclusive=True)
+    except FileExistsError:
+        raise already_resumed(archive_id, resumed_by(workspace, archive_id) or "another run") from None
+
+
+def resumed_by(workspace: Path, archive_id: str) -> str | None:
+    """What resumed ``archive_id``: the finalized archive whose run says so, else the run token of
+    the claim (its partial directory), else None."""
+    for d in (workspace / "archives").iterdir() if (workspace / "archives").is_dir() else []:
+        if d.is_dir() and not d.name.startswith(".") and (d / MANIFEST).is_file():
+            with contextlib.suppress(ArchiveError, OSError):
+                m = open_archive(d).manifest
+                if isinstance(m.get("run"), dict) and m["run"].get("resumed_from") == archive_id:
+                    return str(m.get("archive_id"))
+    claim = workspace / STATE_DIR / "resumed" / archive_id
+    if not claim.is_file():
+        return None
+    try:
+        token = json.loads(claim.read_text()).get("run_token")
+    except (OSError, ValueError, AttributeError):
+        return "another run"
+    return f"the run in {PARTIAL_PREFIX}{token}"
+
+
+def already_resumed(archive_id: str, successor: str) -> ArchiveError:
+    """The refusal to resume an archive a second time."""
+    return ArchiveError(f"archive {archive_id} was already resumed into {successor}; resuming it again would "
+                        "count its records twice",
+                        hint="resume the newer archive instead (it carries these records); 'dsv4h archive list' "
+                        "shows it")

@@ -6,7 +6,10 @@ Run block format history (``RUN_BLOCK_VERSION``, key ``run_format``):
   1 - archive format 1 (2026-11-29): an untyped dict without ``run_format``; campaigns wrote
       ``plan_id``, ``service_starts``, ``resumed_from``, ``analysis_plan``; ABBA screens wrote
       ``failed_leg`` and ``candidate_identity_hash`` instead. Read by filling the other keys' defaults.
-  2 - archive format 2 (2026-11-30): every key present (None where it does not apply), ``run_format: 2``.
+  2 - archive format 2 (2026-11-30): every key present (None where it does not apply), ``run_format: 2``,
+      and ``count_methods`` (how output tokens were counted; format-1 blocks read with ``()``).
+      Kinds ``rate-sweep`` (harness.run.sweep) and ``external`` (imported peer results,
+      harness.store.peers) were added later without a format change (2026-12-01).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ class RunBlock(Strict):
 
     run_format: int = RUN_BLOCK_VERSION
     campaign: str
-    kind: Literal["formal-matrix", "abba"]
+    kind: Literal["formal-matrix", "abba", "rate-sweep", "external"]
     claim_class: str
     protocol_class: str
     backend: str = Field(description="'sim', 'sglang', 'vllm', 'attach', or 'a+b' for a mixed screen")
@@ -47,6 +50,8 @@ class RunBlock(Strict):
     # ABBA screens
     failed_leg: str | None = None
     candidate_identity_hash: str | None = None
+    # how output tokens were counted in the measured requests (harness.load.openai)
+    count_methods: tuple[str, ...] = ()
 
     @property
     def simulated(self) -> bool:

@@ -41,3 +41,13 @@ def test_percentages_from_different_experiments_refused() -> None:
     same = compound_percentages([LabeledPercent(10.0, "x"), LabeledPercent(10.0, "x")])
     assert same.value == pytest.approx(21.0)
     assert add_percentages([LabeledPercent(1.0, "x"), LabeledPercent(2.0, "x")]).value == 3.0
+
+
+def test_approximate_counts_never_compare_with_exact() -> None:
+    from harness.evidence.guard import LabeledRate, check_comparable
+
+    exact = LabeledRate(100.0, "native-ar", "formal")
+    approx = LabeledRate(100.0, "native-ar", "formal", counts="approximate")
+    check_comparable(approx, LabeledRate(90.0, "native-ar", "formal", counts="approximate"))
+    with pytest.raises(EvidenceError, match="approximate token counts never share a claim"):
+        check_comparable(exact, approx)

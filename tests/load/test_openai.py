@@ -126,3 +126,63 @@ def test_usage_counts_are_taken_as_the_server_gives_them(steps: list[int]) -> No
     out = decode(payloads)
     assert out.count_method == "usage-per-chunk"
     assert out.event_tokens[-1] == total and out.event_tokens == sorted(set(out.event_tokens))
+
+
+def test_eos_on_an_empty_finish_chunk_reconciles() -> None:
+    out = decode([chunk("a"), chunk("b"), chunk("", finish="stop"),
+                  chunk(choices=False, usage={"completion_tokens": 3})])
+    assert out.count_method == "chunks-reconciled"
+    assert out.event_ns == [100, 110, 120] and out.event_tokens == [1, 2, 3]
+
+
+def test_transformers_serve_shape_final_usage_on_the_finish_chunk() -> None:
+    # seen on the H200 (transformers 5.17 serve --continuous-batching): text-only chunks, then a finish
+    # chunk with empty text that carries the usage; stream_options is ignored
+    tokens = [chunk(t) for t in ("ho", "ho", "[(", " internal")]
+    fin = chunk("", finish="length", usage={"completion_tokens": 4, "prompt_tokens": 7, "total_tokens": 11})
+    out = decode([*tokens, fin])
+    assert out.count_method == "chunks-reconciled" and out.event_tokens == [1, 2, 3, 4]
+    assert (out.completion_tokens, out.prompt_tokens, out.finish_reason) == (4, 7, "length")
+
+
+def test_body_end_after_finish_is_a_complete_answer_without_done() -> None:
+    d = OpenAIDecoder("openai-completions")
+    for k, p in enumerate([chunk("a"), chunk("", finish="length", usage={"completion_tokens": 1})]):
+        d.on_event(p, 10 + k)
+    d.on_body_end(50)
+    assert d.done_ns == 50 and d.finish().error is None
+    cut = OpenAIDecoder("openai-completions")
+    cut.on_event(chunk("a"), 10)
+    cut.on_body_end(50)  # no finish reason: the stream was cut, not finished
+    assert cut.done_ns is None
+
+
+def test_client_accepts_a_server_that_closes_after_the_finish_chunk() -> None:
+    from aiohttp import web
+    from load_helpers import serve
+
+    from harness.load import LoadClient, WaveRequest, run_sync, run_wave
+    from harness.load.driver import OpenAIOptions
+
+    body = b"".join(b"data: " + p + b"\n\n" for p in [
+        chunk("x"), chunk("y"), chunk("", finish="length", usage={"completion_tokens": 2, "prompt_tokens": 3})])
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=body, content_type="text/event-stream")  # no [DONE], then EOF
+
+    with serve(handler, "/v1/completions") as srv:
+        async def go() -> list[Any]:
+            async with LoadClient(srv.url, protocol="openai-completions", concurrency=1, model="m",
+                                  openai=OpenAIOptions()) as c:
+                return await run_wave(c, [WaveRequest(input_ids=[1, 2, 3], max_new_tokens=2, rid="r")])
+
+        (rec,) = run_sync(go())
+    assert rec.error is None and rec.count_method == "chunks-reconciled"
+    assert list(rec.event_tokens) == [1, 2] and rec.completion_tokens == 2
+
+
+def test_usage_disagreeing_with_chunks_is_kept_not_retokenized() -> None:
+    # seen on the H200: a few answers streamed more text chunks than tokens; the server's total wins
+    out = decode([chunk("a"), chunk("b"), chunk("c"), chunk("", finish="length", usage={"completion_tokens": 2})],
+                 tokenize=len)
+    assert out.count_method == "chunks" and out.event_tokens == [1, 2, 3] and out.completion_tokens == 2

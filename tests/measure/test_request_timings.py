@@ -32,6 +32,8 @@ def test_vectorised_timings_equal_record_level(recs: list[RequestRecord]) -> Non
         assert t.first_ns[i] == (-1 if f is None else f)
         assert t.last_ns[i] == (-1 if e is None else e)
         assert t.n_events[i] == r.event_ns.size
+        k = int(np.searchsorted(r.event_tokens, 1, side="left"))
+        assert t.first_tokens[i] == (int(r.event_tokens[k]) if f is not None else 0)
         assert t.n_tokens[i] == (int(r.event_tokens[-1]) if r.event_tokens.size else 0)
         assert t.e2e_s[i] == (r.done_ns - r.send_ns) / 1e9
         if f is None:
@@ -46,7 +48,7 @@ def test_known_answer_multi_token_events() -> None:
                       event_tokens=np.array([0, 2, 2, 5], dtype=np.int32))
     t = request_timings(records_to_table([r, RequestRecord(rid="b", send_ns=0, done_ns=3)]))
     assert list(t.first_ns) == [20, -1] and list(t.last_ns) == [40, -1]
-    assert list(t.n_tokens) == [5, 0] and list(t.n_events) == [4, 0]
+    assert list(t.n_tokens) == [5, 0] and list(t.n_events) == [4, 0] and list(t.first_tokens) == [2, 0]
     assert t.ttft_s[0] == 15e-9 and np.isnan(t.ttft_s[1])
 
 

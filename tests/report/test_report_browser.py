@@ -50,7 +50,7 @@ def test_report_renders_in_chromium_with_all_figures(built: tuple[Path, dict[str
     html_tag = re.search(r"<html[^>]*>", dom.stdout)
     assert html_tag is not None
     n_figures = len(re.findall(r"<img [^>]*data-figure=", dom.stdout))
-    assert n_figures == 5
+    assert n_figures == 7  # 2 formal matrices and their 2 latency figures, 1 screen, memory, historical
     assert f'data-figures-total="{n_figures}"' in html_tag.group(0)
     assert f'data-figures-loaded="{n_figures}"' in html_tag.group(0)  # complete && naturalWidth > 0
     assert f'id="archive-{ids["abba"]}"' in dom.stdout and "SIMULATED" in dom.stdout

@@ -52,7 +52,7 @@ def test_html_is_self_contained_labelled_and_linked(built: tuple[Path, dict[str,
     html = (out / "report.html").read_text()
     assert not re.search(r'<(link|iframe|object|embed)\b', html)
     assert not re.search(r'\bsrc="(?!data:)', html) and "url(" not in html
-    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 5
+    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 7  # + a latency figure per matrix
     assert "default-src 'none'" in html  # the page may not load anything external
     assert "SIMULATED" in html and "observed range" in html
     for m in re.finditer(r"confidence interval", html):

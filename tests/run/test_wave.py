@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import numpy as np
 
+from harness.aio import run
 from harness.inputs.corpus import Case
 from harness.load.prom import parse_gauges
+from harness.run.selfcheck import LoopMonitor, loop_summary, sim_lateness
 from harness.run.wave import WaveSpec, build_requests, witness_summary
 
 
@@ -40,3 +45,36 @@ def test_build_requests_unique_rids_and_salts() -> None:
     assert [r.case_id for r in reqs] == ["c000", "c001"] and reqs[1].input_len == 2
     none = build_requests(WaveSpec(**{**spec.__dict__, "cache": "none"}), cases)
     assert all(r.cache_salt is None for r in none)
+
+
+def test_loop_summary_known_answers() -> None:
+    s = loop_summary([1_000_000, 2_000_000, 3_000_000], wall_s=2.0, loop_cpu_s=0.5, process_cpu_s=0.8)
+    assert s["loop_samples"] == 3 and s["loop_lag_p50_s"] == 0.002 and s["loop_lag_max_s"] == 0.003
+    assert abs(s["loop_lag_p99_s"] - 0.00298) < 1e-12
+    assert s["loop_cpu_share"] == 0.25 and s["process_cpu_share"] == 0.4
+    empty = loop_summary([], wall_s=1.0, loop_cpu_s=0.0, process_cpu_s=0.0)
+    assert empty["loop_lag_p99_s"] is None and empty["loop_samples"] == 0
+
+
+def test_sim_lateness_from_server_info() -> None:
+    info = {"internal_states": [{"sim_late_steps": 3, "sim_lateness_total_s": 0.5}]}
+    assert sim_lateness(info) == (3, 0.5)
+    assert sim_lateness({"internal_states": [{"num_running_reqs": 1}]}) is None
+    assert sim_lateness({}) is None and sim_lateness(None) is None
+
+
+def test_loop_monitor_sees_a_blocked_loop() -> None:
+    async def body() -> dict[str, object]:
+        mon = LoopMonitor(interval_s=0.002)
+        mon.start()
+        await asyncio.sleep(0.05)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.08:  # a callback that keeps the loop busy for 80 ms
+            pass
+        await asyncio.sleep(0.05)
+        return mon.stop()
+
+    s = run(body())
+    assert isinstance(s["loop_lag_max_s"], float) and s["loop_lag_max_s"] >= 0.05
+    assert isinstance(s["loop_samples"], int) and s["loop_samples"] >= 10
+    assert isinstance(s["loop_cpu_share"], float) and s["loop_cpu_share"] > 0.15  # the 80 ms of work

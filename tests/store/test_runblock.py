@@ -7,14 +7,16 @@ import pytest
 from harness.errors import ArchiveError
 from harness.store.runblock import RUN_BLOCK_VERSION, RunBlock, read_run_block
 
-V1_CAMPAIGN: dict[str, object] = {"campaign": "demo", "kind": "formal-matrix", "claim_class": "native-ar", "protocol_class": "formal",
-               "backend": "sim", "service_name": "sim", "plan_id": "abc", "created_wall": "2026-11-29T10:00:00+0000",
-               "run_token": "t1", "service_starts": 1, "resumed_from": None, "labels": ["simulated"], "error": None,
-               "oracles_failed": 0, "identity_hash": "h", "direction": None, "analysis_plan": None}
-V1_ABBA: dict[str, object] = {"campaign": "s", "kind": "abba", "claim_class": "native-ar", "protocol_class": "abba-screen",
-           "backend": "sim", "service_name": "a vs b", "created_wall": "2026-11-29T10:00:00+0000", "run_token": "t2",
-           "labels": [], "error": None, "failed_leg": None, "oracles_failed": 0, "identity_hash": "h",
-           "direction": None, "candidate_identity_hash": "k"}
+V1_CAMPAIGN: dict[str, object] = {
+    "campaign": "demo", "kind": "formal-matrix", "claim_class": "native-ar", "protocol_class": "formal",
+    "backend": "sim", "service_name": "sim", "plan_id": "abc", "created_wall": "2026-11-29T10:00:00+0000",
+    "run_token": "t1", "service_starts": 1, "resumed_from": None, "labels": ["simulated"], "error": None,
+    "oracles_failed": 0, "identity_hash": "h", "direction": None, "analysis_plan": None}
+V1_ABBA: dict[str, object] = {
+    "campaign": "s", "kind": "abba", "claim_class": "native-ar", "protocol_class": "abba-screen",
+    "backend": "sim", "service_name": "a vs b", "created_wall": "2026-11-29T10:00:00+0000", "run_token": "t2",
+    "labels": [], "error": None, "failed_leg": None, "oracles_failed": 0, "identity_hash": "h",
+    "direction": None, "candidate_identity_hash": "k"}
 
 
 @pytest.mark.parametrize("raw", [V1_CAMPAIGN, V1_ABBA])

@@ -1,0 +1,245 @@
+"""Corpora beyond fixed lengths (edge module: files): input/output lengths drawn from a declared
+distribution, and multi-turn conversations imported from a local ShareGPT-format file. Both write the
+ordinary frozen corpus format (``manifest.json`` + ``cases.jsonl``, :mod:`harness.inputs.corpus`) with
+each case's declared answer length in ``output_tokens``, so ``dsv4h corpus verify|show`` work unchanged.
+
+**Distribution corpora.** A length distribution is declared as ``fixed:N``, ``uniform:LO:HI``
+(inclusive), ``normal:MEAN:STD`` or ``lognormal:MEDIAN:SIGMA``, each clipped to ``[1, cap]``. Case *k*
+draws its input length, output length and token IDs (uniform over the tokenizer's vocabulary, as
+sglang.bench_serving's ``random`` dataset does) from a generator seeded with (seed, k), so the first
+*n* cases of a larger build are the cases of a smaller one and ``--extend`` only appends. Provenance:
+``path`` = ``synthetic:<seed>``, line numbers = the case's 1-based index.
+
+**ShareGPT import.** The file is a JSON list of ``{"id", "conversations": [{"from": "human"|"gpt"|
+"system", "value"}]}`` (the user's own file; nothing is downloaded). Every human turn followed by a gpt
+turn becomes one case: the conversation up to that human turn (earlier answers as the dataset gives
+them) rendered with :data:`SHAREGPT_TEMPLATE` and tokenized with the declared tokenizer, with
+``output_tokens`` = the tokenized length of the dataset's answer. Provenance: ``path`` =
+``<file name>#<conversation id>``, ``line_start`` = ``line_end`` = the 1-based turn number; the file's
+SHA-256 is the source ``revision``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import CorpusError
+from harness.formats import atomic_write_dir
+from harness.hashing import ids_sha256, sha256_file, sha256_json
+from harness.inputs.corpus import (
+    CASES_FILE,
+    FORMAT_VERSION,
+    MANIFEST_FILE,
+    Corpus,
+    case_id_for,
+    encode_case_line,
+    encode_manifest,
+    load_corpus,
+)
+from harness.inputs.tokenizer import load_tokenizer, tokenizer_identity
+
+SHAREGPT_TEMPLATE = "{role}: {text}\n"  # rendered per turn; the prompt ends with "Assistant: "
+ROLES = {"human": "User", "user": "User", "gpt": "Assistant", "assistant": "Assistant", "system": "System"}
+MAX_CASES = 1_000_000
+_DIST = re.compile(r"^(fixed|uniform|normal|lognormal):([0-9.]+)(?::([0-9.]+))?$")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A declared length distribution (module docstring), clipped to ``[1, cap]``."""
+
+    kind: str
+    a: float
+    b: float
+
+    @classmethod
+    def parse(cls, text: str) -> Distribution:
+        """``fixed:N``, ``uniform:LO:HI``, ``normal:MEAN:STD`` or ``lognormal:MEDIAN:SIGMA``."""
+        m = _DIST.match(text.strip())
+        if not m or (m.group(1) != "fixed" and m.group(3) is None):
+            raise CorpusError(f"cannot read the length distribution {text!r}",
+                              hint="use fixed:N, uniform:LO:HI, normal:MEAN:STD or lognormal:MEDIAN:SIGMA")
+        a = float(m.group(2))
+        b = float(m.group(3)) if m.group(3) is not None else a
+        if not (math.isfinite(a) and math.isfinite(b)) or a <= 0 or (m.group(1) == "uniform" and b < a):
+            raise CorpusError(f"length distribution {text!r}: parameters out of range",
+                              hint="lengths are >= 1 and a uniform range needs LO <= HI")
+        return cls(m.group(1), a, b)
+
+    def __str__(self) -> str:
+        return f"fixed:{self.a:g}" if self.kind == "fixed" else f"{self.kind}:{self.a:g}:{self.b:g}"
+
+    def draw(self, rng: np.random.Generator, cap: int) -> int:
+        """One length."""
+        if self.kind == "fixed":
+            x = self.a
+        elif self.kind == "uniform":
+            x = float(rng.integers(int(self.a), int(self.b) + 1))
+        elif self.kind == "normal":
+            x = float(rng.normal(self.a, self.b))
+        else:
+            x = float(self.a * math.exp(float(rng.normal(0.0, self.b))))
+        return int(min(max(round(x), 1), cap))
+
+
+@dataclass(frozen=True)
+class _Built:
+    ids: list[int]
+    output_tokens: int
+    provenance: dict[str, Any]
+
+
+def _write(out: Path, *, name: str, description: str, ident: dict[str, Any], template: str,
+           source: dict[str, str], include: list[str], cases: Sequence[_Built], old: Corpus | None,
+           overwrite: bool) -> Corpus:
+    if not cases:
+        raise CorpusError(f"{out}: no cases to write", hint="ask for at least one case")
+    n_old = len(old.cases) if old is not None else 0
+    if old is not None:
+        for case, new in zip(old.cases, cases, strict=False):
+            if case.sha256 != ids_sha256(new.ids) or case.output_tokens != new.output_tokens:
+                raise CorpusError(f"--extend {old.path}: case {case.case_id} would change with these parameters",
+                                  hint="extend with the parameters (distribution, seed, file, tokenizer) the "
+                                  "corpus was built with; its manifest's source and history name them")
+    entries = [{"case_id": case_id_for(i), "n_tokens": len(c.ids), "sha256": ids_sha256(c.ids),
+                "provenance": c.provenance, "output_tokens": c.output_tokens} for i, c in enumerate(cases)]
+    lengths = [len(c.ids) for c in cases]
+    history = [h.model_dump() for h in old.manifest.history] if old is not None else []
+    history.append({
+        "action": "extend" if old is not None else "build",
+        "first_case": entries[n_old]["case_id"] if len(entries) > n_old else "",
+        "last_case": entries[-1]["case_id"] if len(entries) > n_old else "",
+        "n_cases": len(entries), "include": include, "exclude": [], "max_per_file": None,
+        "extended_from": None if old is None else {"name": old.name, "manifest_sha256": old.manifest_sha256,
+                                                   "n_cases": n_old}})
+    manifest = {"format_version": FORMAT_VERSION, "name": name, "description": description, "tokenizer": ident,
+                "token_range": {"min": min(lengths), "max": max(lengths)}, "prompt_template": template,
+                "chat_encoding": None, "source": source, "history": history, "cases": entries}
+    lines = b"".join(encode_case_line(str(e["case_id"]), c.ids) for e, c in zip(entries, cases, strict=True))
+    try:
+        atomic_write_dir(out, {MANIFEST_FILE: encode_manifest(manifest), CASES_FILE: lines}, overwrite=overwrite)
+    except FileExistsError:
+        raise CorpusError(f"{out} already exists; refusing to overwrite a corpus",
+                          hint="choose a new --out, or pass --force to replace it") from None
+    return load_corpus(out)
+
+
+def _checked_old(extend: Path | None, n_cases: int) -> Corpus | None:
+    old = load_corpus(extend) if extend is not None else None
+    if old is not None and n_cases < len(old.cases):
+        raise CorpusError(f"--extend {extend}: it has {len(old.cases)} cases, {n_cases} requested",
+                          hint="an extension only appends cases; ask for more than it has")
+    if not 1 <= n_cases <= MAX_CASES:
+        raise CorpusError(f"{n_cases} cases requested", hint=f"ask for 1 to {MAX_CASES} cases")
+    return old
+
+
+def build_distribution_corpus(  # noqa: PLR0913 - one keyword per `dsv4h corpus synth` option
+        out: Path, *, tokenizer: Path, n_cases: int, inputs: str, outputs: str,
+                              seed: int, max_input: int = 32768, max_output: int = 32768,
+                              name: str | None = None, extend: Path | None = None,
+                              overwrite: bool = False) -> Corpus:
+    """A corpus whose input and output lengths are drawn from declared distributions (module docstring)."""
+    old = _checked_old(extend, n_cases)
+    din, dout = Distribution.parse(inputs), Distribution.parse(outputs)
+    ident = tokenizer_identity(tokenizer)
+    vocab = int(ident["vocab_size"])
+    cases = []
+    for k in range(n_cases):
+        rng = np.random.default_rng([seed, k])
+        n_in = din.draw(rng, max_input)
+        n_out = dout.draw(rng, max_output)
+        ids = [int(x) for x in rng.integers(0, vocab, size=n_in)]
+        cases.append(_Built(ids, n_out, {"path": f"synthetic:{seed}", "line_start": k + 1, "line_end": k + 1,
+                                         "trimmed_tokens": 0}))
+    params = {"inputs": str(din), "outputs": str(dout), "seed": seed, "max_input": max_input,
+              "max_output": max_output}
+    return _write(out, name=name or out.name,
+                  description=f"Random token IDs; input lengths {din}, output lengths {dout}, seed {seed}",
+                  ident=ident, template="{ids}", include=[json.dumps(params, sort_keys=True)],
+                  source={"repository": "dsv4h-synthetic", "revision": sha256_json(params)[:16], "root": ""},
+                  cases=cases, old=old, overwrite=overwrite)
+
+
+def _conversations(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorpusError(f"{path}: cannot read a ShareGPT JSON file: {exc}",
+                          hint="pass a JSON list of {id, conversations: [{from, value}]}") from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise CorpusError(f"{path}: a ShareGPT file is a JSON list of conversations",
+                          hint="pass a JSON list of {id, conversations: [{from, value}]}")
+    return [c for c in data if isinstance(c, dict)]
+
+
+def sharegpt_turns(conversations: Sequence[dict[str, Any]]) -> Iterator[tuple[str, int, str, str]]:
+    """(conversation id, 1-based turn, prompt text, reference answer) for every human turn followed by
+    an answer, in file order (pure)."""
+    for index, conv in enumerate(conversations):
+        cid = str(conv.get("id", index))
+        turns = conv.get("conversations") or conv.get("conversation") or []
+        if not isinstance(turns, list):
+            continue
+        prompt = ""
+        human = 0
+        for i, turn in enumerate(turns):
+            if not isinstance(turn, dict):
+                break
+            role = ROLES.get(str(turn.get("from", turn.get("role", ""))).lower())
+            text = str(turn.get("value", turn.get("content", "")))
+            if role is None:
+                break
+            nxt = turns[i + 1] if i + 1 < len(turns) and isinstance(turns[i + 1], dict) else None
+            if role == "User":
+                human += 1
+                nrole = ROLES.get(str(nxt.get("from", nxt.get("role", ""))).lower()) if nxt else None
+                if nxt is not None and nrole == "Assistant":
+                    answer = str(nxt.get("value", nxt.get("content", "")))
+                    yield cid, human, prompt + SHAREGPT_TEMPLATE.format(role=role, text=text) + "Assistant: ", answer
+            prompt += SHAREGPT_TEMPLATE.format(role=role, text=text)
+
+
+def import_sharegpt(out: Path, *, source: Path, tokenizer: Path, n_cases: int | None = None,
+                    max_input: int = 32768, max_output: int = 32768, min_output: int = 1,
+                    name: str | None = None, extend: Path | None = None, overwrite: bool = False) -> Corpus:
+    """Frozen token-ID cases from a local ShareGPT-format file (module docstring). Turns whose prompt is
+    longer than ``max_input`` tokens or whose answer is shorter than ``min_output`` are skipped;
+    answers longer than ``max_output`` are capped (``trimmed_tokens`` says by how much)."""
+    convs = _conversations(source)
+    tok = load_tokenizer(tokenizer)
+    encode: Callable[[str], list[int]] = lambda s: list(tok.encode(s, add_special_tokens=False).ids)  # noqa: E731
+    cases: list[_Built] = []
+    for cid, turn, prompt, answer in sharegpt_turns(convs):
+        if n_cases is not None and len(cases) >= n_cases:
+            break
+        ids = encode(prompt)
+        n_out = len(encode(answer))
+        if not ids or len(ids) > max_input or n_out < min_output:
+            continue
+        cases.append(_Built(ids, min(n_out, max_output),
+                            {"path": f"{source.name}#{cid}", "line_start": turn, "line_end": turn,
+                             "trimmed_tokens": max(n_out - max_output, 0)}))
+    if n_cases is not None and len(cases) < n_cases:
+        raise CorpusError(f"{source}: {len(cases)} usable turns, {n_cases} requested",
+                          hint="ask for fewer cases or raise --max-input")
+    old = _checked_old(extend, len(cases)) if cases else None
+    digest = sha256_file(source)
+    return _write(out, name=name or out.name,
+                  description=f"Multi-turn conversations imported from the ShareGPT-format file {source.name} "
+                  f"(sha256 {digest[:16]}); output_tokens = the dataset answer's length",
+                  ident=tokenizer_identity(tokenizer), template=SHAREGPT_TEMPLATE + "...Assistant: ",
+                  include=[json.dumps({"file": source.name, "max_input": max_input, "max_output": max_output,
+                                       "min_output": min_output}, sort_keys=True)],
+                  source={"repository": f"sharegpt-file:{source.name}", "revision": digest, "root": ""},
+                  cases=cases, old=old, overwrite=overwrite)

@@ -1,0 +1,319 @@
+"""Load from several worker processes on one host (edge module: processes, pipes, clock).
+
+One process drains a step's burst of C events serially, so its receive lag grows as C x (CPU per
+event). ``WorkerLoadClient`` spreads a wave's streams over N worker processes, each with its own
+uvloop loop and ``LoadClient`` (connection pool of its share of the wave):
+
+- **one clock**: every timestamp is ``time.perf_counter_ns()``, which on Linux is the system-wide
+  ``CLOCK_MONOTONIC``, so records from different processes of one host share one time axis;
+- **synchronized start**: the parent sends each worker its requests and one start instant; each
+  worker prepares its bodies, sleeps, then spins to the instant and sends. The spread of the actual
+  send instants (``send_skew_s``) and the latest start after the instant are recorded per wave;
+- **merge**: records come back in request order, unchanged, before any metric is computed;
+- **failure**: a worker that dies (or answers with an error) fails its wave with a
+  ``MeasurementError`` naming the worker, its PID and exit code; the pool is then unusable;
+- **self-check**: each worker measures its own event-loop delay and CPU share during the wave
+  (same keys as ``harness.run.selfcheck``); ``take_check`` returns the worst worker's figures with
+  the worker count, CPU pinning and send skew, for ``wave_checks.jsonl``.
+
+``auto_workers`` sizes a pool from the offered event rate and the client's CPU per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import math
+import multiprocessing as mp
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from harness import aio
+from harness.errors import MeasurementError
+from harness.load.client import Protocol, StreamLimits
+from harness.load.driver import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, LoadClient, OpenAIOptions, WaveRequest
+from harness.records import RequestRecord
+
+CPU_PER_EVENT_S = 25e-6
+"""Client CPU per streamed event used by ``auto`` (measured: 12-25 us on an H200 host's core, 29-40 us
+on the 2-core dev box at C64; benchmarks/RESULTS.md)."""
+
+TARGET_CPU_SHARE = 0.35
+"""``auto`` keeps each worker's expected CPU share at or below this, so a step's burst drains in well
+under a step (receive lag p99 below 10% of the step needs headroom, not a saturated core)."""
+
+START_LEAD_S = 0.05
+"""How far ahead of now a wave's start instant is set (bodies are built and pickled before it)."""
+
+_SPIN_S = 0.002
+_PROBE_S = 0.005
+
+
+def available_cpus() -> list[int]:
+    """CPUs this process may run on (affinity mask where the OS has one)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def auto_workers(offered_events_per_s: float, *, cpu_per_event_s: float = CPU_PER_EVENT_S,
+                 cpus: int | None = None, target_share: float = TARGET_CPU_SHARE) -> int:
+    """Worker processes for an offered event rate (pure): enough that each stays below
+    ``target_share`` of a core, at most one per CPU but one (the server or the parent needs one);
+    1 (in process) when one process suffices."""
+    if offered_events_per_s < 0 or cpu_per_event_s <= 0 or not 0 < target_share <= 1:
+        raise ValueError("offered rate >= 0, CPU per event > 0 and 0 < target share <= 1 required")
+    n = math.ceil(offered_events_per_s * cpu_per_event_s / target_share)
+    limit = max(1, (cpus if cpus is not None else len(available_cpus())) - 1)
+    return max(1, min(n, limit))
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a worker needs to build its own ``LoadClient`` (picklable)."""
+
+    base_url: str
+    protocol: Protocol
+    concurrency: int
+    model: str | None
+    timeout_s: float
+    connect_timeout_s: float
+    openai: OpenAIOptions
+    limits: StreamLimits
+    cpu: int | None
+
+
+class _Probe:
+    """Event-loop delay (a watchdog thread's callbacks) and CPU share of one worker over one wave."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.delays: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._t0, self._cpu0 = time.perf_counter_ns(), time.process_time()
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(_PROBE_S):
+            try:
+                self.loop.call_soon_threadsafe(self._record, time.perf_counter_ns())
+            except RuntimeError:
+                return
+
+    def _record(self, t0: int) -> None:
+        self.delays.append(time.perf_counter_ns() - t0)
+
+    def stop(self) -> dict[str, Any]:
+        wall = max((time.perf_counter_ns() - self._t0) / 1e9, 1e-9)
+        cpu = time.process_time() - self._cpu0
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+        d = np.asarray(self.delays, dtype=np.float64) / 1e9
+        return {"loop_samples": int(d.size),
+                "loop_lag_p50_s": float(np.percentile(d, 50)) if d.size else None,
+                "loop_lag_p99_s": float(np.percentile(d, 99)) if d.size else None,
+                "loop_lag_max_s": float(d.max()) if d.size else None,
+                "loop_cpu_share": cpu / wall, "process_cpu_share": cpu / wall, "cpu_s": cpu}
+
+
+async def _worker_wave(client: LoadClient, start_ns: int, wave_size: int,
+                       requests: Sequence[WaveRequest]) -> tuple[list[RequestRecord], int, dict[str, Any]]:
+    bodies = [client.body(r) for r in requests]
+    probe = _Probe(asyncio.get_running_loop())
+    while (left := start_ns - time.perf_counter_ns()) > _SPIN_S * 1e9:
+        await asyncio.sleep((left / 1e9) - _SPIN_S)
+    while time.perf_counter_ns() < start_ns:
+        pass
+    sent_ns = time.perf_counter_ns()
+    tasks = [asyncio.ensure_future(client.send(r, b, wave_size)) for r, b in zip(requests, bodies, strict=True)]
+    records = list(await asyncio.gather(*tasks))
+    return records, sent_ns, probe.stop()
+
+
+async def _worker_loop(conn: Connection, setup: WorkerSetup) -> None:
+    loop = asyncio.get_running_loop()
+    async with LoadClient(setup.base_url, protocol=setup.protocol, concurrency=setup.concurrency,
+                          model=setup.model, timeout_s=setup.timeout_s, connect_timeout_s=setup.connect_timeout_s,
+                          pause_gc=False, openai=setup.openai, limits=setup.limits) as client:
+        conn.send(("ready", os.getpid(), setup.cpu))
+        while True:
+            msg = await loop.run_in_executor(None, conn.recv)
+            if msg[0] == "stop":
+                return
+            _, start_ns, wave_size, requests = msg
+            try:
+                records, sent_ns, check = await _worker_wave(client, start_ns, wave_size, requests)
+            except Exception as exc:  # reported to the parent, which fails the wave
+                conn.send(("error", f"{type(exc).__name__}: {exc}"))
+                continue
+            conn.send(("ok", records, sent_ns, check))
+
+
+def _worker_main(conn: Connection, setup: WorkerSetup) -> None:
+    """Entry point of one worker process."""
+    if setup.cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {setup.cpu})
+    gc.disable()  # reference counting frees records; no collection pause delays a timestamp
+    with contextlib.suppress(EOFError, KeyboardInterrupt, BrokenPipeError):
+        aio.run(_worker_loop(conn, setup))
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: Any  # multiprocessing.context.SpawnProcess
+    conn: Connection
+    cpu: int | None
+
+    def died(self) -> str:
+        code = self.process.exitcode
+        return f"load worker {self.index} (pid {self.process.pid}) died" + (
+            f" with exit code {code}" if code is not None else " (its pipe closed)")
+
+
+def _merge_checks(checks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The worst worker's loop delay and CPU share (pure)."""
+    out: dict[str, Any] = {}
+    for key in ("loop_lag_p50_s", "loop_lag_p99_s", "loop_lag_max_s", "loop_cpu_share", "process_cpu_share"):
+        vals = [c[key] for c in checks if c.get(key) is not None]
+        out[key] = max(vals) if vals else None
+    out["loop_samples"] = sum(int(c.get("loop_samples", 0)) for c in checks)
+    out["worker_cpu_s"] = sum(float(c.get("cpu_s", 0.0)) for c in checks)
+    return out
+
+
+class WorkerLoadClient(LoadClient):
+    """A ``LoadClient`` whose waves run in ``workers`` processes (module docstring). With ``pin_cpus``
+    worker k is pinned to the k-th allowed CPU counted from the end (the parent and a co-located
+    server keep the first ones). ``tokenize`` callables cannot cross processes and are refused."""
+
+    def __init__(  # noqa: PLR0913 - LoadClient's options plus workers and pinning
+            self, base_url: str, *, workers: int, pin_cpus: bool = False, protocol: Protocol = "sglang",
+                 concurrency: int = 64, model: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S, openai: OpenAIOptions | None = None,
+                 limits: StreamLimits | None = None, pause_gc: bool = True) -> None:
+        super().__init__(base_url, protocol=protocol, concurrency=concurrency, model=model, timeout_s=timeout_s,
+                         connect_timeout_s=connect_timeout_s, pause_gc=pause_gc, openai=openai, limits=limits)
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if self.openai.tokenize is not None:
+            raise ValueError("load workers cannot re-tokenize text (the tokenizer stays in the parent); use workers: 1")
+        self.workers = workers
+        self.pin_cpus = pin_cpus
+        self.connect_timeout_s = connect_timeout_s
+        self._pool: list[_Worker] = []
+        self._broken: str | None = None
+        self._check: dict[str, Any] | None = None
+        self.wave_runner = self._run_wave
+
+    def _cpus(self) -> list[int | None]:
+        if not self.pin_cpus:
+            return [None] * self.workers
+        cpus = available_cpus()
+        return [cpus[-1 - (k % len(cpus))] for k in range(self.workers)]
+
+    async def __aenter__(self) -> WorkerLoadClient:
+        await super().__aenter__()
+        ctx = mp.get_context("spawn")
+        per_worker = max(1, math.ceil(self.concurrency / self.workers))
+        try:
+            for k, cpu in enumerate(self._cpus()):
+                setup = WorkerSetup(self.base_url, self.protocol, per_worker, self.model, self.timeout_s,
+                                    self.connect_timeout_s, replace(self.openai, tokenize=None), self.limits, cpu)
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=_worker_main, args=(child, setup), name=f"dsv4h-load-{k}", daemon=True)
+                proc.start()
+                child.close()
+                self._pool.append(_Worker(k, proc, parent, cpu))
+            for w in self._pool:
+                msg = await self._recv(w, 60.0)
+                if msg[0] != "ready":
+                    raise MeasurementError(f"load worker {w.index} did not start: {msg}")
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        for w in self._pool:
+            with contextlib.suppress(OSError, ValueError):
+                w.conn.send(("stop",))
+        for w in self._pool:
+            await asyncio.to_thread(w.process.join, 5.0)
+            if w.process.is_alive():
+                w.process.kill()
+                await asyncio.to_thread(w.process.join, 5.0)
+            w.conn.close()
+        self._pool = []
+        await super().__aexit__(et, ev, tb)
+
+    async def _recv(self, w: _Worker, timeout_s: float | None) -> Any:
+        """The worker's next message; a dead worker raises ``MeasurementError`` with the reason."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                ready = await asyncio.to_thread(w.conn.poll, 0.25)
+            except (OSError, EOFError):
+                ready = True
+            if ready:
+                try:
+                    return w.conn.recv()
+                except (EOFError, OSError):
+                    await asyncio.to_thread(w.process.join, 1.0)
+                    raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code") from None
+            if not w.process.is_alive():
+                raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code")
+            if deadline is not None and time.monotonic() > deadline:
+                raise MeasurementError(f"load worker {w.index} (pid {w.process.pid}) did not answer in {timeout_s} s")
+
+    async def _run_wave(self, requests: Sequence[WaveRequest]) -> list[RequestRecord]:
+        if self._broken is not None:
+            raise MeasurementError(f"the load worker pool is broken: {self._broken}",
+                                   hint="a worker died in an earlier wave; restart the run")
+        n, start_ns = len(requests), time.perf_counter_ns() + int(START_LEAD_S * 1e9)
+        shares = [list(range(k, n, self.workers)) for k in range(self.workers)]
+        for w, idx in zip(self._pool, shares, strict=True):
+            try:
+                w.conn.send(("wave", start_ns, n, [requests[i] for i in idx]))
+            except (OSError, ValueError):
+                await asyncio.to_thread(w.process.join, 1.0)
+                self._broken = w.died()
+                raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code") from None
+        results = await asyncio.gather(*(self._recv(w, None) for w in self._pool), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        errors += [MeasurementError(f"load worker {w.index}: {r[1]}") for w, r in zip(self._pool, results, strict=True)
+                   if not isinstance(r, BaseException) and r[0] == "error"]
+        if errors:
+            self._broken = str(errors[0])
+            raise errors[0]
+        out: list[RequestRecord | None] = [None] * n
+        sent, checks = [], []
+        for idx, (_, recs, sent_ns, check) in zip(shares, results, strict=True):  # type: ignore[misc]
+            for i, rec in zip(idx, recs, strict=True):
+                out[i] = rec
+            if idx:
+                sent.append(sent_ns)
+                checks.append(check)
+        self._check = _merge_checks(checks) | {
+            "workers": self.workers, "worker_cpus": [w.cpu for w in self._pool],
+            "worker_pids": [w.process.pid for w in self._pool],
+            "send_skew_s": (max(sent) - min(sent)) / 1e9 if sent else 0.0,
+            "send_start_late_s": (max(sent) - start_ns) / 1e9 if sent else 0.0}
+        return [r for r in out if r is not None]
+
+    def take_check(self) -> dict[str, Any] | None:
+        """The last wave's worker self-check (worst worker) with workers, pinning and send skew, once."""
+        out, self._check = self._check, None
+        return out

@@ -1,0 +1,123 @@
+"""Rate-sweep measures: goodput under SLOs, the achieved schedule, per-rate cells, the knee (pure).
+
+**Goodput** (as sglang.bench_serving's ``--goodput``): requests that completed without error *and*
+met every given SLO, divided by the round's duration (first planned send to last response end), in
+requests/s. The SLO latencies use the peers' definitions so a number compares with theirs: TTFT
+``f_i - s_i``, TPOT ``(d_i - f_i) / (N_i - 1)`` (``variant="bench-serving"`` of
+:mod:`harness.measure.latency`; a one-token answer has no TPOT and passes that SLO), E2E ``d_i - s_i``.
+
+**Achieved schedule**: per request, the planned send (round start + planned offset) against the actual
+send ``s_i`` of its record; ``lag = s_i - planned``. A round *kept its schedule* when the p99 lag is at
+most the tolerance; a max-concurrency cap that holds a request back shows up as lag too (and says so).
+
+**Knee**: the rate with the highest goodput (the lowest such rate on ties); past it, a higher offered
+rate no longer brings more requests that meet the SLOs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.measure import latency
+from harness.records import RequestRecord
+
+NS = 1e9
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency objectives in seconds (None: not constrained)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+    def to_json(self) -> dict[str, float | None]:
+        """The SLO as recorded beside the goodput."""
+        return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s}
+
+    @property
+    def empty(self) -> bool:
+        """True when no objective is set (goodput is then the completed-request rate)."""
+        return self.ttft_s is None and self.tpot_s is None and self.e2e_s is None
+
+
+def meets(r: RequestRecord, slo: Slo) -> bool:
+    """True when ``r`` succeeded with >= 1 token and met every objective of ``slo``."""
+    f = r.first_token_ns
+    if not r.ok or f is None:
+        return False
+    if slo.ttft_s is not None and (f - r.send_ns) / NS > slo.ttft_s:
+        return False
+    if slo.e2e_s is not None and (r.done_ns - r.send_ns) / NS > slo.e2e_s:
+        return False
+    n = r.n_tokens
+    return not (slo.tpot_s is not None and n > 1 and (r.done_ns - f) / NS / (n - 1) > slo.tpot_s)
+
+
+def span_s(records: Sequence[RequestRecord], start_ns: int | None = None) -> float:
+    """Seconds from ``start_ns`` (default: the first send) to the last response end."""
+    if not records:
+        return math.nan
+    s = min(r.send_ns for r in records) if start_ns is None else start_ns
+    return (max(r.done_ns for r in records) - s) / NS
+
+
+def goodput(records: Sequence[RequestRecord], slo: Slo, start_ns: int | None = None) -> float:
+    """Requests/s that met every objective (module docstring)."""
+    dur = span_s(records, start_ns)
+    if not records or not dur > 0:
+        return math.nan
+    return sum(meets(r, slo) for r in records) / dur
+
+
+def schedule(planned_ns: Sequence[int], records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
+    """One row per request: rid, planned and actual send (client monotonic ns) and the lag in seconds."""
+    if len(planned_ns) != len(records):
+        raise ValueError(f"{len(planned_ns)} planned sends for {len(records)} records")
+    return [{"rid": r.rid, "planned_ns": int(p), "send_ns": int(r.send_ns), "lag_s": (r.send_ns - p) / NS}
+            for p, r in zip(planned_ns, records, strict=True)]
+
+
+def schedule_summary(rows: Sequence[Mapping[str, Any]], tolerance_s: float) -> dict[str, float | int | bool]:
+    """``lag_p50_s lag_p99_s lag_max_s late`` (requests later than the tolerance) and ``schedule_kept``."""
+    lags = np.asarray([float(r["lag_s"]) for r in rows], dtype=np.float64)
+    if lags.size == 0:
+        return {"lag_p50_s": math.nan, "lag_p99_s": math.nan, "lag_max_s": math.nan, "late": 0,
+                "schedule_kept": True}
+    p50, p99 = np.percentile(lags, [50, 99])
+    return {"lag_p50_s": float(p50), "lag_p99_s": float(p99), "lag_max_s": float(lags.max()),
+            "late": int((lags > tolerance_s).sum()), "schedule_kept": bool(p99 <= tolerance_s)}
+
+
+def rate_row(records: Sequence[RequestRecord], *, start_ns: int, slo: Slo) -> dict[str, float | int]:
+    """Throughput and latency of one round (or a pooled cell) at one rate."""
+    ok = [r for r in records if r.ok]
+    dur = span_s(records, start_ns)
+    out_tok = sum(r.n_tokens for r in ok)
+    in_tok = sum(int(r.prompt_tokens or r.input_len) for r in ok)
+    row: dict[str, float | int] = {
+        "n_requests": len(records), "n_ok": len(ok), "n_failed": len(records) - len(ok),
+        "duration_s": dur,
+        "request_throughput": len(ok) / dur if dur > 0 else math.nan,
+        "output_throughput": out_tok / dur if dur > 0 else math.nan,
+        "input_throughput": in_tok / dur if dur > 0 else math.nan,
+        "goodput": goodput(records, slo, start_ns),
+        "slo_met": sum(meets(r, slo) for r in records),
+    }
+    row.update(latency.columns(records))
+    return row
+
+
+def knee(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The row (with ``rate`` and ``goodput``) of the highest goodput; lowest rate on ties; None if none."""
+    good = [r for r in rows if isinstance(r.get("goodput"), (int, float)) and math.isfinite(float(r["goodput"]))]
+    if not good:
+        return None
+    best = max(float(r["goodput"]) for r in good)
+    return dict(min((r for r in good if float(r["goodput"]) == best), key=lambda r: float(r["rate"])))

@@ -1,0 +1,313 @@
+"""Rate sweeps (protocol class ``rate-sweep``; edge module: processes, HTTP, files, clock).
+
+Built on the run skeleton of :mod:`harness.run.session`: governance check, archive preamble, one owned
+service with identity and sentinels, ``finish`` (archive -> ledgers -> evidence). Every round's arrival
+plan (:mod:`harness.inputs.arrivals`) is made and archived (``arrivals.json``, with its hash) before
+the service starts; the runner then follows it open-loop: request *i* is sent at round start + its
+planned offset whether or not earlier requests finished, unless the ``max_concurrency`` cap holds it
+back. Per rate: warmup requests at that rate (kept, never counted), then ``rounds`` measured rounds.
+
+Per request the achieved schedule is kept in ``schedule.jsonl`` (planned send, actual send, lag, time
+held by the cap); per round and per rate the throughput, latency (harness.measure.latency, both
+definitions), goodput under the spec's SLOs and the schedule summary go to ``rounds.parquet`` and
+``cells.parquet`` (ledgers ``rounds`` / ``cells`` with ``protocol_class = rate-sweep``: never formal
+cells). A round whose client could not keep its schedule is a finding (harness.evidence.sweep_rules).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import secrets
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from harness.aio import new_event_loop
+from harness.errors import DsvError
+from harness.inputs.arrivals import RoundPlan, plan_hash, plan_round
+from harness.inputs.corpus import Case, Corpus, cache_salt, load_corpus
+from harness.inputs.sweep_spec import SweepSpec, load_sweep, sweep_definition
+from harness.load.driver import LoadClient, WaveRequest
+from harness.measure import sweep as sw
+from harness.oracle.sentinels import load_sentinels
+from harness.records import RequestRecord
+from harness.run.prompts import load_client, prompt_texts
+from harness.run.session import (
+    Finished,
+    Reporter,
+    ServiceSession,
+    check_governance,
+    finish,
+    interrupted_error,
+    open_writer,
+    run_labels,
+    silent,
+    storage_error,
+)
+from harness.service.identity import identity_hash
+from harness.store.archive import ArchiveWriter
+from harness.store.runblock import RunBlock
+
+NS = 1_000_000_000
+START_LEAD_NS = 20_000_000  # the round starts this long after planning its first send
+MAX_CONNECTIONS = 4096
+
+
+def cell_id(rate: float) -> str:
+    """Stable id of the cell of one offered rate."""
+    return f"sweep-{rate:g}rps"
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """Every round's arrival plan (warmup rounds have ``round_index = -1``) and the plan's hash."""
+
+    rounds: tuple[RoundPlan, ...]
+    plan_id: str
+    definition: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """``arrivals.json``."""
+        return {"plan_id": self.plan_id, "definition": self.definition,
+                "rounds": [r.to_json() for r in self.rounds]}
+
+
+def make_sweep_plan(spec: SweepSpec, corpus: Corpus) -> SweepPlan:
+    """Plan every round of every rate (pure apart from reading the spec)."""
+    a = spec.arrivals
+    ids = [c.case_id for c in corpus.cases]
+    rounds: list[RoundPlan] = []
+    for rate in spec.rate_list:
+        if spec.warmup_requests:
+            rounds.append(plan_round(a.process, rate, -1, ids, seed=a.seed, count=spec.warmup_requests,
+                                     burstiness=a.burstiness))
+        for k in range(spec.rounds):
+            rounds.append(plan_round(a.process, rate, k, ids, seed=a.seed, count=a.count, duration_s=a.duration_s,
+                                     burstiness=a.burstiness))
+    definition = sweep_definition(spec) | {"corpus_manifest_sha256": corpus.manifest_sha256}
+    return SweepPlan(tuple(rounds), plan_hash(rounds)[:16], definition)
+
+
+@dataclass
+class _Sent:
+    records: list[RequestRecord] = field(default_factory=list)
+    planned_ns: list[int] = field(default_factory=list)
+    cap_wait_ns: list[int] = field(default_factory=list)
+    start_ns: int = 0
+
+
+async def send_open_loop(client: LoadClient, requests: Sequence[WaveRequest], offsets_s: Sequence[float],
+                         cap: int | None) -> _Sent:
+    """Send ``requests[i]`` at start + ``offsets_s[i]`` (open loop), at most ``cap`` in flight; records
+    in request order with each one's planned send and the time the cap held it."""
+    out = _Sent(start_ns=time.perf_counter_ns() + START_LEAD_NS)
+    sem = asyncio.Semaphore(cap) if cap else None
+    planned = [out.start_ns + round(o * NS) for o in offsets_s]
+    waits = [0] * len(requests)
+
+    async def one(i: int) -> RequestRecord:
+        if sem is None:
+            return await client.send(requests[i])
+        t = time.perf_counter_ns()
+        async with sem:
+            waits[i] = time.perf_counter_ns() - t
+            return await client.send(requests[i])
+
+    tasks: list[asyncio.Task[RequestRecord]] = []
+    try:
+        for i, target in enumerate(planned):
+            delay = (target - time.perf_counter_ns()) / NS
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.ensure_future(one(i)))
+        out.records = list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    out.planned_ns, out.cap_wait_ns = planned, waits
+    return out
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep produced: the finished archive (ledgers, findings) and its per-rate cells."""
+
+    finished: Finished
+    cells: list[dict[str, Any]]
+    rounds: list[dict[str, Any]]
+    error: DsvError | None = None
+
+
+class SweepRunner:
+    """Runs one rate sweep into an archive (module docstring)."""
+
+    def __init__(self, spec: SweepSpec, corpus: Corpus, workspace: Path, *, raw: bytes | None = None,
+                 source: str = "", reporter: Reporter = silent) -> None:
+        self.spec, self.corpus, self.workspace, self.raw = spec, corpus, workspace, raw
+        self.report = reporter
+        self.plan = make_sweep_plan(spec, corpus)
+        self.governance = check_governance(spec, workspace, source)
+        self.sentinels = load_sentinels([Path(p) for p in spec.oracles])
+        self.token = secrets.token_hex(8)
+        self.rounds: list[dict[str, Any]] = []
+        self.by_rate: dict[float, list[RequestRecord]] = {}
+        self.starts: dict[float, list[int]] = {}
+        self.texts = prompt_texts(spec.service)
+        self.cases = {c.case_id: c for c in corpus.cases}
+
+    def _request(self, case: Case, rate: float, k: int, i: int) -> WaveRequest:
+        s = self.spec
+        declared = case.output_tokens if s.use_case_output_lengths else None
+        cid = cell_id(rate)
+        wave = f"{cid}.warmup.w000" if k < 0 else f"{cid}.r{k}.w000"
+        return WaveRequest(
+            input_ids=case.ids_list(), rid=f"{self.token}-{cid}-{k}-{i}",
+            max_new_tokens=min(declared, s.max_new_tokens) if declared else s.max_new_tokens,
+            ignore_eos=True if declared else s.ignore_eos,
+            prompt_text=self.texts(case) if self.texts else None,
+            cache_salt=cache_salt(self.token, cid, k, i), run_id=self.token, cell_id=cid, round_index=k,
+            wave_id=wave, wave_index=0, phase="warmup" if k < 0 else "measured", workload="sweep",
+            case_id=case.case_id, input_hash=case.sha256[:16],
+            concurrency=s.arrivals.max_concurrency or 0)
+
+    async def _round(self, client: LoadClient, writer: ArchiveWriter, plan: RoundPlan) -> None:
+        reqs = [self._request(self.cases[c], plan.rate, plan.round_index, i) for i, c in enumerate(plan.case_ids)]
+        self.report("sweep-round-start", rate=plan.rate, round_index=plan.round_index, n=len(reqs))
+        sent = await send_open_loop(client, reqs, plan.offsets_s, self.spec.arrivals.max_concurrency)
+        writer.write_wave(sent.records)
+        sched = sw.schedule(sent.planned_ns, sent.records)
+        for row, wait in zip(sched, sent.cap_wait_ns, strict=True):
+            row |= {"cell_id": cell_id(plan.rate), "rate": plan.rate, "round_index": plan.round_index,
+                    "cap_wait_s": wait / NS, "client_lag_s": row["lag_s"] - wait / NS}
+            writer.append_jsonl("schedule.jsonl", row)
+        if plan.round_index < 0:
+            return
+        tol = self.spec.schedule_tolerance_ms / 1000
+        client_rows = [{"lag_s": r["client_lag_s"]} for r in sched]
+        summ = sw.schedule_summary(client_rows, tol)
+        total = sw.schedule_summary(sched, tol)
+        cid = cell_id(plan.rate)
+        row = {"round_id": f"{cid}.r{plan.round_index}", "cell_id": cid, "round_index": plan.round_index,
+               "rate": plan.rate, "status": "ok" if all(r.ok for r in sent.records) else "failed"}
+        row |= sw.rate_row(sent.records, start_ns=sent.start_ns, slo=self._slo)
+        row |= {f"client_{k}": v for k, v in summ.items()} | {
+            "send_lag_p99_s": total["lag_p99_s"], "capped_requests": sum(1 for w in sent.cap_wait_ns if w > 0)}
+        self.rounds.append(row)
+        self.by_rate.setdefault(plan.rate, []).extend(sent.records)
+        self.starts.setdefault(plan.rate, []).append(sent.start_ns)
+        self.report("sweep-round-done", row=row)
+
+    @property
+    def _slo(self) -> sw.Slo:
+        s = self.spec.slo
+        ms = [None if v is None else v / 1000 for v in (s.ttft_ms, s.tpot_ms, s.e2e_ms)]
+        return sw.Slo(*ms)
+
+    async def _run(self, url: str, writer: ArchiveWriter) -> None:
+        cap = self.spec.arrivals.max_concurrency
+        for plan in self.plan.rounds:
+            n = cap or max(1, min(len(plan.case_ids), MAX_CONNECTIONS))
+            async with load_client(url, self.spec.service, concurrency=n, timeout_s=self.spec.request_timeout_s,
+                                   limits=self.spec.client) as client:
+                await self._round(client, writer, plan)
+
+    def cells(self) -> list[dict[str, Any]]:
+        """One row per rate: medians of the round values plus the rate's pooled latency."""
+        out: list[dict[str, Any]] = []
+        for rate in self.spec.rate_list:
+            rows = [r for r in self.rounds if r["rate"] == rate]
+            if not rows:
+                continue
+            ok = [r for r in rows if r["status"] == "ok"]
+            cell: dict[str, Any] = {"cell_id": cell_id(rate), "workload": "sweep", "rate": rate,
+                                    "rounds_ok": len(ok), "rounds_planned": self.spec.rounds,
+                                    "concurrency": self.spec.arrivals.max_concurrency or 0}
+            for key in ("request_throughput", "output_throughput", "input_throughput", "goodput"):
+                vals = [float(r[key]) for r in ok if not math.isnan(float(r[key]))]
+                cell[f"{key}_median"] = statistics.median(vals) if vals else math.nan
+                cell[f"{key}_min"] = min(vals) if vals else math.nan
+                cell[f"{key}_max"] = max(vals) if vals else math.nan
+            recs = self.by_rate.get(rate, [])
+            cell |= {k: v for k, v in sw.rate_row(recs, start_ns=min(self.starts[rate]), slo=self._slo).items()
+                     if k.startswith(("ttft", "tpot", "itl", "e2e"))}
+            cell["schedule_kept"] = all(bool(r["client_schedule_kept"]) for r in rows)
+            cell["client_lag_p99_s"] = max(float(r["client_lag_p99_s"]) for r in rows)
+            out.append(cell)
+        return out
+
+    def run(self) -> SweepOutcome:
+        """Run the sweep; always finalize an archive, whatever happens."""
+        s = self.spec
+        writer, anchor = open_writer(
+            self.workspace, self.token, spec=s, spec_bytes=self.raw,
+            corpora={"sweep": {"name": self.corpus.name, "path": str(self.corpus.path),
+                               "manifest_sha256": self.corpus.manifest_sha256, "n_cases": len(self.corpus)}},
+            governance=self.governance,
+            extra_files={"arrivals.json": self.plan.to_json(),
+                         "plan.json": {"plan_id": self.plan.plan_id, "rates": s.rate_list,
+                                       "slo": self._slo.to_json()}})
+        session = ServiceSession(writer, self.workspace, claim_class=s.claim_class, sentinels=self.sentinels,
+                                 reporter=self.report, request_timeout_s=s.request_timeout_s)
+        status: str = "complete"
+        error: DsvError | None = None
+        try:
+            svc = session.start(s.service, s.service.name, {"start_index": 1})
+            try:
+                with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                    runner.run(self._run(svc.url, writer))
+            finally:
+                session.stop(svc)
+        except KeyboardInterrupt:
+            status, error = "partial", interrupted_error("every finished round is kept")
+        except DsvError as exc:
+            status, error = "failed", exc
+            with contextlib.suppress(OSError):
+                writer.append_event({"event": "failed", "error": exc.message, "t_ns": time.perf_counter_ns()})
+        except OSError as exc:
+            status, error = "failed", storage_error(exc, writer.dir)
+        finally:
+            session.stop_all()
+        return self._finalize(writer, status, error, anchor, session)
+
+    def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None, anchor: dict[str, Any],
+                  session: ServiceSession) -> SweepOutcome:
+        s = self.spec
+        cells = self.cells()
+        extra = {"campaign": s.name, "claim_class": s.claim_class, "protocol_class": s.protocol_class}
+        if cells:
+            writer.write_table("cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
+        if self.rounds:
+            writer.write_table("rounds.parquet", pa.Table.from_pylist([r | extra for r in self.rounds]))
+        knee = sw.knee(cells and [{"rate": c["rate"], "goodput": c["goodput_median"]} for c in cells])
+        writer.write_json("sweep.json", {"cells": cells, "rounds": self.rounds, "knee": knee,
+                                         "slo": self._slo.to_json(), "plan_id": self.plan.plan_id,
+                                         "goodput_definition": sw.__doc__})
+        labels = run_labels(s.labels, [s.service.backend], session.services)
+        if session.oracles_failed:
+            labels.append("oracle-failed")
+        run = RunBlock(campaign=s.name, kind="rate-sweep", claim_class=s.claim_class,
+                       protocol_class=s.protocol_class, backend=s.service.backend, service_name=s.service.name,
+                       created_wall=str(anchor.get("wall_iso", "")), run_token=self.token, labels=tuple(labels),
+                       error=error.message if error else None, oracles_failed=session.oracles_failed,
+                       identity_hash=identity_hash(session.services), direction=s.direction,
+                       plan_id=self.plan.plan_id, service_starts=1)
+        return SweepOutcome(finish(writer, self.workspace, status, run), cells, self.rounds, error)
+
+
+def run_sweep(spec_path: Path, workspace: Path, *, reporter: Reporter = silent) -> SweepOutcome:
+    """Run the rate sweep in ``spec_path`` into ``<workspace>/archives`` and the ledgers."""
+    spec, corpus_path = load_sweep(spec_path)
+    spec = spec.model_copy(update={"oracles": [str((spec_path.parent / p).resolve()) if not Path(p).is_absolute()
+                                               else p for p in spec.oracles]})
+    corpus = load_corpus(corpus_path)
+    return SweepRunner(spec, corpus, workspace, raw=spec_path.read_bytes(), source=str(spec_path),
+                       reporter=reporter).run()

@@ -1,0 +1,37 @@
+"""Spec fields for scale runs: load.workers, sim.profile_file (resolved once), the sim command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import SpecError
+from harness.inputs.spec import load_spec
+from harness.run.campaign import workers_for
+from harness.service.command import sim_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_scale_spec_resolves_profile_file_and_workers() -> None:
+    loaded = load_spec(ROOT / "campaigns" / "scale-c1024.yaml")
+    spec = loaded.spec
+    assert spec.kind == "formal-matrix"
+    path = spec.service.sim.profile_file
+    assert path is not None and Path(path).is_absolute() and Path(path).name == "scale-20ms.yaml"
+    argv = sim_command(spec.service).argv
+    assert argv[argv.index("--profile-file") + 1] == path
+    assert spec.load.workers == "auto"
+    assert 1 <= workers_for(spec, 1024) <= 1024
+    assert workers_for(spec.model_copy(update={"load": spec.load.model_copy(update={"workers": 3})}), 2) == 2
+
+
+@pytest.mark.parametrize("value", ["0", "257", "many"])
+def test_load_workers_is_bounded(tmp_path: Path, value: str) -> None:
+    text = (ROOT / "campaigns" / "scale-c1024.yaml").read_text().replace("workers: auto", f"workers: {value}")
+    text = text.replace("../", str(ROOT) + "/")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    with pytest.raises(SpecError, match="workers"):
+        load_spec(spec)

@@ -1,0 +1,57 @@
+"""Load worker processes: sizing, merged records, synchronized start, a dying worker."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from harness.errors import MeasurementError
+from harness.load.driver import WaveRequest, run_wave
+from harness.load.workers import WorkerLoadClient, auto_workers
+from harness.sim import running_simulator
+
+
+def test_auto_workers_known_answers() -> None:
+    assert auto_workers(3_200, cpus=16) == 1
+    assert auto_workers(51_200, cpus=16) == 4  # 51,200 x 25 us / 0.35 = 3.66
+    assert auto_workers(204_800, cpus=16) == 15  # capped at one CPU short of the host
+    assert auto_workers(51_200, cpus=2) == 1
+    with pytest.raises(ValueError, match="offered rate"):
+        auto_workers(-1)
+
+
+def _wave(n: int) -> list[WaveRequest]:
+    return [WaveRequest(list(range(10 + i, 40 + i)), 12, rid=f"r{i}", ignore_eos=True, cache_salt=f"s{i}")
+            for i in range(n)]
+
+
+def test_workers_merge_records_in_order() -> None:
+    async def main(url: str) -> None:
+        async with WorkerLoadClient(url, workers=2, concurrency=6, timeout_s=30) as client:
+            recs = await run_wave(client, _wave(6))
+            check = client.take_check()
+        assert [r.rid for r in recs] == [f"r{i}" for i in range(6)]
+        assert all(r.error is None and int(r.event_tokens[-1]) == 12 for r in recs)
+        assert all(r.concurrency == 6 for r in recs)
+        assert check is not None and check["workers"] == 2 and 0 <= check["send_skew_s"] < 0.05
+        assert check["loop_lag_p99_s"] is not None and len(check["worker_pids"]) == 2
+
+    with running_simulator(profile="fast") as url:
+        asyncio.run(main(url))
+
+
+def test_dying_worker_fails_the_wave() -> None:
+    async def main(url: str) -> None:
+        async with WorkerLoadClient(url, workers=2, concurrency=4, timeout_s=30) as client:
+            os.kill(client._pool[1].process.pid, signal.SIGKILL)
+            client._pool[1].process.join(5)
+            with pytest.raises(MeasurementError, match="died"):
+                await run_wave(client, _wave(4))
+            with pytest.raises(MeasurementError, match="broken"):
+                await run_wave(client, _wave(4))
+
+    with running_simulator(profile="fast") as url:
+        asyncio.run(main(url))

@@ -1,0 +1,50 @@
+"""Goodput, achieved schedule and knee (harness.measure.sweep) with literal numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from harness.measure.sweep import Slo, goodput, knee, meets, rate_row, schedule, schedule_summary
+from harness.records import RequestRecord
+
+MS = 1_000_000
+
+
+def rec(rid: str, send_ms: int, first_ms: int, done_ms: int, n: int, error: str | None = None) -> RequestRecord:
+    # one event per token, evenly spaced from first to done
+    times = [first_ms + (done_ms - first_ms) * k // max(n - 1, 1) for k in range(n)]
+    return RequestRecord(rid=rid, send_ns=send_ms * MS, done_ns=done_ms * MS,
+                         event_ns=np.asarray([t * MS for t in times], dtype=np.int64),
+                         event_tokens=np.arange(1, n + 1, dtype=np.int32), error=error)
+
+
+def test_goodput_counts_requests_meeting_every_slo() -> None:
+    a = rec("a", 0, 100, 1000, 10)      # ttft 0.1, tpot 0.1
+    b = rec("b", 0, 400, 1000, 10)      # ttft 0.4 -> misses ttft 0.3
+    c = rec("c", 500, 600, 2000, 8)     # ttft 0.1, tpot 0.2 -> misses tpot 0.15
+    d = rec("d", 500, 600, 700, 2, error="http 500")
+    slo = Slo(ttft_s=0.3, tpot_s=0.15)
+    assert [meets(r, slo) for r in (a, b, c, d)] == [True, False, False, False]
+    assert goodput([a, b, c, d], slo) == 0.5  # 1 request over 2.0 s
+    assert goodput([a, b, c, d], Slo()) == 1.5  # 3 ok over 2.0 s
+    row = rate_row([a, b, c, d], start_ns=0, slo=slo)
+    assert row["n_ok"] == 3 and row["slo_met"] == 1 and row["request_throughput"] == 1.5
+    assert row["output_throughput"] == 14.0
+
+
+def test_schedule_lag_and_summary() -> None:
+    recs = [rec("a", 10, 20, 30, 2), rec("b", 160, 170, 180, 2)]
+    rows = schedule([0, 100 * MS], recs)
+    assert [r["lag_s"] for r in rows] == [0.01, 0.06]
+    s = schedule_summary(rows, tolerance_s=0.05)
+    assert s["late"] == 1 and s["schedule_kept"] is False and math.isclose(s["lag_max_s"], 0.06)
+    assert schedule_summary(rows, tolerance_s=0.1)["schedule_kept"] is True
+
+
+def test_knee_is_the_highest_goodput_lowest_rate_on_ties() -> None:
+    rows = [{"rate": 1.0, "goodput": 1.0}, {"rate": 2.0, "goodput": 1.9}, {"rate": 4.0, "goodput": 1.9},
+            {"rate": 8.0, "goodput": 0.5}, {"rate": 16.0, "goodput": math.nan}]
+    assert knee(rows) == {"rate": 2.0, "goodput": 1.9}
+    assert knee([]) is None

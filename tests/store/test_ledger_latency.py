@@ -1,0 +1,63 @@
+"""The ledgers carry latency percentiles per wave, round and cell, and the requests table carries
+the four instants and the wall anchor: a notebook recomputes TTFT, E2E, TPOT and the HTTP rate
+from it alone, equal to dsv4h's own numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.measure import latency as L
+from harness.run.campaign import run_campaign
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_requests_ledger_recomputes_latency_and_http_rate(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"""
+name: lat
+claim_class: native-ar
+service: {{backend: sim, sim: {{profile: fast}}, startup_timeout_s: 60}}
+corpora: {{decode: {REPO / 'corpora' / 'sim-code-512'}}}
+decode: {{tiers: [4], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max_new_tokens: 32}}
+""")
+    ws = tmp_path / "ws"
+    out = run_campaign(spec, ws)
+    assert out.status == "complete", out.error
+    req = pd.read_parquet(ws / "ledgers" / "requests.parquet")
+    req = req[req.archive_id == out.archive.archive_id]
+    assert (req.anchor_wall_ns > 0).all() and (req.anchor_perf_ns > 0).all()
+    assert set(req.count_method) == {"server-cumulative"}
+    ok = req[req.ok & (req.n_tokens > 0)]
+    assert (ok.send_ns < ok.first_token_ns).all() and (ok.first_token_ns <= ok.last_token_ns).all()
+    assert (ok.last_token_ns <= ok.done_ns).all()
+    np.testing.assert_allclose(ok.ttft_s, (ok.first_token_ns - ok.send_ns) / 1e9)
+
+    measured = ok[ok.phase == "measured"]
+    recs = [r for r in out.archive.records() if r.phase == "measured"]
+    # TTFT / E2E / TPOT from the ledger's instants equal dsv4h's definitions over the raw records
+    assert sorted((measured.first_token_ns - measured.send_ns) / 1e9) == pytest.approx(sorted(L.ttft(recs)))
+    assert sorted((measured.done_ns - measured.send_ns) / 1e9) == pytest.approx(sorted(L.e2e(recs)))
+    after = measured.n_tokens - measured.first_event_tokens
+    tpot = ((measured.last_token_ns - measured.first_token_ns) / 1e9 / after)[after > 0]
+    assert sorted(tpot) == pytest.approx(sorted(L.tpot(recs)))
+    # whole-wave HTTP rate of each wave from the ledger alone equals the waves table's
+    waves = pd.read_parquet(ws / "ledgers" / "waves.parquet")
+    for wid, g in measured.groupby("wave_id"):
+        rate = g.n_tokens.sum() / ((g.done_ns.max() - g.send_ns.min()) / 1e9)
+        assert rate == pytest.approx(float(waves[waves.wave_id == wid].http_rate.iloc[0]), rel=1e-9)
+
+    cells = pd.read_parquet(ws / "ledgers" / "cells.parquet")
+    cell = cells[cells.archive_id == out.archive.archive_id].iloc[0]
+    for col in ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "ttft_mean_s", "ttft_max_s", "ttft_n", "itl_p99_s",
+                "tpot_p50_s", "e2e_p99_s", "itl_bench_p50_s", "tpot_bench_p50_s"):
+        assert col in cells.columns, col
+    assert cell.ttft_n == len(measured)
+    assert cell.ttft_p50_s == pytest.approx(float(np.percentile(L.ttft(recs), 50)))
+    rounds = pd.read_parquet(ws / "ledgers" / "rounds.parquet")
+    assert {"ttft_p99_s", "itl_n"} <= set(rounds.columns) and {"ttft_p99_s", "itl_n"} <= set(waves.columns)
