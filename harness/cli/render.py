@@ -70,8 +70,12 @@ def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Tab
 
 
 def _ms(cell: CellResult, key: str) -> str:
+    """Milliseconds, short enough for 80 columns: one decimal below 100 ms, whole ms above."""
     v = cell.latency.get(key)
-    return "—" if v is None or math.isnan(v) else f"{v * 1000:,.1f}"
+    if v is None or math.isnan(v):
+        return "—"
+    ms = v * 1000
+    return f"{ms:.1f}" if ms < 100 else f"{ms:.0f}"
 
 
 def latency_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Table | None:
@@ -82,12 +86,14 @@ def latency_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -
         return None
     label = " [bold yellow](SIMULATED)[/]" if simulated else ""
     t = Table(title=f"{title}: latency (ms){label}", title_justify="left",
-              caption="Over every measured request of the cell's ok rounds. TPOT = (last - first token event) "
+              caption="D decode, P prefill cells. Over every measured request of the cell's ok rounds. "
+                      "TPOT = (last - first token event) "
                       "/ tokens after the first event; ITL per token. max is observed, not a bound. "
                       "Peer (bench-serving) ITL/TPOT are in the ledgers as *_bench_*.", caption_justify="left")
-    for col in ("workload", "C", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "E2E p99"):
-        t.add_column(col, justify="left" if col == "workload" else "right")
+    for col in ("", "C", "TTFT\np50", "TTFT\np99", "TPOT\np50", "ITL\np50", "ITL\np99", "E2E\np50", "E2E\np99"):
+        t.add_column(col, justify="left" if not col else "right", no_wrap=True)
     for c in sorted(rows, key=lambda c: (c.workload, c.concurrency)):
-        t.add_row(c.workload, str(c.concurrency), _ms(c, "ttft_p50_s"), _ms(c, "ttft_p99_s"), _ms(c, "tpot_p50_s"),
-                  _ms(c, "itl_p50_s"), _ms(c, "itl_p99_s"), _ms(c, "e2e_p50_s"), _ms(c, "e2e_p99_s"))
+        t.add_row(c.workload[0].upper(), str(c.concurrency), _ms(c, "ttft_p50_s"), _ms(c, "ttft_p99_s"),
+                  _ms(c, "tpot_p50_s"), _ms(c, "itl_p50_s"), _ms(c, "itl_p99_s"), _ms(c, "e2e_p50_s"),
+                  _ms(c, "e2e_p99_s"))
     return t

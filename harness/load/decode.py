@@ -91,6 +91,20 @@ def finish_type(fr: Any) -> tuple[str | None, str | None]:
     return str(fr), None
 
 
+def openai_payload(payload: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """An OpenAI-style chunk as a dict, or the reason it is not one: malformed JSON, not an object,
+    or an ``{"error": ...}`` / ``object: error`` event (vLLM and generic OpenAI decoders)."""
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        return None, f"malformed event: {snippet(payload)}"
+    if "error" in obj or obj.get("object") == "error":
+        return None, f"error event: {error_message(obj.get('error', obj))}"
+    return obj, None
+
+
 def int_or_none(v: Any) -> int | None:
     """``v`` if it is a JSON integer (not a bool), else None."""
     return v if isinstance(v, int) and not isinstance(v, bool) else None

@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from harness.load.decode import DONE, DecodedStream, error_message, finish_type, int_or_none, snippet
+from harness.load.decode import DONE, DecodedStream, finish_type, int_or_none, openai_payload
 
 OpenAIKind = Literal["openai-completions", "openai-chat"]
 CountMethod = Literal["server-cumulative", "usage-per-chunk", "token-ids", "chunks-reconciled", "retokenized",
@@ -114,15 +114,9 @@ class OpenAIDecoder:
             self.done_ns = t_ns
             return
         self.n_events += 1
-        try:
-            obj = json.loads(payload)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            self._fail(f"malformed event: {snippet(payload)}")
-            return
-        if "error" in obj or obj.get("object") == "error":
-            self._fail(f"error event: {error_message(obj.get('error', obj))}")
+        obj, problem = openai_payload(payload)
+        if obj is None:
+            self._fail(problem or "malformed event")
             return
         usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
         if usage is not None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from harness.load.decode import DONE, DecodedStream, error_message, finish_type, int_or_none, snippet
+from harness.load.decode import DONE, DecodedStream, finish_type, int_or_none, openai_payload
 
 
 class VLLMDecoder:
@@ -51,15 +50,9 @@ class VLLMDecoder:
             self.done_ns = t_ns
             return
         self.n_events += 1
-        try:
-            obj = json.loads(payload)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            self._fail(f"malformed event: {snippet(payload)}")
-            return
-        if "error" in obj or obj.get("object") == "error":
-            self._fail(f"error event: {error_message(obj.get('error', obj))}")
+        obj, problem = openai_payload(payload)
+        if obj is None:
+            self._fail(problem or "malformed event")
             return
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):

@@ -4,7 +4,9 @@ Works against any server: while a wave runs, a watchdog thread asks the event lo
 callback every ``interval_s`` and records how long the loop took to run it (the *loop delay*: what
 a socket read that became ready at that moment waited before the client stamped it). The loop
 thread's CPU time over the wave's wall time is its *CPU share* (near 1 means the client was
-saturated). Against the built-in simulator the simulator's own late-step counters
+saturated). The delays around the instants that define a wave's rate (its window edges) are kept
+apart (``edge_delay_s``): a stall between events moves no measured instant. Against the built-in
+simulator the simulator's own late-step counters
 (``/server_info`` ``internal_states``) are read before and after the wave, so lateness is known
 per wave. The evidence rules ``client-bound`` and ``sim-lateness`` judge the rows
 (``wave_checks.jsonl``, one per wave).
@@ -36,6 +38,7 @@ class LoopMonitor:
     def __init__(self, interval_s: float = LOOP_INTERVAL_S) -> None:
         self.interval_s = interval_s
         self.delays_ns: list[int] = []
+        self.posted_ns: list[int] = []  # when each probe was posted (parallel to delays_ns)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0
@@ -46,7 +49,7 @@ class LoopMonitor:
     def start(self) -> None:
         """Begin sampling the running loop."""
         loop = asyncio.get_running_loop()
-        self.delays_ns = []
+        self.delays_ns, self.posted_ns = [], []
         self._generation += 1
         self._stop.clear()
         self._t0, self._cpu0, self._pcpu0 = time.perf_counter_ns(), time.thread_time(), time.process_time()
@@ -63,6 +66,7 @@ class LoopMonitor:
     def _record(self, generation: int, t0_ns: int) -> None:
         if generation == self._generation:  # not a late callback of an earlier interval
             self.delays_ns.append(time.perf_counter_ns() - t0_ns)
+            self.posted_ns.append(t0_ns)
 
     def stop(self) -> dict[str, Any]:
         """Stop sampling; the interval's loop delays and CPU shares (``loop_summary``)."""
@@ -87,6 +91,24 @@ def loop_summary(delays_ns: Sequence[int], wall_s: float, loop_cpu_s: float, pro
         "loop_lag_max_s": float(d.max()) if d.size else None,
         "loop_cpu_s": loop_cpu_s, "loop_cpu_share": loop_cpu_s / wall, "process_cpu_share": process_cpu_s / wall,
     }
+
+
+def edge_delay_s(posted_ns: Sequence[int], delays_ns: Sequence[int], instants_ns: Sequence[int],
+                 interval_ns: int = int(LOOP_INTERVAL_S * 1e9)) -> float | None:
+    """The longest loop delay that spans one of ``instants_ns`` (pure): a probe posted at ``t0`` and
+    run ``d`` later shows the loop unresponsive over ``[t0, t0 + d]``, so a socket read stamped at an
+    instant inside it may have waited up to ``d`` (probes within one interval before the instant
+    count too). None without probes."""
+    if not delays_ns:
+        return None
+    t0 = np.asarray(posted_ns, dtype=np.int64)
+    d = np.asarray(delays_ns, dtype=np.int64)
+    worst = 0
+    for t in instants_ns:
+        near = (t0 <= t) & (t0 + d + interval_ns >= t)
+        if near.any():
+            worst = max(worst, int(d[near].max()))
+    return worst / 1e9
 
 
 def sim_lateness(info: Any) -> tuple[int, float] | None:
@@ -114,6 +136,7 @@ class WaveSelfCheck:
 
     def __init__(self, interval_s: float = LOOP_INTERVAL_S) -> None:
         self.monitor = LoopMonitor(interval_s)
+        self.probes: tuple[list[int], list[int]] = ([], [])  # the last wave's (posted, delay) ns
         self._late0: tuple[int, float] | None = None
         self._last: dict[str, Any] | None = None
         self._active = False
@@ -132,6 +155,7 @@ class WaveSelfCheck:
             return
         self._active = False
         summary = self.monitor.stop()
+        self.probes = (self.monitor.posted_ns, self.monitor.delays_ns)
         late1 = await asyncio.to_thread(_read_lateness, svc.url) if probe and self._late0 is not None else None
         if self._late0 is not None and late1 is not None:
             summary |= {"sim_late_steps": late1[0] - self._late0[0],
@@ -148,9 +172,13 @@ class WaveSelfCheck:
         for key in ("loop_lag_p50_s", "loop_lag_p99_s", "loop_lag_max_s", "loop_cpu_share", "process_cpu_share"):
             vals = [v for v in (self._last.get(key), extra.get(key)) if v is not None]
             self._last[key] = max(vals) if vals else None
+        self.probes = ([], [])  # the workers read the streams: this loop's probes say nothing about edges
         self._last |= {k: v for k, v in extra.items() if not k.startswith(("loop_", "process_"))}
 
-    def take(self) -> dict[str, Any] | None:
-        """The last wave's summary, once."""
+    def take(self, edges_ns: Sequence[int] = ()) -> dict[str, Any] | None:
+        """The last wave's summary, once, with ``loop_lag_edge_s``: the loop delay spanning one of
+        ``edges_ns`` (the client instants that define the wave's rate; None when not known)."""
         out, self._last = self._last, None
+        if out is not None:
+            out["loop_lag_edge_s"] = edge_delay_s(*self.probes, edges_ns) if edges_ns else None
         return out

@@ -220,7 +220,7 @@ class ServiceSession:
     def record_witness(self, recs: Sequence[RequestRecord], wave_id: str, concurrency: int) -> None:
         """Append what /metrics reported during the wave's resident window to ``server_metrics.jsonl``
         and the client's self-check of the wave (``selfcheck``) to ``wave_checks.jsonl``."""
-        check = self.selfcheck.take()
+        check = self.selfcheck.take(_rate_edges(recs))
         if check is not None:
             r0 = recs[0] if recs else None
             self.writer.append_jsonl("wave_checks.jsonl", {
@@ -232,6 +232,15 @@ class ServiceSession:
         win = m.resident_window(recs)
         self.writer.append_jsonl("server_metrics.jsonl", witness_summary(
             wave_id, concurrency, win.start_ns, win.end_ns, samples) | {"phase": recs[0].phase if recs else ""})
+
+
+def _rate_edges(recs: Sequence[RequestRecord]) -> list[int]:
+    """The client instants that define a wave's rate: the resident window's edges (decode) or the
+    prefill window's (first send, last first token); none when the wave has no such window."""
+    if not recs:
+        return []
+    win = m.prefill_window(recs) if recs[0].workload == "prefill" else m.resident_window(recs)
+    return [win.start_ns, win.end_ns] if win.contributes else []
 
 
 def run_labels(labels: Sequence[str], backends: Sequence[str], services: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -212,6 +212,17 @@ def test_client_bound_thresholds() -> None:
     assert "loop thread busy 95% of the wave" in g.message
     prefill = WAVE | {"workload": "prefill", "prefill_seconds": 1.15}  # limit: 23 ms at p99
     assert with_check(0.001, 0.022, wave=prefill) == [] and len(with_check(0.001, 0.024, wave=prefill)) == 1
+
+    def with_edge(edge: float, p99: float, wave: dict[str, Any]) -> list[Finding]:
+        c = {"wave_id": wave["wave_id"], "loop_lag_p50_s": 0.0001, "loop_lag_p99_s": p99, "loop_lag_edge_s": edge,
+             "loop_cpu_share": 0.02}
+        return found(replace(BASE, waves=[wave], extra={"wave_checks": [c]}), "client-bound")
+
+    # a 0.73 s stall while a prefill wave waited for its first tokens moved no measured instant (seen in a demo)
+    assert with_edge(0.0009, 0.728, prefill) == []
+    (e,) = with_edge(0.024, 0.0009, prefill)
+    assert "loop delay at a window edge 24.00 ms, above 2% of the 1.150 s prefill window" in e.message
+    assert with_edge(0.49 * step, 0.9, WAVE) == [] and len(with_edge(0.51 * step, 0.0, WAVE)) == 1
     # warmups are never judged
     assert found(replace(BASE, waves=[WARM], extra={"wave_checks": [{"wave_id": WARM["wave_id"],
                                                                       "loop_lag_p50_s": 1.0}]}), "client-bound") == []

@@ -10,7 +10,7 @@ import numpy as np
 from harness.aio import run
 from harness.inputs.corpus import Case
 from harness.load.prom import parse_gauges
-from harness.run.selfcheck import LoopMonitor, loop_summary, sim_lateness
+from harness.run.selfcheck import LoopMonitor, edge_delay_s, loop_summary, sim_lateness
 from harness.run.wave import WaveSpec, build_requests, witness_summary
 
 
@@ -78,3 +78,14 @@ def test_loop_monitor_sees_a_blocked_loop() -> None:
     assert isinstance(s["loop_lag_max_s"], float) and s["loop_lag_max_s"] >= 0.05
     assert isinstance(s["loop_samples"], int) and s["loop_samples"] >= 10
     assert isinstance(s["loop_cpu_share"], float) and s["loop_cpu_share"] > 0.15  # the 80 ms of work
+
+
+def test_edge_delay_takes_only_stalls_that_span_an_instant() -> None:
+    ms = 1_000_000
+    posted = [0, 5 * ms, 10 * ms, 15 * ms, 100 * ms]
+    delays = [1 * ms, 40 * ms, 36 * ms, 31 * ms, 2 * ms]  # the loop stalled from 5 to 46 ms
+    assert edge_delay_s(posted, delays, [3 * ms]) == 0.001  # before the stall (the probe at 0 ran at 1 ms)
+    assert edge_delay_s(posted, delays, [30 * ms]) == 0.040  # inside it: the longest probe spanning it
+    assert edge_delay_s(posted, delays, [101 * ms]) == 0.002
+    assert edge_delay_s(posted, delays, [70 * ms]) == 0.0  # nothing spans 70 ms
+    assert edge_delay_s([], [], [1]) is None
