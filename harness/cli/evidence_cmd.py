@@ -10,8 +10,8 @@ from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace
 from harness.errors import EvidenceError
+from harness.evidence.findings import Finding
 from harness.evidence.io import apply_findings, check_archive
-from harness.evidence.rules import Finding
 from harness.store.archive import find_archive, iter_archives, open_verified
 
 app = typer.Typer(help="Evidence rules (GUIDE section 3) as findings.\n\nExample: dsv4h evidence check -w ws",

@@ -9,7 +9,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.evidence.rules import ArchiveData, Finding, check
+from harness.evidence.findings import ArchiveData, Finding
+from harness.evidence.rules import check
 from harness.formats import atomic_write_table
 from harness.measure.results import round_key
 from harness.store.archive import Archive

@@ -34,67 +34,21 @@ name wave, round or cell ids; rules about cells consider only cells that ran (ha
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
-Severity = Literal["blocking", "warning", "info"]
-Scope = Literal["rows", "run"]
-
-
-@dataclass(frozen=True, order=True)
-class Finding:
-    """One rule's verdict about some rows of one archive."""
-
-    rule: str
-    severity: Severity
-    message: str
-    remedy: str
-    archive_id: str = ""
-    rows: tuple[str, ...] = ()
-    scope: Scope = "rows"
-
-    @property
-    def blocking(self) -> bool:
-        """True when the affected rows must be marked invalid."""
-        return self.severity == "blocking"
-
-
-@dataclass(frozen=True)
-class ArchiveData:
-    """What the rules read from an archive, as plain Python data.
-
-    ``cells``/``rounds``/``waves`` are the result-table rows (dicts); ``requests`` per-request
-    summary rows (``rid, wave_id, phase, workload, cached_tokens, ok, error, round_index``);
-    ``services`` the ``service.json`` entries; ``comparison`` the ABBA ``comparison.json``.
-    """
-
-    archive_id: str
-    run: dict[str, Any]
-    spec: dict[str, Any]
-    cells: Sequence[dict[str, Any]] = ()
-    rounds: Sequence[dict[str, Any]] = ()
-    waves: Sequence[dict[str, Any]] = ()
-    requests: Sequence[dict[str, Any]] = ()
-    services: Sequence[dict[str, Any]] = ()
-    comparison: dict[str, Any] | None = None
-    oracles: Sequence[dict[str, Any]] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def formal(self) -> bool:
-        """True for a formal matrix archive."""
-        return self.run.get("protocol_class") == "formal"
-
+from harness.evidence.findings import ArchiveData, Finding, Severity
+from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules_extra import (
+    rule_external_claim,
+    rule_sweep_rounds,
+    rule_sweep_schedule,
+    rule_token_counts,
+)
 
 MIN_RESIDENT_STEPS = 16
 LAG_P50_FRACTION = 0.10
 LAG_P99_FRACTION = 0.50
-
-
-def _f(aid: str, rule: str, sev: Severity, msg: str, remedy: str, rows: Sequence[str] = (),
-       scope: Scope = "rows") -> Finding:
-    return Finding(rule, sev, msg, remedy, aid, tuple(sorted(set(rows))), scope)
 
 
 def _cells_that_ran(d: ArchiveData) -> set[str]:
@@ -595,70 +549,6 @@ def rule_sim_lateness(d: ArchiveData) -> list[Finding]:
 
 
 # --- rate sweeps (harness.run.sweep) and imported peer results (harness.store.peers) ---
-
-
-def _sweep(d: ArchiveData) -> bool:
-    return d.run.get("protocol_class") == "rate-sweep"
-
-
-def rule_sweep_schedule(d: ArchiveData) -> list[Finding]:
-    """Rounds whose client could not keep the planned arrival schedule."""
-    if not _sweep(d):
-        return []
-    tol = float(d.spec.get("schedule_tolerance_ms", 50.0)) / 1000
-    late = [r for r in d.rounds if r.get("client_schedule_kept") is False]
-    return [_f(d.archive_id, "sweep-schedule", "blocking",
-               f"{r['round_id']}: the client sent requests up to {float(r['client_lag_p99_s']) * 1e3:.1f} ms (p99) "
-               f"after their planned time (tolerance {tol * 1e3:.0f} ms); the offered rate was not the planned one",
-               "lower the rate or run the client on a less loaded machine; the achieved schedule is in "
-               "schedule.jsonl", [str(r["round_id"]), str(r["cell_id"])]) for r in late]
-
-
-def rule_sweep_rounds(d: ArchiveData) -> list[Finding]:
-    """Rate cells with missing or failed rounds."""
-    if not _sweep(d):
-        return []
-    out = []
-    for c in d.cells:
-        ok, planned = int(c.get("rounds_ok", 0)), int(c.get("rounds_planned", 3))
-        if ok < planned:
-            out.append(_f(d.archive_id, "sweep-rounds", "blocking",
-                          f"{c['cell_id']}: {ok} of {planned} rounds ok", "find the failed requests in the "
-                          "archive and run the sweep again", [str(c["cell_id"])]))
-    return out
-
-
-def rule_external_claim(d: ArchiveData) -> list[Finding]:
-    """Imported results are the peer's numbers, not measurements."""
-    if d.run.get("claim_class") != "external":
-        return []
-    return [_f(d.archive_id, "external-claim", "info",
-               f"imported result of {d.run.get('service_name')}: claim class external, the peer's own metric "
-               "definitions (external.json); never combined with measured claims", "", [], "run")]
-
-
-def rule_token_counts(d: ArchiveData) -> list[Finding]:
-    """How output tokens were counted (harness.load.openai): approximate methods are said once
-    (info); a per-chunk count that disagrees with the server's final usage is a warning on the waves
-    it touched, since their rates count chunks rather than tokens."""
-    measured = [r for r in d.requests if r.get("phase") == "measured" and r.get("ok")]
-    approx = sorted({str(r.get("count_method")) for r in measured
-                     if r.get("count_method") in ("chunks-reconciled", "retokenized", "chunks")})
-    out: list[Finding] = []
-    if approx:
-        out.append(_f(d.archive_id, "token-counts", "info",
-                      f"approximate token counts ({', '.join(approx)}): the server sent no exact per-chunk "
-                      "counts; these rates never share a claim with exact ones", "", [], "run"))
-    bad = [r for r in measured if r.get("count_method") in ("chunks", "retokenized")
-           and r.get("completion_tokens") is not None and r.get("n_tokens") != r.get("completion_tokens")]
-    if bad:
-        ex = bad[0]
-        out.append(_f(d.archive_id, "token-count-mismatch", "warning",
-                      f"{len(bad)} request(s) counted {ex.get('n_tokens')} output tokens from the stream "
-                      f"({ex.get('count_method')}) where the server's final usage says {ex.get('completion_tokens')}",
-                      "prefer a path with exact counts (usage on every chunk, token ids); the server's totals are "
-                      "kept in completion_tokens", sorted({str(r["wave_id"]) for r in bad})))
-    return out
 
 
 RULES: tuple[Callable[[ArchiveData], list[Finding]], ...] = (

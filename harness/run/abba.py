@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from harness.aio import new_event_loop
 from harness.errors import DsvError, MeasurementError, SpecError
-from harness.evidence.rules import Finding
+from harness.evidence.findings import Finding
 from harness.hashing import ids_hash16
 from harness.inputs.corpus import Case, Corpus, load_corpus
 from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile

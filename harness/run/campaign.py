@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.aio import new_event_loop
 from harness.errors import DsvError, MeasurementError, SpecError
-from harness.evidence.rules import Finding
+from harness.evidence.findings import Finding
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
 from harness.inputs.spec import CampaignSpec, LoadedSpec, LoadSettings, load_spec

@@ -6,10 +6,9 @@ a socket read that became ready at that moment waited before the client stamped 
 thread's CPU time over the wave's wall time is its *CPU share* (near 1 means the client was
 saturated). The delays around the instants that define a wave's rate (its window edges) are kept
 apart (``edge_delay_s``): a stall between events moves no measured instant. Against the built-in
-simulator the simulator's own late-step counters
-(``/server_info`` ``internal_states``) are read before and after the wave, so lateness is known
-per wave. The evidence rules ``client-bound`` and ``sim-lateness`` judge the rows
-(``wave_checks.jsonl``, one per wave).
+simulator its own late-step counters (``/server_info`` ``internal_states``) are read before and
+after the wave, so lateness is known per wave. The evidence rules ``client-bound`` and
+``sim-lateness`` judge the rows (``wave_checks.jsonl``, one per wave).
 """
 
 from __future__ import annotations

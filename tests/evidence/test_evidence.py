@@ -11,8 +11,9 @@ import pytest
 from testkit import run_block
 
 from harness.evidence import rules as ev
+from harness.evidence.findings import ArchiveData
 from harness.evidence.io import apply_findings, check_archive
-from harness.evidence.rules import ArchiveData, check
+from harness.evidence.rules import check
 from harness.records import RequestRecord
 from harness.store.archive import ArchiveWriter, open_archive
 from harness.store.ledger import ingest_archive, read_table

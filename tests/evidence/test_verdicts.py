@@ -13,8 +13,9 @@ import pyarrow as pa
 from testkit import run_block
 
 from harness.evidence import rules as ev
+from harness.evidence.findings import ArchiveData, Finding, Scope, Severity
 from harness.evidence.io import apply_findings, check_archive, concerned_rows
-from harness.evidence.rules import ArchiveData, Finding, check
+from harness.evidence.rules import check
 from harness.records import RequestRecord
 from harness.store.archive import ArchiveWriter, open_archive
 from harness.store.ledger import ingest_archive
@@ -123,7 +124,7 @@ def test_concerned_rows_spread_to_the_figures_built_from_them() -> None:
     rounds = [{"round_id": "c.r0", "cell_id": "c", "status": "ok"},
               {"round_id": "c.r1", "cell_id": "c", "status": "failed"}]
 
-    def f(rows: tuple[str, ...], scope: ev.Scope = "rows", severity: ev.Severity = "blocking") -> Finding:
+    def f(rows: tuple[str, ...], scope: Scope = "rows", severity: Severity = "blocking") -> Finding:
         return Finding("r", severity, "m", "x", "a", rows, scope)
 
     assert concerned_rows([f(("c.r0.w000",))], waves, rounds) == (False, {"c.r0.w000", "c.r0", "c"})

@@ -17,8 +17,8 @@ import pytest
 from testkit import run_block
 
 from harness import interrupts
+from harness.evidence.findings import Finding
 from harness.evidence.io import apply_findings
-from harness.evidence.rules import Finding
 from harness.records import RequestRecord
 from harness.store.archive import ArchiveWriter, open_archive
 from harness.store.ledger import ARCHIVE_TABLES, JOURNAL, ingest_archive, ingested_ids, read_table
