@@ -148,22 +148,25 @@ class EventEncoder:
         self._text = ""
         self._meta_head: str | None = None
 
+    def _advance(self, chunk: Chunk) -> tuple[str, str]:
+        """Count the chunk's tokens; the ``output_ids`` JSON body and ``text`` this event carries
+        (deltas or cumulative, by mode)."""
+        new_ids = ",".join(map(str, chunk.token_ids))
+        self.completion_tokens += len(chunk.token_ids)
+        if self.mode == "delta":
+            return new_ids, decode_tokens(chunk.token_ids)
+        if new_ids:
+            self._ids_json = f"{self._ids_json},{new_ids}" if self._ids_json else new_ids
+        if self.mode != "skip-tokenizer-init":
+            self._text += decode_tokens(chunk.token_ids)
+        return self._ids_json, self._text
+
     def encode_progress(self, chunk: Chunk, *, cached_tokens: int) -> bytes:
         """``encode`` of a non-final chunk (no finish, no ``e2e_latency``), byte-identical, without
         building the meta dict: the hot path of the simulator's direct event writes."""
         if chunk.finish is not None:
             return self.encode(chunk, cached_tokens=cached_tokens, e2e_latency=None)
-        new_ids = ",".join(map(str, chunk.token_ids))
-        self.completion_tokens += len(chunk.token_ids)
-        if self.mode == "delta":
-            ids_json, text = new_ids, decode_tokens(chunk.token_ids)
-        else:
-            if new_ids:
-                self._ids_json = f"{self._ids_json},{new_ids}" if self._ids_json else new_ids
-            ids_json = self._ids_json
-            if self.mode != "skip-tokenizer-init":
-                self._text += decode_tokens(chunk.token_ids)
-            text = self._text
+        ids_json, text = self._advance(chunk)
         text_part = "" if self.mode == "skip-tokenizer-init" else f'"text":{_json_str(text)},'
         if self._meta_head is None:
             self._meta_head = f'{{"id":{_json_str(self.rid)},"finish_reason":null,"prompt_tokens":{self.prompt_tokens},'
@@ -173,17 +176,7 @@ class EventEncoder:
 
     def encode(self, chunk: Chunk, *, cached_tokens: int, e2e_latency: float | None) -> bytes:
         """Encode one event; ``e2e_latency`` (s) only on the last one."""
-        new_ids = ",".join(map(str, chunk.token_ids))
-        self.completion_tokens += len(chunk.token_ids)
-        if self.mode == "delta":
-            ids_json, text = new_ids, decode_tokens(chunk.token_ids)
-        else:
-            if new_ids:
-                self._ids_json = f"{self._ids_json},{new_ids}" if self._ids_json else new_ids
-            ids_json = self._ids_json
-            if self.mode != "skip-tokenizer-init":
-                self._text += decode_tokens(chunk.token_ids)
-            text = self._text
+        ids_json, text = self._advance(chunk)
         meta: dict[str, Any] = {
             "id": self.rid,
             "finish_reason": chunk.finish,
