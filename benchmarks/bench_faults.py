@@ -171,7 +171,7 @@ def kill9_then_recover() -> dict[str, Any]:
         [old] = list(iter_archives(ws))
         resume = run_cli("campaign", "run", str(spec), "-w", str(ws), "--resume", str(old.path.resolve()))[0]
         again = run_cli("campaign", "run", str(spec), "-w", str(ws), "--resume", old.archive_id)[0]
-        cells = pd.read_parquet(ws / "ledgers" / "cells.parquet")
+        cells = pd.read_parquet(ws / "ledgers" / "cells")
         return {"fault": "kill -9 of dsv4h mid-run", "server_left_running": left, "sweep_exit": sweep,
                 "server_gone_after_sweep": gone, "recover_exit": recover, "recovered_records": len(old.records()),
                 "resume_abs_path_exit": resume, "second_resume_exit": again,

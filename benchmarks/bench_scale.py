@@ -1,14 +1,18 @@
 """Client at scale: CPU per event, received/offered and receive lag p99, one process vs load workers.
 
-Starts ``dsv4h sim serve --profile scale-20ms --stream-mode delta`` (one step every 20 ms, or 10 ms
-with ``--step-factor 0.5``; ``--processes K`` simulator processes on one port when one cannot emit
-the rate) pinned to the first CPUs, then sends one wave of C streams per tier through ``harness.load``
-in this process (``single``) or through ``WorkerLoadClient`` (``workers``, pinned to the last CPUs).
-Over the wave's common window it reports offered events/s (C / step), emitted events/s (from the
-simulator's own ``sim_emit_ns`` stamps: proof the server kept up), received events/s, client CPU
-per event (this process, or the sum of the workers) and receive lag (event_ns - sim_emit_ns) p50/p99.
+Server (``--server``): ``native`` (default) is ``benchmarks/native/event_server`` (C, epoll, one token
+per stream per step on one fixed grid, built by ``benchmarks/native/build.sh`` when missing), with
+``--server-threads`` threads pinned to the first CPUs; ``sim`` is ``dsv4h sim serve --profile scale-20ms
+--stream-mode delta`` (``--processes K`` on one port). Both stamp every event with ``sim_emit_ns``
+(CLOCK_MONOTONIC). One wave of C streams per tier goes through ``harness.load`` in this process
+(``single``, pinned to the last CPU) or through ``WorkerLoadClient`` (``workers``, pinned to the last
+CPUs). Reported per wave: offered events/s (C / step), emitted events/s (server stamps), received
+events/s, client CPU per event (this process, or the sum of the workers) and receive lag
+(event_ns - sim_emit_ns) p50/p99, over the wave's common window; with the native server the window's
+edges sit half a step between grid instants (whole steps only), and the server's own counters for the
+wave (events emitted, burst lateness p50/p99/max vs the grid, late and missed steps) are in ``server``.
 
-    python benchmarks/bench_scale.py --out benchmarks/results/scale.json [--tiers 64,256] [--steps-ms 20,10]
+    python benchmarks/bench_scale.py --out benchmarks/results/scale.json [--server native|sim] [--tiers 64,256]
 """
 
 from __future__ import annotations
@@ -23,16 +27,50 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.load import LoadClient, WaveRequest, run_wave
-from harness.load.workers import WorkerLoadClient, auto_workers
+from harness.load.workers import CPU_PER_EVENT_S, WorkerLoadClient, auto_workers
 from harness.records import RequestRecord
 
-SIM_EVENTS_PER_PROCESS = 40_000.0
+SIM_EVENTS_PER_PROCESS = 16_000.0
+NATIVE = Path(__file__).resolve().parent / "native"
+NATIVE_EVENTS_PER_THREAD = 50_000.0
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], ready: Path, settle_s: float) -> str:
+    for _ in range(600):
+        if ready.exists():
+            time.sleep(settle_s)
+            return ready.read_text().strip()
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("server did not start: " + (proc.stderr.read().decode() if proc.stderr else ""))
+
+
+def start_native(binary: Path, step_ms: float, threads: int, cpus: list[int]) -> tuple[subprocess.Popen[bytes], str]:
+    """The native event server on a free port, its threads pinned to ``cpus`` (when given)."""
+    if not binary.exists():
+        subprocess.run(["bash", str(NATIVE / "build.sh"), str(binary)], check=True, stdout=subprocess.DEVNULL)
+    ready = Path(tempfile.mkdtemp()) / "url"
+    argv = [str(binary), "--port", "0", "--step-ms", repr(step_ms), "--threads", str(threads), "--ready-file",
+            str(ready)]
+    if cpus:
+        argv = ["taskset", "-c", ",".join(map(str, cpus)), *argv]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return proc, _wait_ready(proc, ready, 0.1)
+
+
+def http_json(url: str, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + path, timeout=10) as resp:  # loopback only
+        out: dict[str, Any] = json.loads(resp.read())
+    return out
 
 
 def start_sim(step_ms: float, processes: int, cpus: list[int]) -> tuple[subprocess.Popen[bytes], str]:
@@ -43,19 +81,21 @@ def start_sim(step_ms: float, processes: int, cpus: list[int]) -> tuple[subproce
     if cpus and hasattr(os, "sched_setaffinity"):
         argv = ["taskset", "-c", ",".join(map(str, cpus)), *argv]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    for _ in range(600):
-        if ready.exists():
-            time.sleep(0.5 + 0.3 * processes)  # the other processes start after the first listens
-            return proc, ready.read_text().strip()
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("simulator did not start: " + (proc.stderr.read().decode() if proc.stderr else ""))
+    return proc, _wait_ready(proc, ready, 0.5 + 0.3 * processes)  # the others start after the first listens
 
 
-def summarize(recs: list[RequestRecord], concurrency: int, step_s: float) -> dict[str, Any]:
+def summarize(recs: list[RequestRecord], concurrency: int, step_s: float,
+              grid_t0_ns: int | None = None) -> dict[str, Any]:
+    """Rates and lag over the window in which every stream is resident: from the latest second event
+    to the earliest second-to-last one; with a grid (``grid_t0_ns``), both edges move to half a step
+    past a grid instant, so the window holds whole steps only (no partial burst at either edge)."""
     ok = [r for r in recs if r.error is None and len(r.event_ns) > 2]
     start = max(int(r.event_ns[1]) for r in ok)
     end = min(int(r.event_ns[-2]) for r in ok)
+    if grid_t0_ns is not None:
+        step_ns = round(step_s * 1e9)
+        start = grid_t0_ns + ((start - grid_t0_ns) // step_ns) * step_ns + step_ns // 2
+        end = grid_t0_ns + ((end - grid_t0_ns) // step_ns) * step_ns + step_ns // 2
     ev = np.concatenate([np.asarray(r.event_ns, dtype=np.int64) for r in ok])
     em = np.concatenate([np.asarray(r.emit_ns, dtype=np.int64) for r in ok])
     inside = (em >= start) & (em <= end)
@@ -65,7 +105,7 @@ def summarize(recs: list[RequestRecord], concurrency: int, step_s: float) -> dic
     return {"errors": len(recs) - len(ok), "window_s": dur, "offered_per_s": concurrency / step_s,
             "emitted_per_s": float(inside.sum() / dur), "received_per_s": float(recv),
             "lag_p50_ms": float(np.percentile(lag, 50)), "lag_p99_ms": float(np.percentile(lag, 99)),
-            "events": int(ev.size)}
+            "lag_max_ms": float(lag.max()), "events": int(ev.size)}
 
 
 async def one_wave(url: str, concurrency: int, steps: int, workers: int,
@@ -86,8 +126,27 @@ async def one_wave(url: str, concurrency: int, steps: int, workers: int,
     return recs, cpu
 
 
+def lag_workers(concurrency: int, step_s: float, free_cpus: int, target: float = 0.1) -> int:
+    """Workers such that each drains its share of a step's burst (C / N events at ``CPU_PER_EVENT_S``
+    each) within ``target`` of the step: at least 2, at most one per free CPU."""
+    return max(2, min(math.ceil(concurrency * CPU_PER_EVENT_S / (target * step_s)), max(2, free_cpus)))
+
+
+def _server_cpus(cpus: list[int], n: int) -> list[int]:
+    """The first ``n`` CPUs for the server (none pinned on a machine of two CPUs or fewer)."""
+    return cpus[:n] if len(cpus) > 2 else []
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--server", choices=("native", "sim"), default="native")
+    ap.add_argument("--native-bin", type=Path, default=NATIVE / "build" / "event_server")
+    ap.add_argument("--server-threads", type=int, default=0,
+                    help="native server threads (0: offered / 50k events/s, 1..4, 1 on <= 2 CPUs) or simulator "
+                    "processes (0: offered / 16k events/s, at most half the CPUs)")
+    ap.add_argument("--workers", default="auto",
+                    help="worker counts of the workers mode, comma-separated: N, auto (auto_workers, at least 2) "
+                    "or lag (enough that one worker drains its share of a step's burst in 10%% of the step)")
     ap.add_argument("--tiers", default="64,256,512,1024,2048")
     ap.add_argument("--steps-ms", default="20,10")
     ap.add_argument("--modes", default="single,workers")
@@ -99,23 +158,36 @@ def main() -> None:
     for step_ms in (float(x) for x in args.steps_ms.split(",")):
         for c in (int(x) for x in args.tiers.split(",")):
             offered = c / (step_ms / 1000)
-            k = max(1, min(math.ceil(offered / SIM_EVENTS_PER_PROCESS), max(1, len(cpus) // 2)))
-            sim_cpus = cpus[:k] if len(cpus) > 2 else []
-            proc, url = start_sim(step_ms, k, sim_cpus)
+            if args.server == "native":
+                k = args.server_threads or (1 if len(cpus) <= 2 else
+                                            max(1, min(4, math.ceil(offered / NATIVE_EVENTS_PER_THREAD))))
+                proc, url = start_native(args.native_bin, step_ms, k, _server_cpus(cpus, k))
+            else:
+                k = args.server_threads or max(1, min(math.ceil(offered / SIM_EVENTS_PER_PROCESS),
+                                                      max(1, len(cpus) // 2)))
+                proc, url = start_sim(step_ms, k, _server_cpus(cpus, k))
+            sizes = {"auto": max(2, auto_workers(offered, cpus=len(cpus) - k + 1)),
+                     "lag": lag_workers(c, step_ms / 1000, len(cpus) - k)}
+            runs = [(m, 1 if m == "single" else sizes.get(n) or int(n))
+                    for m in args.modes.split(",") for n in (["1"] if m == "single" else args.workers.split(","))]
             try:
-                for mode in args.modes.split(","):
-                    w = 1 if mode == "single" else max(2, auto_workers(offered, cpus=len(cpus) - k + 1))
+                for mode, w in runs:
                     if len(cpus) > 2 and mode == "single":
                         os.sched_setaffinity(0, {cpus[-1]})
                     steps = int(args.seconds / (step_ms / 1000)) + 10
+                    stats0 = http_json(url, "/stats/reset") if args.server == "native" else {}
                     t0 = time.perf_counter()
                     recs, cpu = asyncio.run(one_wave(url, c, steps, w, len(cpus) > 2))
                     if hasattr(os, "sched_setaffinity"):
                         os.sched_setaffinity(0, set(cpus))
-                    row = {"step_ms": step_ms, "C": c, "mode": mode, "workers": w, "sim_processes": k,
-                           "wall_s": time.perf_counter() - t0} | summarize(recs, c, step_ms / 1000)
+                    server = http_json(url, "/stats") if stats0 else None
+                    grid = int(server["grid_t0_ns"]) if server else None
+                    row = {"step_ms": step_ms, "C": c, "mode": mode, "workers": w, "server": args.server,
+                           "server_procs": k, "wall_s": time.perf_counter() - t0,
+                           "events_expected": c * steps} | summarize(recs, c, step_ms / 1000, grid)
                     row["cpu_us_per_event"] = cpu / max(row["events"], 1) * 1e6
                     row["lag_p99_over_step"] = row["lag_p99_ms"] / step_ms
+                    row["server_stats"] = server
                     rows.append(row)
                     print(json.dumps(row), flush=True)
             finally:
@@ -123,15 +195,20 @@ def main() -> None:
                 proc.wait(10)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"machine": platform.node(), "cpus": len(cpus), "python": platform.python_version(),
-                                    "rows": rows}, indent=1))
-    print("| step | C | mode | workers | sim procs | offered/s | emitted/s | received/s | CPU us/event | lag p50 ms "
-          "| lag p99 ms | p99/step | errors |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                                    "server": args.server, "seconds": args.seconds, "rows": rows}, indent=1))
+    print("| step | C | mode | workers | server thr/procs | offered/s | emitted/s | received/s | events recv/expected "
+          "| CPU us/event | lag p50 ms | lag p99 ms | p99/step | server burst late p99 / max ms | late/missed steps "
+          "| errors |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['step_ms']:g} ms | {r['C']} | {r['mode']} | {r['workers']} | {r['sim_processes']} | "
+        s = r["server_stats"] or {}
+        late = (f"{1e3 * s['emit_lateness_p99_s']:.2f} / {1e3 * s['emit_lateness_max_s']:.2f} | "
+                f"{s['late_steps']}/{s['missed_steps']}") if s else "- | -"
+        print(f"| {r['step_ms']:g} ms | {r['C']} | {r['mode']} | {r['workers']} | {r['server_procs']} | "
               f"{r['offered_per_s']:,.0f} | {r['emitted_per_s']:,.0f} | {r['received_per_s']:,.0f} | "
+              f"{r['events']}/{r['events_expected']} | "
               f"{r['cpu_us_per_event']:.1f} | {r['lag_p50_ms']:.2f} | {r['lag_p99_ms']:.2f} | "
-              f"{r['lag_p99_over_step']:.3f} | {r['errors']} |")
+              f"{r['lag_p99_over_step']:.3f} | {late} | {r['errors']} |")
 
 
 if __name__ == "__main__":

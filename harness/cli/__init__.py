@@ -123,7 +123,10 @@ def error_lines(exc: BaseException) -> tuple[str, str | None, int] | None:
 
 
 def report_error(message: str, hint: str | None) -> None:
-    """Print one ``error:`` line (and a ``hint:`` line); user text is never read as markup."""
+    """Print one ``error:`` line (and a ``hint:`` line); user text is never read as markup. What the
+    command wrote to stdout is flushed first, so in a shared log the error starts its own line
+    after the output it concerns."""
+    sys.stdout.flush()
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     if hint:
         err_console.print(f"[bold]hint:[/] {escape(hint)}", highlight=False)

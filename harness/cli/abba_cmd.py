@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_sweep
+from harness.cli.progress import AbbaLive
 from harness.cli.render import fmt
 from harness.inputs.spec import abba_from_files, loaded_abba
 from harness.measure.abba import LEGS
@@ -78,22 +79,9 @@ def abba(
     spec = abba_from_files(control, candidate, workload, fresh_candidate=fresh_candidate,
                            allow_identity_change=allow_identity_change)
     startup_sweep(ws)
-    out = run_abba(loaded_abba(spec, workload.parent), ws, reporter=_Progress())
+    with AbbaLive(console) as live:
+        out = run_abba(loaded_abba(spec, workload.parent), ws, reporter=live)
     render_abba(out)
     console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
     if out.error is not None:
         raise out.error
-
-
-class _Progress:
-    def __call__(self, kind: str, **d: object) -> None:
-        if kind == "service-ready":
-            svc = d["service"]
-            pid = getattr(getattr(svc, "process", None), "pid", None)
-            console.print(f"leg {d.get('leg')}: service ready at {getattr(svc, 'url', '')} (pid {pid})")
-        elif kind == "abba-wave":
-            wave, res, http = d["wave"], d["resident"], d["http"]
-            assert isinstance(wave, int) and isinstance(res, float) and isinstance(http, float)
-            console.print(f"  {d['leg']} wave {wave + 1}: resident {fmt(res)} tok/s, HTTP {fmt(http)} tok/s")
-        elif kind == "abba-start":
-            console.print("ABBA screen: legs A1 -> B1 -> B2 -> A2")

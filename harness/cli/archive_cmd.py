@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace, resolve_workspace
+from harness.cli.listing import Col, CsvOpt, JsonOpt, emit
 from harness.cli.render import pd_table
 from harness.errors import ArchiveError
 from harness.measure.results import CellResult
@@ -77,33 +77,38 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
 
 
 @app.command("list")
-def list_cmd(workspace: WorkspaceOpt = Path(), as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def list_cmd(workspace: WorkspaceOpt = Path(), json_out: JsonOpt = False, csv_out: CsvOpt = False) -> None:
     """List the archives of a workspace, oldest first, then any unfinalized (partial) archive
     directory: 'running' while a dsv4h still writes it, 'stranded' when the dsv4h that wrote it
     ended before finalizing ('dsv4h archive recover' finalizes it; '--resume' continues it).
+    Archive ids are never cut; --json and --csv print every field.
 
-    Example: dsv4h archive list -w ./ws
+    Example: dsv4h archive list -w ./ws --csv > archives.csv
     """
     ws = existing_workspace(workspace)
-    rows = [(a.archive_id, a.status, a.run.to_json()) for a in iter_archives(ws)]
+    rows: list[dict[str, Any]] = [{"archive_id": a.archive_id, "status": a.status, **a.run.to_json()}
+                                  for a in iter_archives(ws)]
     partials = list(iter_partials(ws))
-    if as_json:
-        console.print_json(json.dumps([{"archive_id": i, "status": s, **r} for i, s, r in rows] + [
-            {"archive_id": None, "partial": str(p.path), "status": "running" if p.live else "stranded"}
-            for p in partials]))
-        return
-    t = Table(title="archives")
-    for col in ("id", "status", "campaign", "kind", "claim", "protocol", "backend", "created"):
-        t.add_column(col)
-    for i, s, r in rows:
-        t.add_row(*[esc(v) for v in (i, s, r.get("campaign", ""), r.get("kind", ""), r.get("claim_class", ""),
-                                     r.get("protocol_class", ""), r.get("backend", ""), r.get("created_wall", ""))])
-    for p in partials:
-        t.add_row(esc(p.path.name), "running" if p.live else "[bold yellow]stranded[/]", *[""] * 6)
-    console.print(t)
-    if any(not p.live for p in partials):
+    rows += [{"archive_id": None, "partial": str(p.path), "status": "running" if p.live else "stranded"}
+             for p in partials]
+    shown = [r | ({"archive_id": Path(r["partial"]).name} if r["archive_id"] is None else {}) for r in rows]
+    emit(console, shown if not (json_out or csv_out) else rows, _ARCHIVE_COLS, json_out=json_out,
+         csv_out=csv_out, title=f"archives in {esc(ws)}")
+    if any(not p.live for p in partials) and not (json_out or csv_out):
         console.print(f"stranded partial archives hold measured waves: finalize them with 'dsv4h archive recover "
                       f"-w {esc(ws)}', or continue one with 'dsv4h campaign run SPEC --resume PATH'")
+
+
+def _minute(value: Any) -> str:
+    """An ISO wall time shortened to the minute for the table (JSON/CSV keep it whole)."""
+    text = str(value or "")
+    return text[:16].replace("T", " ") if len(text) >= 16 else esc(text)
+
+
+_ARCHIVE_COLS = (Col("archive_id", "archive id", ident=True), Col("status", "status"),
+                 Col("campaign", "campaign"), Col("kind", "kind"), Col("claim_class", "claim"),
+                 Col("protocol_class", "protocol"), Col("backend", "backend"),
+                 Col("created_wall", "created (UTC)", fmt=_minute))
 
 
 @app.command("recover")

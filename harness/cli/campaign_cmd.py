@@ -8,9 +8,11 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import WorkspaceOpt, console, resolve_workspace, startup_sweep
+from harness.cli.listing import CsvOpt, JsonOpt, emit
 from harness.cli.progress import LiveReporter
-from harness.cli.render import latency_table, pd_table, plan_table
+from harness.cli.render import PLAN_COLS, latency_table, pd_table, plan_rows, plan_table
 from harness.errors import ArchiveError, SpecError
+from harness.formats import read_yaml
 from harness.inputs.spec import AbbaSpec, CampaignSpec, load_spec
 from harness.run.campaign import load_corpora, make_plan, run_campaign
 
@@ -19,18 +21,29 @@ app = typer.Typer(help="Formal matrix campaigns.\n\nExample: dsv4h campaign run 
 
 
 @app.command("plan")
-def plan_cmd(spec: Annotated[Path, typer.Argument(help="campaign YAML file")]) -> None:
+def plan_cmd(spec: Annotated[Path, typer.Argument(help="campaign YAML file")],
+             json_out: JsonOpt = False, csv_out: CsvOpt = False) -> None:
     """Print the ordered cells, rounds and waves of a campaign and an estimate of wall time; run
-    nothing.
+    nothing. --json / --csv print one row per cell (every field) and nothing else.
 
     Example: dsv4h campaign plan campaigns/demo-matrix.yaml
     """
+    if spec_kind(spec) == "rate-sweep":
+        from harness.cli.sweep_cmd import plan_cmd as sweep_plan
+
+        if not (json_out or csv_out):
+            console.print(f"{spec}: kind rate-sweep: planned as 'dsv4h sweep plan {spec}' does")
+        sweep_plan(spec, json_out=json_out, csv_out=csv_out)
+        return
     loaded = load_spec(spec)
     s = loaded.spec
     if not isinstance(s, CampaignSpec):
         raise SpecError(f"{spec}: kind '{s.kind}' is not a formal matrix; there is nothing to plan",
                         hint="an ABBA screen runs fixed waves: 'dsv4h campaign run SPEC' runs it")
     plan = make_plan(s, load_corpora(loaded))
+    if json_out or csv_out:
+        emit(console, plan_rows(plan), PLAN_COLS, json_out=json_out, csv_out=csv_out)
+        return
     console.print(plan_table(plan))
     if plan.estimate_s is not None:
         console.print(f"estimated wall time: {plan.estimate_s / 60:.1f} min ({plan.estimate_basis})")
@@ -51,21 +64,33 @@ def run_cmd(
         "--workers", help="client worker processes per wave: N or auto (replaces the spec's load.workers)")] = None,
 ) -> None:
     """Run a campaign. A formal matrix: one fresh service, cells in order, warmups excluded, three
-    measured rounds per cell. A spec of kind abba runs an ABBA screen (as 'dsv4h abba'). Either way
-    a hashed archive is written and the ledgers appended.
+    measured rounds per cell. A spec of kind abba runs an ABBA screen (as 'dsv4h abba'); one of kind
+    rate-sweep runs a rate sweep (as 'dsv4h sweep run'). Either way a hashed archive is written and
+    the ledgers appended.
 
     Example: dsv4h campaign run campaigns/demo-matrix.yaml --workspace ./ws
     """
     ws = resolve_workspace(workspace)
+    if spec_kind(spec) == "rate-sweep":
+        from harness.cli.sweep_cmd import run_sweep_spec
+
+        if resume is not None or workers is not None:
+            raise SpecError(f"{spec}: kind rate-sweep takes neither --resume nor --workers",
+                            hint="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'")
+        console.print(f"{spec}: kind rate-sweep: running it as 'dsv4h sweep run {spec}' does")
+        run_sweep_spec(spec, ws)
+        return
     loaded = load_spec(spec)
     if isinstance(loaded.spec, AbbaSpec):
         if resume is not None:
             raise SpecError("an ABBA screen cannot be resumed", hint="run the screen again; legs must be contiguous")
-        from harness.cli.abba_cmd import _Progress, render_abba
+        from harness.cli.abba_cmd import render_abba
+        from harness.cli.progress import AbbaLive
         from harness.run.abba import run_abba
 
         startup_sweep(ws)
-        out = run_abba(loaded, ws, reporter=_Progress())
+        with AbbaLive(console) as live:
+            out = run_abba(loaded, ws, reporter=live)
         render_abba(out)
         console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
         if out.error is not None:
@@ -95,6 +120,13 @@ def run_cmd(
         raise outcome.error
     if outcome.status != "complete":
         raise ArchiveError(f"archive {outcome.archive.archive_id} is {outcome.status}")
+
+
+def spec_kind(spec: Path) -> str:
+    """The ``kind`` a spec file declares (``formal-matrix`` when it declares none). Raises ``SpecError``
+    for a missing or unreadable file."""
+    data = read_yaml(spec)
+    return str(data.get("kind", "formal-matrix")) if isinstance(data, dict) else "formal-matrix"
 
 
 def _resume_target(ref: str, ws: Path) -> Path:

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, default_workspace
+from harness.cli.listing import Col, CsvOpt, JsonOpt, emit, wall_second
 from harness.governance.io import add_closure, closure_states, reopen_direction, table_rows
 
 app = typer.Typer(help="Closures: rejected directions with their evidence; reopened only with new evidence.\n\n"
@@ -55,20 +55,23 @@ def reopen_cmd(
 def list_cmd(
     workspace: WorkspaceOpt = Path(),
     log: Annotated[bool, typer.Option("--log", help="every row of the closure log, not just current states")] = False,
+    json_out: JsonOpt = False,
+    csv_out: CsvOpt = False,
 ) -> None:
-    """Print every direction's current state (or the whole log with --log).
+    """Print every direction's current state (or the whole log with --log); archive ids are never
+    cut; --json and --csv print every field.
 
     Example: dsv4h closure list -w ws
     """
     ws = _ws(workspace)
     rows = table_rows(ws, "closures") if log else closure_states(ws)
-    if not rows:
+    if not rows and not (json_out or csv_out):
         console.print("no closures recorded")
         return
-    t = Table(title="closure log" if log else "directions (current state = last row)", title_justify="left")
-    for col in ("direction", "state" if not log else "action", "evidence", "closed by", "at", "reason"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        state = r["action"] if log else ("closed" if r["action"] == "close" else "reopened")
-        t.add_row(r["direction"], state, r["evidence_archive_id"], r["closing_archive_id"], r["at"][:19], r["reason"])
-    console.print(t)
+    shown = [r | {"state": r["action"] if log else ("closed" if r["action"] == "close" else "reopened"),
+                  "at": wall_second(r.get("at"))} for r in rows]
+    cols = (Col("direction", "direction"), Col("state", "action" if log else "state"),
+            Col("evidence_archive_id", "evidence", ident=True), Col("closing_archive_id", "closed by", ident=True),
+            Col("at", "at (UTC)"), Col("reason", "reason"))
+    emit(console, rows if (json_out or csv_out) else shown, cols, json_out=json_out, csv_out=csv_out,
+         title="closure log" if log else "directions (current state = last row)")

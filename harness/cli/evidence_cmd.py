@@ -21,14 +21,19 @@ _STYLE = {"blocking": "bold red", "warning": "yellow", "info": "dim"}
 
 
 def findings_table(findings: list[Finding], title: str) -> Table:
-    """A rich table of findings (rule, severity, message, remedy, rows)."""
-    t = Table(title=title, title_justify="left", show_lines=True)
-    for col in ("rule", "severity", "finding", "remedy", "rows"):
-        t.add_column(col, overflow="fold")
+    """Findings as a two-column grid that reads at 80 columns: severity, then the rule and its
+    message, the remedy and the rows it concerns (first four named)."""
+    t = Table.grid(padding=(0, 1))
+    t.title = f"{title} ({len(findings)})"
+    t.title_justify = "left"
+    t.add_column(no_wrap=True)
+    t.add_column(overflow="fold")
     for f in findings:
         rows = ", ".join(f.rows[:4]) + (f" (+{len(f.rows) - 4})" if len(f.rows) > 4 else "")
-        t.add_row(esc(f.rule), f"[{_STYLE[f.severity]}]{esc(f.severity)}[/]", esc(f.message), esc(f.remedy),
-                  esc(rows))
+        detail = f"[bold]{esc(f.rule)}[/]: {esc(f.message)}\n[dim]remedy:[/] {esc(f.remedy)}"
+        if rows:
+            detail += f"\n[dim]rows:[/] {esc(rows)}"
+        t.add_row(f"[{_STYLE[f.severity]}]{esc(f.severity)}[/]", detail)
     return t
 
 

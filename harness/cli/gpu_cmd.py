@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import console
+from harness.cli.listing import CsvOpt, as_csv
 from harness.service.gpu import OwnersSnapshot, format_bytes, gpu_keys
 from harness.service.gpu_probe import (
     OWNERS_FILE_ENV,
@@ -58,6 +59,7 @@ def _devices_caption(snap: OwnersSnapshot) -> str:
 @app.command("owners")
 def owners_cmd(
     as_json: JsonOpt = False,
+    csv_out: CsvOpt = False,
     source: SourceOpt = "auto",
     pid: Annotated[int | None, typer.Option(
         "--pid", help="classify owners as owned/unrelated relative to this PID and its descendants")] = None,
@@ -68,6 +70,8 @@ def owners_cmd(
     matched by PID and process birth time, never by name. Owners listed in $DSV4H_GPU_OWNERS_FILE
     are added. Without any GPU tool it says so and exits 0.
 
+    --csv prints one row per owner.
+
     Example: dsv4h gpu owners --json --source nvidia-smi
     """
     _check_source(source)
@@ -75,6 +79,11 @@ def owners_cmd(
     tree = process_tree(pid) if pid is not None else None
     classified = (classify_owners(snap, None, tree, current=current_create_times(p.pid for p in snap.processes))
                   if tree is not None else None)
+    if csv_out:
+        verdicts = [c.verdict for c in classified] if classified is not None else [None] * len(snap.processes)
+        typer.echo(as_csv([{**p.to_dict(), "verdict": v, "source_tool": snap.source, "wall_iso": snap.wall_iso}
+                           for p, v in zip(snap.processes, verdicts, strict=True)]), nl=False)
+        return
     if as_json:
         owners = ([c.to_dict() for c in classified] if classified is not None
                   else [{**p.to_dict(), "verdict": None} for p in snap.processes])
@@ -103,16 +112,22 @@ def owners_cmd(
 
 
 @app.command("memory")
-def memory_cmd(as_json: JsonOpt = False, source: SourceOpt = "auto") -> None:
+def memory_cmd(as_json: JsonOpt = False, csv_out: CsvOpt = False, source: SourceOpt = "auto") -> None:
     """Take one memory sample of every GPU (used and total).
 
-    JSON gives bytes; the table gives binary units. Without any GPU tool it says so and exits 0.
+    JSON and CSV (one row per device) give bytes; the table gives binary units. Without any GPU tool
+    it says so and exits 0.
 
     Example: dsv4h gpu memory --json
     """
     _check_source(source)
     snap = read_gpu_memory(source)
     samples = samples_from_snapshot(snap)
+    if csv_out:
+        typer.echo(as_csv([{"t_monotonic_ns": x.t_monotonic_ns, "wall_iso": x.wall_iso, "device": x.device,
+                            "used_bytes": x.used_bytes, "total_bytes": x.total_bytes, "source_tool": snap.source}
+                           for x in samples]), nl=False)
+        return
     if as_json:
         _echo_json({"source": snap.source, "available": snap.source != "none",
                     "samples": [{"t_monotonic_ns": s.t_monotonic_ns, "wall_iso": s.wall_iso, "device": s.device,

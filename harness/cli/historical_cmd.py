@@ -12,13 +12,13 @@ from harness.governance.io import import_historical_file
 
 
 def import_historical(
-    file: Annotated[Path, typer.Argument(help="historical-evidence YAML (e.g. ledgers/historical/*.yaml)")],
+    file: Annotated[Path, typer.Argument(help="historical-evidence YAML (e.g. ledgers/historical-sources/*.yaml)")],
     workspace: WorkspaceOpt = Path(),
 ) -> None:
     """Import historical entries into the historical ledger table (idempotent by entry_id; every
     row is labelled historical = true, data_origin = historical).
 
-    Example: dsv4h ledger import-historical ledgers/historical/report-2609.15627.yaml -w ws
+    Example: dsv4h ledger import-historical ledgers/historical-sources/report-2609.15627.yaml -w ws
     """
     ws = workspace if str(workspace) != "." else default_workspace()
     out = import_historical_file(file, ws)

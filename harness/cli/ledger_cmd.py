@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
+import pandas as pd
 import typer
-from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace
+from harness.cli.listing import Col, CsvOpt, JsonOpt, emit
+from harness.errors import LedgerError
 from harness.store.archive import find_archive, iter_archives, open_archive
 from harness.store.ledger import TABLES, ingest_archive, read_table
 
 app = typer.Typer(help="Parquet ledgers (open them with pandas.read_parquet).\n\n"
                   "Example: dsv4h ledger show --table cells", no_args_is_help=True)
 
+# what fits 80 columns with the archive id whole; --columns, --json and --csv show the rest
 _DEFAULT_COLS = {
-    "cells": ["archive_id", "campaign", "workload", "concurrency", "status", "median", "http_rate",
-              "data_origin", "claim_class", "protocol_class", "valid"],
-    "rounds": ["archive_id", "cell_id", "round_index", "status", "rate", "http_rate", "n_waves", "data_origin"],
-    "runs": ["archive_id", "campaign", "kind", "claim_class", "protocol_class", "backend", "data_origin",
-             "archive_status", "created_wall"],
+    "cells": ["archive_id", "workload", "concurrency", "status", "median_tok_s", "http_output_tok_s", "data_origin",
+              "valid"],
+    "rounds": ["archive_id", "workload", "concurrency", "round_index", "status", "rate_tok_s",
+               "http_output_tok_s", "valid"],
+    "runs": ["archive_id", "campaign", "kind", "claim_class", "backend", "data_origin", "archive_status"],
 }
 
 
@@ -32,32 +36,57 @@ def _ws(workspace: Path) -> Path:
 def show_cmd(
     table: Annotated[str, typer.Option("--table", "-t", help=f"one of {', '.join(TABLES)}")] = "cells",
     workspace: WorkspaceOpt = Path(),
-    limit: Annotated[int, typer.Option("--limit", "-n", help="most recent rows to show")] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="most recent rows to show (0: all)")] = 20,
     columns: Annotated[str | None, typer.Option("--columns", "-c", help="comma-separated columns")] = None,
+    json_out: JsonOpt = False,
+    csv_out: CsvOpt = False,
 ) -> None:
-    """Print the most recent rows of a ledger table.
+    """Print the most recent rows of a ledger table (ids are never cut; --json and --csv print every
+    column of those rows unless --columns picks some).
 
     Example: dsv4h ledger show --table rounds -n 30
     """
     ws = _ws(workspace)
     t = read_table(ws, table)
     if t is None:
+        if json_out or csv_out:
+            emit(console, [], [], json_out=json_out, csv_out=csv_out)
+            return
         console.print(f"ledger table '{esc(table)}' is empty (no archives ingested in {esc(ws)})")
         return
-    df = t.to_pandas().tail(limit)
-    cols = columns.split(",") if columns else [c for c in _DEFAULT_COLS.get(table, df.columns[:10]) if c in df.columns]
+    df = t.to_pandas()
+    df = df.tail(limit) if limit > 0 else df
+    machine = json_out or csv_out
+    default = list(df.columns) if machine else [c for c in _DEFAULT_COLS.get(table, df.columns[:8]) if c in df.columns]
+    cols = [c.strip() for c in columns.split(",")] if columns else default
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        from harness.errors import LedgerError
-
         raise LedgerError(f"ledger table '{table}' has no column(s) {', '.join(missing)}",
                           hint=f"columns: {', '.join(map(str, df.columns))}")
-    out = Table(title=f"{esc(table)} ({t.num_rows} rows, last {len(df)})")
-    for c in cols:
-        out.add_column(esc(c))
-    for _, row in df[cols].iterrows():
-        out.add_row(*[f"{v:,.2f}" if isinstance(v, float) else esc(v) for v in row])
-    console.print(out)
+    rows = [{c: _plain(row[c]) for c in cols} for _, row in df[cols].iterrows()]
+    spec = [Col(c, _HEADERS.get(c, c), ident=c in _IDS,
+                justify="right" if pd.api.types.is_numeric_dtype(df[c]) and df[c].dtype != bool else "left")
+            for c in cols]
+    emit(console, rows, spec, json_out=json_out, csv_out=csv_out,
+         title=f"{esc(table)}: {t.num_rows} rows, last {len(df)} shown")
+
+
+_IDS = {"archive_id", "cell_id", "round_id", "wave_id", "rid", "plan_id", "superseded_by", "entry_id", "record_id"}
+_HEADERS = {"archive_id": "archive id", "concurrency": "C", "data_origin": "origin", "claim_class": "claim",
+            "protocol_class": "protocol", "round_index": "round", "archive_status": "status",
+            "median": "median tok/s", "median_tok_s": "median tok/s", "http_rate": "HTTP tok/s",
+            "http_output_tok_s": "HTTP tok/s", "rate": "tok/s", "rate_tok_s": "tok/s"}
+
+
+def _plain(value: object) -> object:
+    """A pandas/numpy cell as a plain Python value (for JSON/CSV and the table)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
 
 
 @app.command("ingest")
@@ -81,3 +110,49 @@ def ingest_cmd(
 from harness.cli.historical_cmd import import_historical  # noqa: E402 - mounted under `dsv4h ledger`
 
 app.command("import-historical")(import_historical)
+
+
+@app.command("merge")
+def merge_cmd(
+    others: Annotated[list[Path], typer.Argument(help="other workspaces (directories holding ledgers/)")],
+    workspace: WorkspaceOpt = Path(),
+) -> None:
+    """Merge other workspaces' ledgers into this one: a union keyed by archive id (an archive already
+    here is kept as it is), governance files by name, resume supersession re-applied. Idempotent:
+    merging the same workspace again adds nothing.
+
+    Example: dsv4h ledger merge /data/host-a /data/host-b -w ws
+    """
+    from harness.store.ledger_merge import merge_workspace
+
+    ws = _ws(workspace)
+    for other in others:
+        res = merge_workspace(ws, existing_workspace(other))
+        gov = ", ".join(f"{k} +{v}" for k, v in sorted(res.governance.items())) or "none"
+        console.print(f"{esc(other)}: {len(res.archives)} archive(s) added, {res.present} already present; "
+                      f"governance files: {esc(gov)}")
+
+
+@app.command("migrate")
+def migrate_cmd(workspace: WorkspaceOpt = Path()) -> None:
+    """Migrate schema-2 ledgers (one file per table, ledgers/<table>.parquet) to schema 3 (one
+    directory per table, one file per archive); the old files move to ledgers/.schema2-backup/. Also
+    done automatically the first time dsv4h reads or writes a schema-2 ledger; running it again does
+    nothing.
+
+    Example: dsv4h ledger migrate -w ws
+    """
+    from harness.store.ledger import locked
+    from harness.store.ledger_layout import ledger_dir
+    from harness.store.ledger_migrate import legacy_tables
+
+    ws = _ws(workspace)
+    directory = ledger_dir(ws)
+    before = legacy_tables(directory) if directory.is_dir() else []
+    if not before:
+        console.print(f"{esc(directory)}: already schema 3, nothing to migrate")
+        return
+    with locked(directory):  # taking the lock migrates a schema-2 ledger
+        pass
+    console.print(f"{esc(directory)}: migrated {', '.join(before)} to one directory per table "
+                  "(old files in .schema2-backup/)")

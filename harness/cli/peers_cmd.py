@@ -9,10 +9,12 @@ import typer
 
 from harness.cli.common import WorkspaceOpt, console, resolve_workspace
 from harness.store.archive import find_archive, open_verified
-from harness.store.peers import EXPORTS, TOOLS, Tool, export_archive, import_peer
+from harness.store.peers import TOOLS, Tool, import_peer
+from harness.store.peers_export import EXPORTS, export_archive
 
 
-def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result file")],
+def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result file (AIPerf: its profile_export.jsonl "
+                                                       "or artifact directory)")],
             tool: Annotated[str, typer.Option("--tool", help=f"one of {', '.join(TOOLS)}")],
             workspace: WorkspaceOpt = Path(),
             name: Annotated[str | None, typer.Option("--name", help="campaign name of the archive")] = None) -> None:
@@ -36,5 +38,7 @@ def export(archive: Annotated[str, typer.Argument(help="archive id or path")],
 
     Example: dsv4h export ARCHIVE --format sglang-bench --out result.jsonl -w ws
     """
+    if fmt not in EXPORTS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(EXPORTS)}")
     arch = open_verified(find_archive(archive, resolve_workspace(workspace)))
     console.print(f"wrote {export_archive(arch, fmt, out)}")

@@ -1,13 +1,22 @@
-"""Live progress display of a campaign run (rich)."""
+"""Live progress display of a campaign run (rich progress bars, a ticking clock, ETA from the plan)."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
 
 from harness.cli.render import fmt
@@ -27,15 +36,98 @@ def round_line(d: dict[str, Any]) -> Text:
     return line
 
 
-class LiveReporter:
-    """A ``pipeline.Reporter`` that shows the current cell, round, waves, accumulated resident
-    seconds and current rates, plus a line per finished round."""
+def eta_s(total: float, done: float, elapsed_s: float, *, planned_seconds: bool) -> float | None:
+    """Seconds left of a run measured in plan units (``total``/``done``: planned seconds when
+    ``planned_seconds``, else cells). Once 10% is done the remaining units are scaled by the
+    observed pace (elapsed per unit done); before that, one second per planned second, or unknown
+    (None) when the plan has no time estimate."""
+    remaining = max(total - done, 0.0)
+    if remaining == 0.0:
+        return 0.0
+    if total > 0 and done > 0.1 * total and elapsed_s > 0:
+        return remaining * elapsed_s / done
+    return remaining if planned_seconds else None
 
-    def __init__(self, console: Console) -> None:
+
+def cell_fraction(cell: Any, rounds_done: int, waves: int, resident_s: float) -> float:
+    """Share of a cell's measured work done (0..1): finished rounds plus the running round's share
+    (prefill: its waves of ``waves_per_round``; decode: resident seconds of ``min_resident_seconds``)."""
+    if cell.workload == "prefill":
+        current = waves / max(cell.waves_per_round or 1, 1)
+    else:
+        need = cell.min_resident_seconds or 0.0
+        current = resident_s / need if need > 0 else float(waves > 0)
+    return float(min((rounds_done + min(current, 1.0)) / max(cell.rounds, 1), 1.0))
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "-:--:--"
+    s = round(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class PlanEtaColumn(ProgressColumn):
+    """Time left from the plan (:func:`eta_s`), re-evaluated at every refresh so it ticks."""
+
+    def __init__(self, planned_seconds: bool) -> None:
+        super().__init__()
+        self.planned_seconds = planned_seconds
+
+    def render(self, task: Task) -> Text:
+        left = eta_s(task.total or 0.0, task.completed, task.elapsed or 0.0, planned_seconds=self.planned_seconds)
+        return Text(f"ETA {_clock(left)}" if task.fields.get("eta", True) else "", style="progress.remaining")
+
+
+class _Status:
+    """The lines under the bars: current cell, its rounds' statuses, waves and rates (rendered at
+    every refresh, so the figures are always the latest)."""
+
+    def __init__(self, reporter: LiveReporter) -> None:
+        self.r = reporter
+
+    def __rich__(self) -> Text:
+        s = self.r.state
+        if "cell" not in s:
+            return Text(s.get("phase", "preparing …"), style="dim")
+        rounds = [Text(f"r{k + 1} ", style="dim").append(st, style=_STATUS_STYLE.get(st, "cyan"))
+                  for k, st in sorted(s["rounds"].items())]
+        text = Text(f"{s['cell']}  ")
+        text.append(Text("  ").join(rounds) if rounds else Text("warmup", style="cyan"))
+        nan = float("nan")
+        cell = s["plan_cell"]
+        if "round" not in s:
+            text.append(f"\nwarmup: {s.get('warmups_done', 0)}/{cell.warmup_waves} waves done (kept, never counted)",
+                        style="dim")
+            return text
+        text.append(f"\nround {s.get('round', '-')}  wave {s.get('waves', 0)}  ")
+        if cell.workload == "prefill":
+            text.append(f"input {fmt(s.get('rate', nan))} tok/s")
+        else:
+            text.append(f"resident {fmt(s.get('resident_s', 0.0), 1)}/{cell.min_resident_seconds or 0:g} s  "
+                        f"rate {fmt(s.get('rate', nan))}  HTTP {fmt(s.get('http', nan))} tok/s")
+        return text
+
+
+class LiveReporter:
+    """A run ``Reporter`` drawn with rich's progress components: an overall bar with elapsed time
+    and an ETA from the plan's estimate, a bar for the current cell, the running round's status
+    and rates (all ticking at 4 Hz), and one printed line per finished round."""
+
+    def __init__(self, console: Console, title: str = "campaign",
+                 get_time: Callable[[], float] | None = None) -> None:
+        """``get_time``: the clock of the bars (seconds; default monotonic), injectable for tests."""
         self.console = console
-        self.live = Live(console=console, refresh_per_second=4, transient=True)
+        self.get_time = get_time
+        self.title = title
         self.state: dict[str, Any] = {}
-        self.t0 = time.monotonic()
+        self.progress: Progress | None = None
+        self.live = Live(console=console, refresh_per_second=4, transient=True,
+                         get_renderable=self._renderable)
+        self.overall: TaskID | None = None
+        self.cell_task: TaskID | None = None
+        self.estimates: list[float] = []
+        self.done_s = 0.0
         self.n_cells = 0
 
     def __enter__(self) -> LiveReporter:
@@ -45,26 +137,68 @@ class LiveReporter:
     def __exit__(self, *exc: object) -> None:
         self.live.__exit__(None, None, None)
 
-    def _render(self) -> Group:
+    def _renderable(self) -> Group:
+        parts: list[Any] = [self.progress] if self.progress is not None else []
+        return Group(*parts, _Status(self))
+
+    def _plan(self, plan: Any) -> None:
+        est = plan.estimate_s
+        self.console.print(f"plan {plan.plan_id}: {len(plan.cells)} cells"
+                           + (f", estimated {est / 60:.1f} min" if est else ""))
+        self.n_cells = len(plan.cells)
+        timed = bool(plan.cell_estimates_s) and len(plan.cell_estimates_s) == self.n_cells
+        self.estimates = list(plan.cell_estimates_s) if timed else [1.0] * self.n_cells
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), TaskProgressColumn(),
+                                 TimeElapsedColumn(), PlanEtaColumn(planned_seconds=timed), console=self.console,
+                                 auto_refresh=False, get_time=self.get_time)
+        self.overall = self.progress.add_task(f"{self.title} {plan.plan_id}", total=sum(self.estimates) or 1.0)
+
+    def _advance(self) -> None:
+        """Move both bars to the current cell's share of its work."""
         s = self.state
-        t = Table.grid(padding=(0, 2))
-        t.add_row("elapsed", f"{time.monotonic() - self.t0:,.0f} s")
-        if "cell" in s:
-            t.add_row("cell", f"{s['cell_index'] + 1}/{self.n_cells}  {s['cell']}")
-            t.add_row("round", str(s.get("round", "warmup")))
-            t.add_row("waves", str(s.get("waves", 0)))
-            t.add_row("resident s", fmt(s.get("resident_s", 0.0), 1))
-            t.add_row("round rate", fmt(s.get("rate", float("nan"))) + " tok/s")
-            t.add_row("HTTP rate", fmt(s.get("http", float("nan"))) + " tok/s")
-        return Group(Text("dsv4h campaign", style="bold"), t)
+        if self.progress is None or "cell_index" not in s:
+            return
+        i = s["cell_index"]
+        if s.get("finished"):
+            if self.overall is not None:
+                self.progress.update(self.overall, completed=self.done_s)
+            return
+        done_rounds = sum(1 for st in s["rounds"].values() if st in ("ok", "short", "failed"))
+        frac = cell_fraction(s["plan_cell"], done_rounds, s.get("round_waves", 0), s.get("resident_s", 0.0))
+        if self.cell_task is not None:
+            self.progress.update(self.cell_task, completed=frac * s["plan_cell"].rounds)
+        if self.overall is not None and i < len(self.estimates):
+            self.progress.update(self.overall, completed=self.done_s + frac * self.estimates[i])
+
+    def _cell_start(self, cell: Any, todo: list[int]) -> None:
+        if self.progress is None:
+            return
+        if self.cell_task is not None:
+            self.progress.remove_task(self.cell_task)
+        rounds = {k: "ok" for k in range(cell.rounds) if k not in todo}
+        self.state = {"cell": f"{cell.label} ({cell.cell_id})", "cell_index": cell.index, "plan_cell": cell,
+                      "rounds": rounds, "waves": 0}
+        self.cell_task = self.progress.add_task(f"{cell.index + 1}/{self.n_cells} {cell.label}",
+                                                total=cell.rounds, eta=False)
+        self._advance()
+
+    def _cell_end(self, cell: Any, skipped: bool = False) -> None:
+        if cell.index < len(self.estimates):
+            if skipped and self.progress is not None and self.overall is not None:
+                # a cell done in the resumed archive costs nothing now: drop it from the total
+                task = self.progress.tasks[self.overall]
+                self.progress.update(self.overall, total=max((task.total or 0.0) - self.estimates[cell.index], 1e-9))
+            else:
+                self.done_s += self.estimates[cell.index]
+                self.state["finished"] = True
+                if self.progress is not None and self.cell_task is not None:
+                    self.progress.update(self.cell_task, completed=cell.rounds)
 
     def __call__(self, kind: str, **d: Any) -> None:
         if kind == "plan":
-            self.n_cells = len(d["plan"].cells)
-            est = d["plan"].estimate_s
-            self.console.print(f"plan {d['plan'].plan_id}: {self.n_cells} cells"
-                               + (f", estimated {est / 60:.1f} min" if est else ""))
+            self._plan(d["plan"])
         elif kind == "service-starting":
+            self.state["phase"] = f"starting service '{d['profile'].name}' …"
             self.console.print(f"starting service '{d['profile'].name}' (backend {d['profile'].backend}) …")
         elif kind == "service-ready":
             svc = d["service"]
@@ -76,16 +210,108 @@ class LiveReporter:
             self.console.print(f"detached from the service{where} (not owned, left running)" if d.get("detached")
                                else "service stopped")
         elif kind == "cell-start":
-            c = d["cell"]
-            self.state = {"cell": f"{c.label} ({c.cell_id})", "cell_index": c.index, "waves": 0}
+            self._cell_start(d["cell"], list(d.get("rounds", range(d["cell"].rounds))))
         elif kind == "cell-skipped":
+            self._cell_end(d["cell"], skipped=True)
             self.console.print(f"[dim]{d['cell'].label}: already complete in the resumed archive[/]")
         elif kind == "warmup-done":
-            self.state["round"] = f"warmup wave {d['wave'] + 1}"
+            self.state["warmups_done"] = d["wave"] + 1
         elif kind == "wave-done":
-            self.state.update(round=f"{d['round'] + 1}" + (f" (attempt {d['attempt']})" if d["attempt"] else ""),
-                              waves=d["wave"] + 1, resident_s=d["resident_s"], rate=d["round_rate"],
-                              http=d["http_rate"])
+            k = d["round"]
+            if self.state.get("round_key") != (k, d["attempt"]):
+                self.state.update(round_key=(k, d["attempt"]), round_waves=0)
+            self.state["rounds"][k] = "running"
+            self.state.update(round=f"{k + 1}/{d['cell'].rounds}" + (f" (attempt {d['attempt'] + 1})" if d["attempt"]
+                                                                     else ""),
+                              waves=d["wave"] + 1, round_waves=d["wave"] + 1, resident_s=d["resident_s"],
+                              rate=d["round_rate"], http=d["http_rate"])
         elif kind == "round-done":
+            if "rounds" in self.state:
+                self.state["rounds"][d["round"]] = str(d["status"])
+                nxt = d["round"] + 2
+                self.state.update(round_waves=0, resident_s=0.0, waves=0, rate=float("nan"), http=float("nan"),
+                                  round=f"{nxt}/{d['cell'].rounds} starting" if nxt <= d["cell"].rounds else "done")
+                if len(self.state["rounds"]) == d["cell"].rounds and all(
+                        st != "running" for st in self.state["rounds"].values()):
+                    self._cell_end(d["cell"])
             self.console.print(round_line(d))
-        self.live.update(self._render())
+        self._advance()
+        self.live.refresh()
+
+
+class AbbaLive:
+    """A screen ``Reporter``: one bar over the four legs' measured waves (elapsed, ETA from the
+    observed pace), the running leg and its last wave's rates, and one printed line per wave."""
+
+    def __init__(self, console: Console, get_time: Callable[[], float] | None = None) -> None:
+        self.console = console
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), TaskProgressColumn(),
+                                 TimeElapsedColumn(), PlanEtaColumn(planned_seconds=False), console=console,
+                                 auto_refresh=False, get_time=get_time)
+        self.task: TaskID | None = None
+        self.status = Text("starting …", style="dim")
+        self.live = Live(console=console, refresh_per_second=4, transient=True,
+                         get_renderable=lambda: Group(self.progress, self.status))
+
+    def __enter__(self) -> AbbaLive:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(None, None, None)
+
+    def __call__(self, kind: str, **d: Any) -> None:
+        if kind == "abba-start":
+            spec = d["spec"]
+            self.console.print("ABBA screen: legs A1 -> B1 -> B2 -> A2")
+            self.task = self.progress.add_task(f"screen {spec.name} C{spec.workload.concurrency}",
+                                               total=4 * spec.workload.waves_per_leg)
+        elif kind == "service-ready":
+            svc = d["service"]
+            pid = getattr(getattr(svc, "process", None), "pid", None)
+            self.console.print(f"leg {d.get('leg')}: service ready at {getattr(svc, 'url', '')} (pid {pid})")
+            self.status = Text(f"leg {d.get('leg')}: warmup", style="cyan")
+        elif kind == "abba-wave":
+            wave, res, http = d["wave"], d["resident"], d["http"]
+            self.console.print(f"  {d['leg']} wave {wave + 1}: resident {fmt(res)} tok/s, HTTP {fmt(http)} tok/s")
+            self.status = Text(f"leg {d['leg']}: wave {wave + 1} resident {fmt(res)} tok/s, HTTP {fmt(http)} tok/s")
+            if self.task is not None:
+                self.progress.advance(self.task)
+        self.live.refresh()
+
+
+class SweepLive:
+    """A rate-sweep ``Reporter``: one bar over the plan's rounds in planned seconds (elapsed, ETA from
+    the plan), the running rate and round, and one printed line per measured round."""
+
+    def __init__(self, console: Console, plan: Any, get_time: Callable[[], float] | None = None) -> None:
+        self.console = console
+        self.spans = [(r.rate, r.round_index, (r.offsets_s[-1] if r.offsets_s else 0.0) + 1.0) for r in plan.rounds]
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), TaskProgressColumn(),
+                                 TimeElapsedColumn(), PlanEtaColumn(planned_seconds=True), console=console,
+                                 auto_refresh=False, get_time=get_time)
+        self.task = self.progress.add_task(f"sweep {plan.plan_id}", total=sum(s for *_, s in self.spans) or 1.0)
+        self.status = Text("starting …", style="dim")
+        self.live = Live(console=console, refresh_per_second=4, transient=True,
+                         get_renderable=lambda: Group(self.progress, self.status))
+
+    def __enter__(self) -> SweepLive:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(None, None, None)
+
+    def __call__(self, kind: str, **d: Any) -> None:
+        if kind == "sweep-round-start":
+            key = (d["rate"], d["round_index"])
+            at = next((i for i, (r, k, _) in enumerate(self.spans) if (r, k) == key), len(self.spans))
+            self.progress.update(self.task, completed=sum(s for *_, s in self.spans[:at]))
+            what = "warmup" if d["round_index"] < 0 else f"round {d['round_index'] + 1}"
+            self.status = Text(f"{d['rate']:g} req/s {what}: {d['n']} requests in flight", style="cyan")
+        elif kind == "sweep-round-done":
+            row = d["row"]
+            self.console.print(f"{row['rate']:g} req/s round {row['round_index']}: {row['n_ok']}/{row['n_requests']} "
+                               f"ok, goodput {row['goodput']:.2f} req/s, client lag p99 "
+                               f"{row['client_lag_p99_s'] * 1e3:.1f} ms")
+        self.live.refresh()

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, default_workspace
+from harness.cli.listing import Col, CsvOpt, JsonOpt, emit, wall_second
 from harness.governance.io import get_record, propose_record, table_rows
 
 app = typer.Typer(help="Records: a three-suite median with its same-build control and the gates it passed.\n\n"
@@ -70,24 +71,25 @@ def propose_cmd(
 
 
 @app.command("list")
-def list_cmd(workspace: WorkspaceOpt = Path()) -> None:
-    """Print every record, oldest first.
+def list_cmd(workspace: WorkspaceOpt = Path(), json_out: JsonOpt = False, csv_out: CsvOpt = False) -> None:
+    """Print every record, oldest first (--json and --csv print every field).
 
     Example: dsv4h record list -w ws
     """
     rows = table_rows(_ws(workspace), "records")
-    if not rows:
+    if not rows and not (json_out or csv_out):
         console.print("no records yet (dsv4h record propose FILE)")
         return
-    t = Table(title=f"records ({len(rows)})", title_justify="left")
-    for col in ("id", "name / scope", "metric", "claim / origin", "value", "suites", "vs previous", "vs control",
-                "recorded"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        t.add_row(r["record_id"], f"{r['name']}\n{r['scope']}", f"{r['metric']}\nC{r['concurrency']}",
-                  f"{r['claim_class']}\n{r['data_origin']}", f"{r['value']:.3f}", str(len(r["suite_ids"])),
-                  _pct(r["over_previous_pct"]), _pct(r["over_control_pct"]), r["recorded_at"][:19])
-    console.print(t)
+    shown = [r | {"what": f"{r['name']}\n{r['scope']}", "metric_c": f"{r['metric']}\nC{r['concurrency']}",
+                  "claim": f"{r['claim_class']}\n{r['data_origin']}", "n_suites": len(r["suite_ids"]),
+                  "prev": _pct(r["over_previous_pct"]), "ctrl": _pct(r["over_control_pct"]),
+                  "when": wall_second(r.get("recorded_at"))} for r in rows]
+    cols = (Col("record_id", "id", ident=True), Col("what", "name / scope"), Col("metric_c", "metric"),
+            Col("claim", "claim / origin"), Col("value", "value", "right", fmt=lambda v: f"{v:.3f}"),
+            Col("n_suites", "suites", "right"), Col("prev", "vs previous", "right"), Col("ctrl", "vs control", "right"),
+            Col("when", "recorded (UTC)"))
+    emit(console, rows if (json_out or csv_out) else shown, cols, json_out=json_out, csv_out=csv_out,
+         title=f"records ({len(rows)})")
 
 
 @app.command("show")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
+from harness.cli.listing import Col, table
 from harness.inputs.plan import Plan
 from harness.measure.results import CellResult
 
@@ -16,23 +17,27 @@ def fmt(x: float, digits: int = 2) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
 
 
-def plan_table(plan: Plan) -> Table:
-    """The ordered cells of a plan (one row per cell)."""
-    t = Table(title=f"plan {plan.plan_id} — campaign {plan.campaign}", title_justify="left")
-    t.add_column("#", justify="right")
-    t.add_column("cell id", no_wrap=True)
-    t.add_column("C", justify="right")
-    t.add_column("rounds", justify="right")
-    t.add_column("warmup", justify="right")
-    t.add_column("each round")
-    t.add_column("max tok", justify="right")
-    t.add_column("cache")
+def plan_rows(plan: Plan) -> list[dict[str, object]]:
+    """One row per cell of a plan, every field (``each_round`` summarises a round's work)."""
+    rows: list[dict[str, object]] = []
     for c in plan.cells:
-        per_round = (f"{c.waves_per_round} wave(s)" if c.workload == "prefill"
-                     else f"≥{c.min_resident_seconds:g} s resident")
-        t.add_row(str(c.index), c.cell_id, str(c.concurrency), str(c.rounds), str(c.warmup_waves),
-                  per_round, str(c.max_new_tokens), c.cache)
-    return t
+        per_round = (f"{c.waves_per_round} wave" + ("s" if (c.waves_per_round or 1) > 1 else "")
+                     if c.workload == "prefill" else f">={c.min_resident_seconds:g} s res.")
+        rows.append({"index": c.index, "cell_id": c.cell_id, "workload": c.workload, "concurrency": c.concurrency,
+                     "rounds": c.rounds, "warmup_waves": c.warmup_waves, "each_round": per_round,
+                     "max_new_tokens": c.max_new_tokens, "cache": c.cache, "corpus": c.corpus,
+                     "corpus_sha256": c.corpus_sha256, "plan_id": plan.plan_id})
+    return rows
+
+
+PLAN_COLS = (Col("cell_id", "cell id", ident=True), Col("concurrency", "C", "right"),
+             Col("rounds", "rounds", "right"), Col("warmup_waves", "warmup", "right"),
+             Col("each_round", "per round"), Col("max_new_tokens", "max tok", "right"), Col("cache", "cache"))
+
+
+def plan_table(plan: Plan) -> Table:
+    """The ordered cells of a plan (one row per cell; cell ids whole)."""
+    return table(plan_rows(plan), PLAN_COLS, title=f"plan {plan.plan_id} — campaign {plan.campaign}")
 
 
 def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Table:

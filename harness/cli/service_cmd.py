@@ -6,10 +6,11 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from harness.cli.listing import Col, CsvOpt, JsonOpt, emit
 from harness.errors import SpecError
 from harness.inputs.spec import ServiceProfile, load_profile
 from harness.service.command import LaunchCommand, multinode_commands, sglang_command
@@ -197,16 +198,19 @@ def status_cmd(
     name: Annotated[str | None, typer.Argument(help="service name (the profile's name); default: every "
                                                "service of the workspace, campaign servers included")] = None,
     workspace: Annotated[Path, typer.Option("--workspace", "-w")] = Path(),
+    json_out: JsonOpt = False,
+    csv_out: CsvOpt = False,
 ) -> None:
     """Show whether a started service is alive (PID and birth time match) and healthy. Without a
     name: every service started by hand and every server a campaign or screen launched in this
-    workspace ('running' while its dsv4h lives, 'left-behind' when that dsv4h is gone).
+    workspace ('running' while its dsv4h lives, 'left-behind' when that dsv4h is gone). --json and
+    --csv print the same rows.
 
     Example: dsv4h service status sim-control -w ws
 
-    Example: dsv4h service status -w ws
+    Example: dsv4h service status -w ws --json
     """
-    from harness.cli.common import console, esc, existing_workspace
+    from harness.cli.common import console, existing_workspace
     from harness.errors import ServerUnreachable
     from harness.service.manager import http_get
     from harness.service.process import OwnedProcess
@@ -214,6 +218,7 @@ def status_cmd(
 
     workspace = existing_workspace(workspace)
     names = [name] if name is not None else sorted(p.stem for p in _state_dir(workspace).glob("*.json"))
+    rows: list[dict[str, Any]] = []
     for n in names:
         _, data = _load_state(n, workspace)
         proc = _owned(data)
@@ -223,14 +228,19 @@ def status_cmd(
             health = http_get(f"{data['url']}/health", timeout_s=3)[0] if alive else None
         except ServerUnreachable:
             health = None
-        console.print(f"service '{esc(n)}' at {esc(data.get('url'))}: process {'alive' if alive else 'gone'}"
-                      f" (tree {tree}), /health {health}")
+        rows.append({"name": n, "started_by": "dsv4h service start", "url": data.get("url"),
+                     "pid": proc.pid if isinstance(proc, OwnedProcess) else None,
+                     "state": "alive" if alive else "gone", "process_tree": tree, "health_status": health})
     if name is None:
-        launched = scan(workspace)
-        for e in launched:
-            console.print(f"campaign server {esc(e.describe())}: {e.state}")
-        if not names and not launched:
-            console.print(f"no service started in {esc(workspace)}")
+        rows += [{"name": e.name, "started_by": f"campaign (dsv4h pid {e.owner_pid})", "url": e.url,
+                  "pid": e.process.pid, "state": e.state, "process_tree": None, "health_status": None,
+                  "record": str(e.path)} for e in scan(workspace)]
+    if not rows and not (json_out or csv_out):
+        console.print(f"no service started in {workspace}")
+        return
+    cols = (Col("name", "service"), Col("started_by", "started by"), Col("url", "url", ident=True),
+            Col("pid", "pid", "right"), Col("state", "state"), Col("health_status", "/health", "right"))
+    emit(console, rows, cols, json_out=json_out, csv_out=csv_out, title=f"services of {workspace}")
 
 
 @app.command("stop")

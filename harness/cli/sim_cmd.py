@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.aio import new_event_loop
+from harness.cli.listing import CsvOpt, JsonOpt, emit
 from harness.sim import (
     PROFILES,
     SimOptions,
@@ -84,12 +85,21 @@ def serve_cmd(
 
 
 @app.command("profiles")
-def profiles_cmd() -> None:
-    """List the simulator profiles with their decode tiers and prefill model.
+def profiles_cmd(json_out: JsonOpt = False, csv_out: CsvOpt = False) -> None:
+    """List the simulator profiles with their decode tiers and prefill model (--json / --csv: one
+    row per profile and tier).
 
     Example: dsv4h sim profiles
     """
     console = Console()
+    if json_out or csv_out:
+        rows = [{"profile": prof.name, "tier": batch, "resident_decode_tok_s": analytic_decode_rate(prof, batch),
+                 "step_ms": 1000 * batch / analytic_decode_rate(prof, batch),
+                 "prefill_tok_s_8k": analytic_prefill_rate(prof, batch, 8192), "prefill_a_s": prof.prefill_a_s,
+                 "prefill_rate_tok_s": prof.prefill_rate_tps, "max_running": prof.max_running}
+                for prof in PROFILES.values() for batch, _ in prof.decode_tiers]
+        emit(console, rows, (), json_out=json_out, csv_out=csv_out)
+        return
     for prof in PROFILES.values():
         table = Table(title=f"{prof.name}: {prof.description}", title_justify="left")
         table.add_column("tier")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from harness.cli.common import WorkspaceOpt, console, resolve_workspace
+from harness.cli.listing import Col, CsvOpt, JsonOpt, emit
 from harness.inputs.corpus import load_corpus
 from harness.inputs.sweep_spec import load_sweep
 from harness.run.sweep import make_sweep_plan, run_sweep
@@ -17,18 +18,23 @@ app = typer.Typer(help="Open-loop rate sweeps (Poisson/gamma/constant arrivals, 
 
 
 @app.command("plan")
-def plan_cmd(spec: Annotated[Path, typer.Argument(help="rate-sweep YAML file")]) -> None:
+def plan_cmd(spec: Annotated[Path, typer.Argument(help="rate-sweep YAML file")],
+             json_out: JsonOpt = False, csv_out: CsvOpt = False) -> None:
     """Print the planned rounds (rate, round, requests, planned span) and the plan id; run nothing.
+    --json / --csv print one row per planned round and nothing else.
 
     Example: dsv4h sweep plan campaigns/sweep-demo.yaml
     """
     s, corpus_path = load_sweep(spec)
     plan = make_sweep_plan(s, load_corpus(corpus_path))
-    for r in plan.rounds:
-        span = r.offsets_s[-1] if r.offsets_s else 0.0
-        kind = "warmup" if r.round_index < 0 else f"round {r.round_index}"
-        console.print(f"{r.rate:g} req/s  {kind:8}  {len(r.offsets_s):5d} requests over {span:.2f} s")
-    console.print(f"plan id {plan.plan_id}; process {s.arrivals.process}; protocol class rate-sweep")
+    rows = [{"plan_id": plan.plan_id, "rate_req_s": r.rate,
+             "round": "warmup" if r.round_index < 0 else str(r.round_index), "requests": len(r.offsets_s),
+             "span_s": r.offsets_s[-1] if r.offsets_s else 0.0, "process": s.arrivals.process} for r in plan.rounds]
+    cols = (Col("rate_req_s", "rate req/s", "right", fmt=lambda v: f"{v:g}"), Col("round", "round"),
+            Col("requests", "requests", "right"), Col("span_s", "planned span s", "right"))
+    emit(console, rows, cols, json_out=json_out, csv_out=csv_out, title=f"sweep plan {plan.plan_id}")
+    if not (json_out or csv_out):
+        console.print(f"plan id {plan.plan_id}; process {s.arrivals.process}; protocol class rate-sweep")
 
 
 @app.command("run")
@@ -38,21 +44,26 @@ def run_cmd(spec: Annotated[Path, typer.Argument(help="rate-sweep YAML file")],
 
     Example: dsv4h sweep run campaigns/sweep-demo.yaml -w ws
     """
-    ws = resolve_workspace(workspace)
+    run_sweep_spec(spec, resolve_workspace(workspace))
 
-    def report(kind: str, **data: Any) -> None:
-        if kind == "sweep-round-done":
-            row = data["row"]
-            console.print(f"{row['rate']:g} req/s round {row['round_index']}: {row['n_ok']}/{row['n_requests']} ok, "
-                          f"goodput {row['goodput']:.2f} req/s, client lag p99 {row['client_lag_p99_s'] * 1e3:.1f} ms")
 
-    out = run_sweep(spec, ws, reporter=report)
+def run_sweep_spec(spec: Path, ws: Path) -> None:
+    """Run the rate sweep of ``spec`` into workspace ``ws`` and print its progress and outcome (the one
+    path of 'dsv4h sweep run' and of 'dsv4h campaign run' given a ``kind: rate-sweep`` spec). Raises the
+    run's error after the archive is finalized."""
+
+    from harness.cli.evidence_cmd import findings_table
+    from harness.cli.progress import SweepLive
+
+    s, corpus_path = load_sweep(spec)
+    with SweepLive(console, make_sweep_plan(s, load_corpus(corpus_path))) as live:
+        out = run_sweep(spec, ws, reporter=live)
     for c in out.cells:
         console.print(f"rate {c['rate']:g}: request throughput {c['request_throughput_median']:.2f} req/s, "
                       f"goodput {c['goodput_median']:.2f} req/s, TTFT p50 {c['ttft_p50_s'] * 1e3:.1f} ms, "
                       f"schedule {'kept' if c['schedule_kept'] else 'NOT kept'}")
-    for f in out.finished.findings:
-        console.print(f"[{f.severity}] {f.rule}: {f.message}")
+    if out.finished.findings:
+        console.print(findings_table(list(out.finished.findings), "evidence findings"))
     console.print(f"archive {out.finished.archive.archive_id} ({out.finished.archive.status})")
     if out.error is not None:
         raise out.error

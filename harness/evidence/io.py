@@ -11,10 +11,10 @@ import pyarrow.compute as pc
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.rules import check
-from harness.formats import atomic_write_table
 from harness.measure.results import round_key
 from harness.store.archive import Archive
-from harness.store.ledger import ledger_dir, locked, read_table, request_rows
+from harness.store.ledger import archive_rows, commit_files, ledger_dir, locked, request_rows
+from harness.store.ledger_layout import canonical
 
 
 def _rows(archive: Archive, name: str) -> list[dict[str, Any]]:
@@ -87,58 +87,44 @@ def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) ->
     findings in the ``findings`` table (replacing earlier ones of the archive). Returns rows
     invalidated per table. Which rows: ``concerned_rows`` (a run-scope finding, or a blocking one
     without rows, invalidates the whole archive; wave and round ids spread to the figures built
-    from them)."""
+    from them). Reads and rewrites only this archive's ledger files, all or nothing."""
     blocking = [f for f in findings if f.blocking]
     changed: dict[str, int] = {}
+    files: dict[str, pa.Table | bytes] = {}
     with locked(ledger_dir(workspace)):
         whole, ids = concerned_rows(findings, _archive_rows(workspace, "waves", archive_id),
                                     _archive_rows(workspace, "rounds", archive_id))
         for table, key in [*_ROW_KEYS.items(), ("comparisons", ""), ("runs", "")]:
-            t = read_table(workspace, table)
-            if t is None or "valid" not in t.column_names:
+            t = archive_rows(workspace, table, archive_id)
+            if t is None:
                 continue
-            mine = pc.equal(t.column("archive_id"), archive_id)
             if whole or (table in ("comparisons", "runs") and blocking):
-                hit = mine
-            elif key and key in t.column_names:
-                hit = pc.and_(mine, pc.is_in(t.column(key), value_set=pa.array(sorted(ids), pa.string())))
+                hit = pa.array([True] * t.num_rows)
+            elif key:
+                hit = pc.fill_null(pc.is_in(t.column(key), value_set=pa.array(sorted(ids), pa.string())), False)
             else:
                 continue
-            hit = pc.fill_null(hit, False)
-            # recompute from scratch for this archive: rows of the archive not hit become valid again,
-            # unless a resume superseded them (they stay invalid)
+            # recompute from scratch for this archive: rows not hit become valid again, unless a
+            # resume superseded them (they stay invalid)
             old = t.column("valid")
-            stays = pc.invert(hit)
-            if "superseded_by" in t.column_names:
-                stays = pc.and_(stays, pc.is_null(t.column("superseded_by")))
-            new = pc.if_else(mine, stays, old)
+            new = pc.and_(pc.invert(hit), pc.is_null(t.column("superseded_by")))
             n = int(pc.sum(pc.cast(hit, pa.int64())).as_py() or 0)
-            if not new.equals(old):
-                t = t.set_column(t.column_names.index("valid"), "valid", new)
-                atomic_write_table(ledger_dir(workspace) / f"{table}.parquet", t)
+            if new.to_pylist() != old.to_pylist():
+                files[f"{table}/{archive_id}.parquet"] = t.set_column(t.column_names.index("valid"), "valid", new)
             if n:
                 changed[table] = n
         rows = [{"archive_id": archive_id, "rule": f.rule, "severity": f.severity, "message": f.message,
                  "remedy": f.remedy, "rows": json.dumps(list(f.rows))} for f in findings]
-        existing = read_table(workspace, "findings")
-        new_t = pa.Table.from_pylist(rows, schema=_FINDINGS_SCHEMA)
-        if existing is not None:
-            keep = existing.filter(pc.not_equal(existing.column("archive_id"), archive_id))
-            new_t = pa.concat_tables([keep, new_t])
-        atomic_write_table(ledger_dir(workspace) / "findings.parquet", new_t)
+        files[f"findings/{archive_id}.parquet"] = canonical("findings", pa.Table.from_pylist(
+            rows, schema=pa.schema([(n, pa.string()) for n in ("archive_id", "rule", "severity", "message",
+                                                              "remedy", "rows")])))
+        commit_files(workspace, files)
     return changed
 
 
 def _archive_rows(workspace: Path, table: str, archive_id: str) -> list[dict[str, Any]]:
-    t = read_table(workspace, table)
-    if t is None or "archive_id" not in t.column_names:
-        return []
-    rows: list[dict[str, Any]] = t.filter(pc.fill_null(pc.equal(t.column("archive_id"), archive_id), False)).to_pylist()
-    return rows
-
-
-_FINDINGS_SCHEMA = pa.schema([("archive_id", pa.string()), ("rule", pa.string()), ("severity", pa.string()),
-                              ("message", pa.string()), ("remedy", pa.string()), ("rows", pa.string())])
+    t = archive_rows(workspace, table, archive_id)
+    return [] if t is None else list(t.to_pylist())
 
 
 def check_archive(archive: Archive) -> list[Finding]:

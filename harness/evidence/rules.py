@@ -512,11 +512,23 @@ SIM_LATENESS_FRACTION = 0.01
 (resident window for decode, prefill window for prefill: the most its rate can be off); below, info."""
 
 
+def _decode_only(c: dict[str, Any], decode_waves: set[str]) -> dict[str, Any]:
+    """A decode wave's self-check row judged by its late *decode* steps only: a late first-token
+    forward (admission at the wave's start) moves TTFT, not the resident window's rate. Rows
+    without the decode counters keep every late step."""
+    if str(c.get("wave_id")) not in decode_waves or c.get("sim_late_decode_steps") is None:
+        return c
+    return c | {"sim_late_steps": c["sim_late_decode_steps"], "sim_lateness_s": c.get("sim_decode_lateness_s")}
+
+
 def rule_sim_lateness(d: ArchiveData) -> list[Finding]:
     """Measured waves during which the simulator fell behind its own model (it counts late steps):
-    their rates are not the model's (a warning from 1% of the window lost, info below). Archives
-    without per-wave counters are judged from the simulator's counters before and after the run."""
-    rows = [c for c in d.extra.get("wave_checks", []) if c.get("sim_late_steps") is not None]
+    their rates are not the model's (a warning from 1% of the window lost, info below). A decode
+    wave counts only late decode steps (:func:`_decode_only`). Archives without per-wave counters
+    are judged from the simulator's counters before and after the run."""
+    decode_waves = {str(w["wave_id"]) for w in d.waves if w.get("workload") == "decode"}
+    rows = [_decode_only(c, decode_waves) for c in d.extra.get("wave_checks", [])
+            if c.get("sim_late_steps") is not None]
     late = [c for c in rows if c.get("phase") == "measured" and int(c["sim_late_steps"]) > 0]
     remedy = ("rates taken while the simulator was late are not the model's: rerun on an idle machine (or "
               "raise the simulator's time_scale)")

@@ -1,7 +1,7 @@
 """Evidence governance at the edges (edge module: files): ledger tables and archive reads.
 
-Ledger tables (``<workspace>/ledgers/<table>.parquet``, appended atomically under ``ledgers/.lock``;
-never rewritten except by appending):
+Ledger tables (``<workspace>/ledgers/<table>/<UTC time>-<hex>.parquet``: every append is one new file,
+written atomically under ``ledgers/.lock``; older files are never rewritten):
 
 - ``records``    accepted records (one row each; ``content`` is the canonical JSON the id hashes).
 - ``closures``   the closure log: ``close`` and ``reopen`` rows; a direction's state is its last row.
@@ -10,7 +10,8 @@ never rewritten except by appending):
 - ``historical`` results measured elsewhere, with their own labels (``historical = true``,
   ``data_origin = "historical"``).
 
-Every row carries ``ledger_schema_version``. Wall times are UTC ISO 8601 with microseconds. The
+Every row carries ``ledger_schema_version``. Wall times are stored as ``timestamp[ns, UTC]`` and handed
+to the rules as UTC ISO 8601 text with microseconds. The
 rules themselves are in ``harness.governance.records`` (pure); functions here read, decide with them under
 the ledger lock, and append. Nothing here prints or exits.
 """
@@ -24,53 +25,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from harness.errors import ArchiveError, EvidenceError, LedgerError, SpecError
 from harness.evidence.io import check_archive
-from harness.formats import atomic_write_table, parse_model, read_yaml
+from harness.formats import parse_model, read_yaml
 from harness.governance import records as gv
 from harness.governance.base import SLUG
 from harness.hashing import sha256_file
 from harness.store.archive import Archive, find_archive, open_verified
-from harness.store.ledger import LEDGER_SCHEMA_VERSION, ledger_dir, locked, read_table
+from harness.store.ledger import append_rows, ledger_dir, locked, read_table, rows_iso
+from harness.store.ledger_layout import GOVERNANCE_TABLES
+from harness.store.ledger_layout import SCHEMAS as LAYOUT_SCHEMAS
 
-_S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
-
-RECORDS_SCHEMA = pa.schema([
-    ("record_id", _S), ("name", _S), ("scope", _S), ("description", _S), ("metric", _S), ("unit", _S),
-    ("concurrency", _I), ("claim_class", _S), ("protocol_class", _S), ("data_origin", _S), ("candidate", _S),
-    ("value", _F), ("suite_ids", pa.list_(_S)), ("suite_values", pa.list_(_F)), ("control_ids", pa.list_(_S)),
-    ("control_values", pa.list_(_F)), ("declared_change", pa.list_(_S)), ("gates", pa.list_(_S)),
-    ("previous_record_id", _S), ("previous_value", _F), ("over_previous_pct", _F), ("over_control_pct", _F),
-    ("proposal_file", _S), ("proposal_sha256", _S), ("recorded_at", _S), ("content", _S),
-    ("ledger_schema_version", _I),
-])
-CLOSURES_SCHEMA = pa.schema([
-    ("direction", _S), ("action", _S), ("evidence_archive_id", _S), ("reason", _S), ("at", _S),
-    ("closing_archive_id", _S), ("source", _S), ("ledger_schema_version", _I),
-])
-GATES_SCHEMA = pa.schema([
-    ("gate", _S), ("description", _S), ("quantity", _S), ("op", _S), ("threshold", _F), ("unit", _S),
-    ("selectors", _S), ("archive_id", _S), ("candidate", _S), ("value", _F), ("n", _I), ("passed", _B),
-    ("detail", _S), ("checked_at", _S), ("gate_file", _S), ("gate_sha256", _S), ("claim_class", _S),
-    ("protocol_class", _S), ("data_origin", _S), ("ledger_schema_version", _I),
-])
-FREEZES_SCHEMA = pa.schema([
-    ("action", _S), ("path", _S), ("sha256", _S), ("bytes", _I), ("at", _S), ("outcome", _S), ("passed", _B),
-    ("reason", _S), ("freeze_at", _S), ("results_archive_id", _S), ("results_created_wall", _S),
-    ("ledger_schema_version", _I),
-])
-HISTORICAL_SCHEMA = pa.schema([
-    ("entry_id", _S), ("source", _S), ("published_date", _S), ("measured_date", _S), ("protocol_label", _S),
-    ("claim_class", _S), ("protocol_class", _S), ("metric", _S), ("concurrency", _I), ("value", _F),
-    ("range_max", _F), ("unit", _S), ("tp", _I), ("label", _S), ("not_claims", pa.list_(_S)), ("quote", _S),
-    ("section", _S), ("locator", _S), ("experiment", _S), ("leg", _S), ("historical", _B), ("data_origin", _S),
-    ("content_sha256", _S), ("import_file", _S), ("import_sha256", _S), ("imported_at", _S),
-    ("ledger_schema_version", _I),
-])
-SCHEMAS = {"records": RECORDS_SCHEMA, "closures": CLOSURES_SCHEMA, "gates": GATES_SCHEMA,
-           "freezes": FREEZES_SCHEMA, "historical": HISTORICAL_SCHEMA}
+# The canonical schemas live with the ledger layout (harness.store.ledger_layout); wall times are
+# ``timestamp[ns, UTC]`` there and ISO 8601 text in the rows this module hands to the rules.
+SCHEMAS = {t: LAYOUT_SCHEMAS[t] for t in GOVERNANCE_TABLES}
 
 
 # --- ledger plumbing ---------------------------------------------------------------------------
@@ -82,21 +50,14 @@ def now_iso(now: datetime | None = None) -> str:
 
 
 def table_rows(workspace: Path, table: str) -> list[dict[str, Any]]:
-    """All rows of a governance ledger table, oldest first ([] when it does not exist)."""
-    t = read_table(workspace, table)
-    return t.to_pylist() if t is not None else []
+    """All rows of a governance ledger table, oldest first ([] when it does not exist); wall times as
+    ISO 8601 text."""
+    return rows_iso(read_table(workspace, table))
 
 
 def _append_rows(workspace: Path, table: str, rows: Sequence[dict[str, Any]]) -> None:
-    """Append rows (call with the ledger lock held). Missing columns are null."""
-    schema = SCHEMAS[table]
-    full = [{name: r.get(name) for name in schema.names} | {"ledger_schema_version": LEDGER_SCHEMA_VERSION}
-            for r in rows]
-    new = pa.Table.from_pylist(full, schema=schema)
-    old = read_table(workspace, table)
-    merged = pa.concat_tables([old, new], promote_options="permissive") if old is not None else new
-    meta = {b"dsv4h.ledger_schema_version": str(LEDGER_SCHEMA_VERSION).encode(), b"dsv4h.table": table.encode()}
-    atomic_write_table(ledger_dir(workspace) / f"{table}.parquet", merged.replace_schema_metadata(meta))
+    """Append rows as one new file of the table (call with the ledger lock held). Missing columns are null."""
+    append_rows(workspace, table, list(rows))
 
 
 def _resolve_archive(ref: str, workspace: Path) -> Archive:
@@ -186,7 +147,7 @@ def get_record(workspace: Path, ref: str) -> dict[str, Any]:
     """One record by id or unique id prefix (``content`` decoded into ``content_json``)."""
     rows = [r for r in table_rows(workspace, "records") if str(r["record_id"]).startswith(ref)]
     if not rows:
-        raise LedgerError(f"no record '{ref}' in {ledger_dir(workspace) / 'records.parquet'}",
+        raise LedgerError(f"no record '{ref}' in {ledger_dir(workspace) / 'records'}",
                           hint="list records with 'dsv4h record list'")
     if len({r["record_id"] for r in rows}) > 1:
         raise LedgerError(f"record id prefix '{ref}' is ambiguous: " + ", ".join(r["record_id"] for r in rows),

@@ -24,6 +24,7 @@ This module never tokenizes; building lives in :mod:`harness.inputs.corpus_build
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -42,6 +43,7 @@ from harness.hashing import INT32_MAX, ids_sha256, sha256_json
 
 __all__ = [
     "CASES_FILE",
+    "CORPUS_RECORD_FORMAT",
     "FORMAT_VERSION",
     "MANIFEST_FILE",
     "Case",
@@ -64,6 +66,7 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+CORPUS_RECORD_FORMAT = 2  # the corpus record runs write to archives (Corpus.identity)
 MANIFEST_FILE = "manifest.json"
 CASES_FILE = "cases.jsonl"
 
@@ -262,13 +265,36 @@ class Corpus:
         return self.cases[:n]
 
     def identity(self) -> dict[str, Any]:
-        """A small JSON-ready record of which corpus this is, for archives and ledgers."""
+        """A JSON-ready record of which corpus this is, as every run writes it to its archive's
+        ``corpora.json`` (one per corpus role) and ledgers read it.
+
+        Keys: ``name``, ``path`` (as loaded), ``manifest_sha256``, ``n_cases``, ``token_range`` (the
+        manifest's declared [min, max] case length, tokens), ``tokenizer`` (its name),
+        ``tokenizer_sha256`` (SHA-256 of the canonical JSON of the tokenizer's file -> SHA-256 map),
+        ``vocab_size`` (or None), ``input_tokens`` ([min, max] length over the cases, tokens) and
+        ``token_ids`` ([min, max] token id over every case).
+
+        Record history (``record_format``, :data:`CORPUS_RECORD_FORMAT`):
+          1 - (no key) formal matrices and sweeps wrote ``name``, ``path``, ``manifest_sha256``,
+              ``n_cases``; ABBA screens also ``token_range`` and ``tokenizer`` (name).
+          2 - (2026-12-01) every run writes every key above.
+        """
+        tok = self.manifest.tokenizer
+        lengths = [c.n_tokens for c in self.cases]
+        lows = [int(c.input_ids.min()) for c in self.cases if c.input_ids.size]
+        highs = [int(c.input_ids.max()) for c in self.cases if c.input_ids.size]
         return {
+            "record_format": CORPUS_RECORD_FORMAT,
             "name": self.name,
+            "path": str(self.path),
             "manifest_sha256": self.manifest_sha256,
             "n_cases": len(self.cases),
             "token_range": [self.manifest.token_range.min, self.manifest.token_range.max],
-            "tokenizer": self.manifest.tokenizer.name,
+            "tokenizer": tok.name,
+            "tokenizer_sha256": sha256_json(dict(tok.files)),
+            "vocab_size": tok.vocab_size,
+            "input_tokens": [min(lengths), max(lengths)] if lengths else None,
+            "token_ids": [min(lows), max(highs)] if lows else None,
         }
 
 
@@ -331,6 +357,19 @@ def _repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def missing_corpus_hint(directory: Path) -> str:
+    """The hint for a corpus directory that does not exist: the closest corpus name beside it
+    (``did you mean``), and what corpora that folder holds; else how to find or build one."""
+    parent = directory.parent
+    names = sorted(d.name for d in parent.iterdir() if (d / MANIFEST_FILE).is_file()) if parent.is_dir() else []
+    close = difflib.get_close_matches(directory.name, names, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{parent / close[0]}'? (corpora in {parent}: {', '.join(names)})"
+    if names:
+        return f"corpora in {parent}: {', '.join(names)}; or build one with `dsv4h corpus build`"
+    return "Pass a corpus directory or a name under corpora/ (`ls corpora`), or build one with `dsv4h corpus build`."
+
+
 def resolve_corpus_path(name_or_path: str | os.PathLike[str], *, cwd: Path | None = None) -> Path:
     """Find a corpus directory: an existing path as given, else ``corpora/NAME`` under ``cwd``, else under
     the dsv4h repository. Raises ``CorpusError`` listing every place tried."""
@@ -346,10 +385,10 @@ def resolve_corpus_path(name_or_path: str | os.PathLike[str], *, cwd: Path | Non
             if cand.is_dir():
                 return cand
             tried.append(cand)
+    hints = [missing_corpus_hint(t) for t in tried]
     raise CorpusError(
         f"no corpus {str(name_or_path)!r}: tried " + ", ".join(str(t) for t in dict.fromkeys(tried)),
-        hint="Pass a corpus directory or a name under corpora/ (`ls corpora`), or build one with "
-        "`dsv4h corpus build`.",
+        hint=next((h for h in hints if h.startswith("did you mean")), hints[-1]),
     )
 
 
@@ -426,7 +465,7 @@ def _read_cases(cpath: Path) -> list[_Row]:
 def _check(directory: Path) -> tuple[CorpusManifest, str, list[_Row], list[str], dict[str, list[str]]]:
     """Read and compare; structural failures raise ``CorpusError``, content mismatches are returned."""
     if not directory.is_dir():
-        raise CorpusError(f"{directory}: corpus directory not found", hint=_RESTORE_HINT)
+        raise CorpusError(f"{directory}: corpus directory not found", hint=missing_corpus_hint(directory))
     manifest, manifest_sha = _read_manifest(directory)
     cpath = directory / CASES_FILE
     rows = _read_cases(cpath)

@@ -60,13 +60,15 @@ class CellPlan:
 
 @dataclass(frozen=True)
 class Plan:
-    """The ordered cells of a campaign and a wall-time estimate (seconds, None if unknown)."""
+    """The ordered cells of a campaign and a wall-time estimate (seconds, None if unknown), total
+    and per cell (``cell_estimates_s``, in cell order; empty when unknown)."""
 
     campaign: str
     plan_id: str
     cells: tuple[CellPlan, ...]
     estimate_s: float | None
     estimate_basis: str
+    cell_estimates_s: tuple[float, ...] = ()
 
 
 def _cell_id(workload: Workload, concurrency: int, definition: dict[str, Any]) -> str:
@@ -126,11 +128,13 @@ def build_plan(
                 ))
     plan_id = sha256_json({"campaign": spec.name, "cells": [c.definition for c in cells]})[:16]
     estimate: float | None = None
+    per_cell: tuple[float, ...] = ()
     if estimator is not None:
         parts = [estimator(c) for c in cells]
         if all(p is not None for p in parts):
-            estimate = float(sum(p for p in parts if p is not None))
-    return Plan(spec.name, plan_id, tuple(cells), estimate, estimate_basis if estimate is not None else "")
+            per_cell = tuple(float(p) for p in parts if p is not None)
+            estimate = float(sum(per_cell))
+    return Plan(spec.name, plan_id, tuple(cells), estimate, estimate_basis if estimate is not None else "", per_cell)
 
 
 def wave_cases(n_cases: int, concurrency: int, wave_counter: int) -> list[int]:

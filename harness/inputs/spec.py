@@ -83,6 +83,9 @@ class SimSettings(Strict):
                               "(harness.sim.faults, e.g. error_event:3), checked when the simulator starts")
     fault_every: int = Field(1, ge=1, description="apply the fault to every N-th generate request")
     fault_first: int | None = Field(None, ge=0, description="apply the fault only among the first N requests")
+    processes: int = Field(1, ge=1, le=64, description="simulator processes on one port and one step grid "
+                           "(harness.sim.cluster): for event rates one process cannot emit (about 20k events/s "
+                           "each); needs a profile whose decode step does not depend on the batch (scale-20ms)")
 
 
 class OpenAISettings(Strict):

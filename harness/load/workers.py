@@ -47,9 +47,12 @@ CPU_PER_EVENT_S = 25e-6
 """Client CPU per streamed event used by ``auto`` (measured: 12-25 us on an H200 host's core, 29-40 us
 on the 2-core dev box at C64; benchmarks/RESULTS.md)."""
 
-TARGET_CPU_SHARE = 0.35
-"""``auto`` keeps each worker's expected CPU share at or below this, so a step's burst drains in well
-under a step (receive lag p99 below 10% of the step needs headroom, not a saturated core)."""
+TARGET_CPU_SHARE = 0.10
+"""``auto`` keeps each worker's expected CPU share at or below this. A decode step sends one event per
+stream at once, so a worker with share ``s`` of a core needs ``s`` of the step to drain its part of
+the burst: 0.10 is the receive-lag target (p99 under 10% of the step). Measured on the H200 host:
+0.35 (4 workers at C1024 @ 20 ms) gave lag p99 0.36 step, 0.10 (13 workers) 0.10 step
+(benchmarks/RESULTS.md)."""
 
 START_LEAD_S = 0.05
 """How far ahead of now a wave's start instant is set (bodies are built and pickled before it)."""

@@ -4,8 +4,10 @@
 selected archive (a missing, changed or extra file, or a manifest that no longer matches its id,
 stops the build with an ``ArchiveError`` naming the archive and what changed), then loads each
 archive's content and the optional inputs: ``memory.parquet`` (GPU memory samples),
-``oracles.json``, evidence findings (``harness.evidence.io.check_archive``, imported lazily) and
-``<workspace>/ledgers/historical.parquet``. Absent optional inputs are skipped silently.
+``oracles.json``, ``sweep.json``, ``environment.json``, evidence findings
+(``harness.evidence.io.check_archive``, imported lazily) and
+the ``historical`` ledger table (``<workspace>/ledgers/historical/*.parquet``). Absent optional inputs
+are skipped silently.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from harness.hashing import sha256_file
 from harness.report.config import ReportConfig
 from harness.report.snapshot import ArchiveContent, freeze, select_archives
 from harness.store.archive import MANIFEST, Archive, iter_archives, verify_archive
+from harness.store.ledger import read_table, rows_iso
 
-HISTORICAL_LEDGER = Path("ledgers") / "historical.parquet"
+HISTORICAL_LEDGER = Path("ledgers") / "historical"  # a table directory (ledger schema 3)
 _ID_RE = re.compile(r"[0-9a-f]{16}")
 
 FindingsFn = Callable[[Archive], Sequence[Any]]
@@ -86,6 +89,8 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
         oracles=_json(archive, "oracles.json"),
         memory=_rows(archive.path / "memory.parquet") if memory else None,
         findings=findings,
+        sweep=_json(archive, "sweep.json"),
+        environment=_json(archive, "environment.json"),
     )
 
 
@@ -105,8 +110,9 @@ def verify_selected(archives: Sequence[Archive]) -> None:
 
 
 def read_historical(workspace: Path) -> list[dict[str, Any]] | None:
-    """Rows of ``<workspace>/ledgers/historical.parquet``, or ``None`` when it does not exist."""
-    return _rows(workspace / HISTORICAL_LEDGER)
+    """Rows of the ``historical`` ledger table (wall times as ISO text), or ``None`` when it has none."""
+    t = read_table(workspace, "historical")
+    return rows_iso(t) if t is not None else None
 
 
 def _unreadable_archive_dirs(workspace: Path) -> list[Path]:

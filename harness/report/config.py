@@ -3,16 +3,16 @@
 A report config is a YAML mapping (``reports/<name>/report.yaml``); every key is optional::
 
     title: dsv4h demo report
-    description: Simulated formal matrix and ABBA screen.
+    description: A note shown after the generated description.
     select:                      # filters combine with AND; none given = every archive
       campaigns: [quick, abba-demo]
-      kinds: [formal-matrix, abba]
+      kinds: [formal-matrix, abba, rate-sweep]
       labels: [simulated]        # an archive must carry every label listed
       since: 2026-11-01          # created_wall date, inclusive (UTC)
       until: 2026-12-31
       archive_ids: [3e7fd55e]    # ids or unique prefixes; each must exist
       statuses: [complete]
-    historical: true             # include <workspace>/ledgers/historical.parquet when present
+    historical: true             # include <workspace>/ledgers/historical/*.parquet when present
     historical_figure:           # which historical entries the milestones figure draws
       metrics: [single_request_output]
       protocol_classes: null     # default: all but formal and abba-screen
@@ -25,7 +25,9 @@ A report config is a YAML mapping (``reports/<name>/report.yaml``); every key is
 Errors raise ``SpecError`` naming the file and the field path (``select.kinds.0: ...``).
 
 Report config format history (``REPORT_CONFIG_FORMAT_VERSION``):
-  1 - first version (2026-11-29).
+  1 - first version (2026-11-29). Later additions that older configs still satisfy: kind ``rate-sweep``
+      (2026-12-01); ``description`` became a note after the description the report generates from its
+      content (2026-12-01).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from harness.formats import Strict, parse_model, read_yaml
 
 REPORT_CONFIG_FORMAT_VERSION = 1
 
-ArchiveKind = Literal["formal-matrix", "abba"]
+ArchiveKind = Literal["formal-matrix", "abba", "rate-sweep"]
 ArchiveStatus = Literal["complete", "partial", "failed"]
 
 
@@ -76,7 +78,7 @@ class ReportConfig(Strict):
 
     format_version: Literal[1] = 1
     title: str = "dsv4h report"
-    description: str = ""
+    description: str = Field("", description="a note shown after the description generated from the content")
     select: Selection = Selection()
     historical: bool = True
     historical_figure: HistoricalFigure = HistoricalFigure()

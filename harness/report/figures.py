@@ -13,6 +13,7 @@ Figures (numbers follow the technical report):
   as a vertical bar, whole-wave HTTP rates as grey diamonds.
 - :func:`abba_figure` (Figures 6/7): legs A1, B1, B2, A2 in order, each wave a dot, the leg median
   a bar; ratio, drift and spread annotated; expanded (not from zero) y axis.
+- :func:`sweep_figure`: a rate sweep's latency against achieved throughput, goodput knee marked.
 - :func:`memory_figure`: GPU memory samples over time per device (peak observed in samples).
 - :func:`historical_figure` (Figure 2 style): historical milestones as bars, one panel per claim
   class, metric and unit; labelled "historical, not a controlled series".
@@ -434,14 +435,60 @@ def latency_figure(entry: Mapping[str, Any]) -> FigureResult:
     res.alt = f"Latency p50 and p99 (TTFT, TPOT, ITL) against concurrency for archive {aid}"
     return res
 
-FIGURE_KINDS = ("formal", "latency", "abba", "memory", "historical")
+SWEEP_SERIES = (("ttft_p50_s", "TTFT p50", "o-"), ("ttft_p99_s", "TTFT p99", "o--"),
+                ("tpot_p50_s", "TPOT p50", "s-"), ("tpot_p99_s", "TPOT p99", "s--"))
+
+
+def sweep_figure(entry: Mapping[str, Any]) -> FigureResult:
+    """A rate sweep (``snapshot['sweeps'][i]``): latency against achieved output throughput, one point
+    per offered rate, with the goodput knee marked.
+
+    Artists ``ttft_p50_s``, ``ttft_p99_s``, ``tpot_p50_s``, ``tpot_p99_s`` (Line2D: x = median output
+    tok/s of the rate's rounds, y = latency in ms) and ``knee`` (the vertical line, when there is a knee)."""
+    sim = bool(entry.get("simulated"))
+    aid = str(entry["archive_id"])
+    cells = [c for c in entry.get("cells") or [] if _finite(c.get("output_throughput_median"))]
+    knee = entry.get("knee") or {}
+    with style():
+        fig = _new_figure(7.0, 4.0)
+        ax = fig.add_subplot(1, 1, 1)
+        res = FigureResult(f"sweep-{aid}", fig, "", "")
+        for key, label, fmt in SWEEP_SERIES:
+            pts = [(float(c["output_throughput_median"]), float(c[key]) * 1000) for c in cells if _finite(c.get(key))]
+            (line,) = ax.plot([x for x, _ in pts], [y for _, y in pts], fmt, ms=3.5, label=label)
+            res.artists[key] = line
+        for c in cells:
+            if _finite(c.get("ttft_p50_s")):
+                ax.annotate(f"{float(c['rate']):g}/s", (float(c["output_throughput_median"]),
+                                                        float(c["ttft_p50_s"]) * 1000), fontsize=7)
+        kc = next((c for c in cells if _finite(knee.get("rate")) and c.get("rate") == knee.get("rate")), None)
+        if kc is not None:
+            res.artists["knee"] = ax.axvline(float(kc["output_throughput_median"]), color="grey", linestyle=":",
+                                             label=f"goodput knee ({float(knee['rate']):g} req/s offered)")
+        ax.set_xlabel("achieved output throughput (tok/s, median of rounds)")
+        ax.set_ylabel("latency (ms)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"Rate sweep {entry.get('campaign')}, archive {aid}" + (" - SIMULATED" if sim else ""))
+        ax.legend(loc="upper left", frameon=False)
+        if sim:
+            _watermark(fig)
+        fig.subplots_adjust(left=0.1, right=0.97, bottom=0.13, top=0.9)
+    res.caption = ("Open-loop rate sweep: TTFT and TPOT p50/p99 of each offered rate against its achieved output "
+                   "throughput; the dotted line marks the goodput knee. A sweep is never a formal cell."
+                   + (" Simulated data." if sim else ""))
+    res.alt = f"Latency against achieved throughput per offered rate for rate sweep archive {aid}"
+    return res
+
+
+FIGURE_KINDS = ("formal", "latency", "abba", "sweep", "memory", "historical")
 
 
 def figure_jobs(snapshot: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The figures of a snapshot as ``(kind, data)`` pairs: formal matrices, screens, memory, the
-    formal matrices' latency, historical. Each pair is plain data, so it can be drawn in another process."""
+    """The figures of a snapshot as ``(kind, data)`` pairs: formal matrices, screens, rate sweeps, memory,
+    the formal matrices' latency, historical. Each pair is plain data, so it can be drawn in another process."""
     jobs: list[tuple[str, Any]] = [("formal", e) for e in snapshot.get("formal") or []]
     jobs += [("abba", e) for e in snapshot.get("screens") or []]
+    jobs += [("sweep", e) for e in snapshot.get("sweeps") or []]
     jobs += [("memory", e) for e in snapshot.get("memory") or []]
     jobs += [("latency", e) for e in snapshot.get("formal") or [] if has_latency(e)]
     if snapshot.get("historical") and snapshot.get("historical_figure"):
@@ -457,6 +504,8 @@ def build_figure(kind: str, data: Any) -> FigureResult | None:
         return latency_figure(data)
     if kind == "abba":
         return abba_figure(data)
+    if kind == "sweep":
+        return sweep_figure(data)
     if kind == "memory":
         return memory_figure(data)
     if kind == "historical":

@@ -33,6 +33,8 @@ from markupsafe import Markup
 from harness.errors import ArchiveError, SpecError
 from harness.report import figures as figs
 from harness.report.snapshot import load_snapshot
+from harness.report.summary import describe, slo_text, summary_card
+from harness.report.views import corpus_ranges, historical_table, oracle_when
 
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
@@ -46,7 +48,8 @@ _BUILD_TIME_RES = (
     re.compile(r"(Built at )\S+()"),
 )
 
-# The page's only script: marks the document when every figure has loaded (browser tests read it).
+# The page's only script: marks the document when every figure has loaded and records the page's height
+# in CSS pixels (browser tests read both).
 PAGE_SCRIPT = (
     "window.addEventListener('load',function(){"
     "var imgs=Array.prototype.slice.call(document.images);"
@@ -54,6 +57,7 @@ PAGE_SCRIPT = (
     "var root=document.documentElement;"
     "root.setAttribute('data-figures-total',String(imgs.length));"
     "root.setAttribute('data-figures-loaded',String(ok));"
+    "root.setAttribute('data-page-height',String(root.scrollHeight));"
     "if(ok!==imgs.length){console.error('dsv4h-report: '+(imgs.length-ok)+' figure(s) failed to load');}"
     "});"
 )
@@ -231,6 +235,8 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     screens = [{**e, "findings": by_archive.get(e["archive_id"], []), "figure": f"abba-{e['archive_id']}"}
                for e in snapshot.get("screens") or []]
     memory = [{**e, "figure": f"memory-{e['archive_id']}"} for e in snapshot.get("memory") or []]
+    sweeps = [{**e, "findings": by_archive.get(e["archive_id"], []), "figure": f"sweep-{e['archive_id']}"}
+              for e in snapshot.get("sweeps") or []]
     services_by: dict[str, list[Mapping[str, Any]]] = {}
     for s in snapshot.get("services") or []:
         services_by.setdefault(str(s["archive_id"]), []).append(s)
@@ -242,8 +248,12 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "finding_counts": counts,
         "formal": formal,
         "screens": screens,
+        "sweeps": sweeps,
         "memory": memory,
+        "summary": summary_card(snapshot),
+        "description": describe(snapshot),
         "historical": list(snapshot.get("historical") or []),
+        "historical_table": historical_table(list(snapshot.get("historical") or [])),
         "historical_present": bool(snapshot.get("historical_present")),
         "findings": findings,
         "findings_source": snapshot.get("findings_source"),
@@ -292,6 +302,7 @@ def make_env(templates_dir: Path) -> jinja2.Environment:
     env.filters.update({
         "rate": fmt_rate, "pct": fmt_pct, "plain": fmt_plain, "gib": fmt_bytes, "tex": tex_escape, "md": md_escape,
         "mdcode": md_code, "anchor": anchor, "hnum": _html_num, "mdnum": _md_num, "texnum": _tex_num,
+        "oracle_when": oracle_when, "corpus_ranges": corpus_ranges, "slo": slo_text,
     })
     return env
 

@@ -28,7 +28,8 @@ class ArchiveContent:
     the rows of ``memory.parquet`` (``t_ns``/``t_monotonic_ns``, ``wall``/``wall_iso``, ``device``,
     ``used_bytes``, ``total_bytes``). ``findings`` holds Finding-shaped dicts (``rule``,
     ``severity``, ``message``, ``remedy``, ``archive_id``, ``rows``), or ``None`` when the evidence
-    module is not available.
+    module is not available. ``sweep`` is a rate sweep's ``sweep.json``; ``environment`` is
+    ``environment.json`` (where the run ran).
     """
 
     archive_id: str
@@ -43,6 +44,8 @@ class ArchiveContent:
     oracles: Any = None
     memory: Sequence[Mapping[str, Any]] | None = None
     findings: Sequence[Mapping[str, Any]] | None = None
+    sweep: Mapping[str, Any] | None = None
+    environment: Mapping[str, Any] | None = None
 
 
 def _created_date(run: RunBlock) -> date | None:

@@ -3,7 +3,8 @@ snapshot document (pure).
 
 Contract: :func:`freeze` takes :class:`~harness.report.snapshot_archives.ArchiveContent` s (any order) and
 the report config and returns the snapshot as plain JSON data; the same inputs give the same snapshot.
-This module builds the archive list, the formal matrices, the ABBA screens and the historical sections;
+This module builds the archive list, the formal matrices, the ABBA screens, the rate sweeps and the historical
+sections;
 the per-archive context sections come from :mod:`harness.report.snapshot_sections` and the limits from
 :mod:`harness.report.snapshot_limits`. The document's layout is described in :mod:`harness.report.snapshot`.
 """
@@ -24,9 +25,11 @@ from harness.report.snapshot_sections import (
     LEG_ORDER,
     corpus_entries,
     finding_entries,
+    host_entry,
     memory_entry,
     oracle_entries,
     service_entries,
+    sweep_entry,
 )
 from harness.store.runblock import read_run_block
 
@@ -68,6 +71,7 @@ def _archive_entry(c: ArchiveContent) -> dict[str, Any]:
         "service_name": run.service_name,
         "error": run.error,
         "simulated": is_simulated(c),
+        "host": host_entry(c),
     }
 
 
@@ -221,7 +225,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     when the evidence module could not be imported). Pure: the same inputs give the same snapshot.
     """
     ordered = sorted(contents, key=lambda c: (read_run_block(c.manifest).created_wall, c.archive_id))
-    archives, formal, screens, memory, findings = [], [], [], [], []
+    archives, formal, screens, sweeps, memory, findings = [], [], [], [], [], []
     services, corpora, oracles = [], [], []
     for c in ordered:
         base = _archive_entry(c)
@@ -235,6 +239,10 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
             frm = _formal_entry(c, base)
             if frm is not None:
                 formal.append(frm)
+        elif kind == "rate-sweep" or proto == "rate-sweep":
+            swp = sweep_entry(c, base)
+            if swp is not None:
+                sweeps.append(swp)
         if config.memory:
             mem = memory_entry(c, base["simulated"])
             if mem is not None:
@@ -258,6 +266,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "archives": archives,
         "formal": formal,
         "screens": screens,
+        "sweeps": sweeps,
         "memory": memory,
         "historical": hist,
         "historical_present": historical is not None and config.historical,

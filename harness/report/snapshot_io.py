@@ -3,11 +3,15 @@
 Contract: :func:`json_value` turns frozen values into plain JSON data (NaN/inf -> ``null``, numpy ->
 Python, dates -> ISO strings); :func:`snapshot_bytes` gives the snapshot's stable bytes (sorted keys,
 1-space indent, UTF-8, trailing newline) and :func:`load_snapshot` parses them back, refusing
-(``SpecError``) anything that is not a snapshot of :data:`SNAPSHOT_FORMAT_VERSION`. What the document
+(``SpecError``) anything that is not a snapshot of a version in :data:`READABLE_VERSIONS`. What the document
 holds is described in :mod:`harness.report.snapshot`.
 
 Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
   1 - first version (2026-11-29).
+  2 - (2026-12-01) ``sweeps`` (rate-sweep archives), ``archives[].host`` (from ``environment.json``),
+      ``oracles[].when``/``phase`` (sentinels before/after measurement), ``corpora[]`` tokenizer SHA-256,
+      vocabulary size, observed ``input_tokens``/``token_ids`` ranges and ``recorded``. Version 1 snapshots
+      still load and render (the added keys read as absent).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from harness.errors import SpecError
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "json_value", "load_snapshot", "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 1
+SNAPSHOT_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")
@@ -68,9 +73,9 @@ def load_snapshot(data: bytes, source: str) -> dict[str, Any]:
         raise SpecError(f"{source}: not a report snapshot (format is not '{SNAPSHOT_FORMAT}')",
                         hint="give the results.json of a report directory, not an archive's results.json")
     version = obj.get("snapshot_format_version")
-    if version != SNAPSHOT_FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise SpecError(f"{source}: snapshot_format_version {version!r} is not supported "
-                        f"(this dsv4h renders version {SNAPSHOT_FORMAT_VERSION})",
+                        f"(this dsv4h renders versions {', '.join(map(str, READABLE_VERSIONS))})",
                         hint="rebuild the snapshot from its archives with this dsv4h version")
     missing = [k for k in _REQUIRED_KEYS if k not in obj]
     if missing:

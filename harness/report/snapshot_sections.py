@@ -1,5 +1,5 @@
-"""The context sections of a report snapshot, one archive at a time: services, corpora, oracles, memory
-and findings (pure).
+"""The context sections of a report snapshot, one archive at a time: services, corpora, oracles, memory,
+findings, the host and rate sweeps (pure).
 
 Contract: each function takes one :class:`~harness.report.snapshot_archives.ArchiveContent` and returns
 plain JSON data (see :func:`harness.report.snapshot_io.json_value`) for one key of the snapshot; absent
@@ -22,9 +22,12 @@ __all__ = [
     "SEVERITY_ORDER",
     "corpus_entries",
     "finding_entries",
+    "host_entry",
     "memory_entry",
     "oracle_entries",
+    "oracle_phase",
     "service_entries",
+    "sweep_entry",
 ]
 
 LEG_ORDER = ("A1", "B1", "B2", "A2")
@@ -80,23 +83,52 @@ def service_entries(c: ArchiveContent, simulated: bool) -> list[dict[str, Any]]:
     return out
 
 
+def _pair(v: Any) -> list[Any] | None:
+    """A recorded ``[min, max]`` as a list of two ints, else None."""
+    if isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return [int(v[0]), int(v[1])]
+    return None
+
+
 def corpus_entries(c: ArchiveContent) -> list[dict[str, Any]]:
-    """One entry per corpus role of the archive (name, manifest SHA-256, cases, token range, tokenizer)."""
+    """One entry per corpus role of the archive: name, manifest SHA-256, cases, the declared token range,
+    the tokenizer (name, SHA-256 of its file map, vocabulary size) and the observed input lengths and
+    token ids over its cases (``[min, max]``, tokens / ids). A value the archive did not record is
+    ``None``; ``recorded`` says whether the archive wrote the full record (corpus record format 2,
+    :meth:`harness.inputs.corpus.Corpus.identity`)."""
     out = []
     for role in sorted(c.corpora or {}):
         ident = (c.corpora or {})[role]
         if not isinstance(ident, Mapping):
             continue
+        tok = ident.get("tokenizer")
         out.append({
             "archive_id": c.archive_id, "role": role, "name": ident.get("name"),
             "manifest_sha256": ident.get("manifest_sha256"), "n_cases": ident.get("n_cases"),
-            "token_range": json_value(ident.get("token_range")), "tokenizer": ident.get("tokenizer"),
+            "token_range": _pair(ident.get("token_range")),
+            "tokenizer": tok if isinstance(tok, str) and tok else None,
+            "tokenizer_sha256": ident.get("tokenizer_sha256"),
+            "vocab_size": ident.get("vocab_size"),
+            "input_tokens": _pair(ident.get("input_tokens")),
+            "token_ids": _pair(ident.get("token_ids")),
+            "recorded": int(ident.get("record_format") or 1) >= 2,
         })
     return out
 
 
+def oracle_phase(when: Any) -> str | None:
+    """``before`` or ``after`` measurement from a sentinel row's ``when`` (``before``, ``before A1``,
+    ``after``); None when not recorded."""
+    text = str(when or "").strip().lower()
+    for phase in ("before", "after"):
+        if text == phase or text.startswith(phase + " "):
+            return phase
+    return None
+
+
 def oracle_entries(c: ArchiveContent) -> list[dict[str, Any]]:
-    """One entry per oracle check of the archive (passed, output and expected hashes, divergence)."""
+    """One entry per oracle check of the archive, in run order: when it ran (``when`` as recorded, e.g.
+    ``before A1``; ``phase`` before/after measurement), passed, output and expected hashes, divergence."""
     raw = c.oracles
     if isinstance(raw, Mapping):
         raw = raw.get("results") or []
@@ -109,6 +141,8 @@ def oracle_entries(c: ArchiveContent) -> list[dict[str, Any]]:
             "oracle": o.get("oracle") or o.get("name"),
             "service": _value_text(o.get("service", o.get("service_url"))) if o.get(
                 "service", o.get("service_url")) is not None else None,
+            "when": str(o["when"]) if o.get("when") is not None else None,
+            "phase": oracle_phase(o.get("when")),
             "passed": bool(o.get("passed")),
             "output_hash16": o.get("output_hash16", o.get("got_hash16")),
             "expected_hash16": o.get("expected_hash16"),
@@ -116,6 +150,40 @@ def oracle_entries(c: ArchiveContent) -> list[dict[str, Any]]:
             "error": o.get("error"),
         })
     return out
+
+
+def host_entry(c: ArchiveContent) -> dict[str, Any] | None:
+    """Where the run ran, from ``environment.json``: hostname, machine, platform, CPU count and the GPUs
+    the harness saw (count, source, total memory of the first in bytes); None without the file."""
+    env = c.environment
+    if not isinstance(env, Mapping):
+        return None
+    raw = env.get("gpus")
+    gpus: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    devices = [d for d in gpus.get("devices") or [] if isinstance(d, Mapping)]
+    return {"hostname": env.get("hostname"), "machine": env.get("machine"), "platform": env.get("platform"),
+            "cpu_count": env.get("cpu_count"), "gpu_count": len(devices), "gpu_source": gpus.get("source"),
+            "gpu_memory_total_bytes": devices[0].get("memory_total_bytes") if devices else None}
+
+
+def sweep_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A rate sweep archive's section (from ``sweep.json``): per offered rate (requests/s) the medians of
+    its ok rounds (request/output throughput, goodput) and its pooled latency (seconds), the SLO and the
+    goodput knee; None without ``sweep.json``."""
+    if not isinstance(c.sweep, Mapping):
+        return None
+    keys = ("rate", "rounds_ok", "rounds_planned", "concurrency", "request_throughput_median",
+            "output_throughput_median", "input_throughput_median", "goodput_median", "goodput_min", "goodput_max",
+            "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "e2e_p99_s", "schedule_kept",
+            "client_lag_p99_s")
+    cells = [{k: json_value(cell.get(k)) for k in keys} for cell in c.sweep.get("cells") or []
+             if isinstance(cell, Mapping)]
+    cells.sort(key=lambda x: float(x.get("rate") or 0.0))
+    knee = c.sweep.get("knee")
+    return {"archive_id": c.archive_id, "campaign": base["campaign"], "claim_class": base["claim_class"],
+            "protocol_class": base["protocol_class"], "status": base["status"], "simulated": base["simulated"],
+            "created_wall": base["created_wall"], "slo": json_value(c.sweep.get("slo")),
+            "knee": json_value(dict(knee)) if isinstance(knee, Mapping) else None, "cells": cells}
 
 
 def memory_entry(c: ArchiveContent, simulated: bool) -> dict[str, Any] | None:

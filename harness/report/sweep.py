@@ -1,18 +1,24 @@
-"""The rate-sweep report section (files): per sweep archive, latency against achieved throughput
-(one point per offered rate, TTFT and TPOT p50/p99) with the goodput knee marked, and a table of every
-rate's cells. Rate sweeps are their own section: never placed in a formal matrix's table or figure,
-never beside an ABBA screen's legs. Simulator data is marked SIMULATED.
+"""The rate-sweep section on its own (``dsv4h sweep report``; edge module: reads archives, writes files).
+
+Per sweep archive: latency against achieved throughput (one point per offered rate, TTFT and TPOT
+p50/p99) with the goodput knee marked, and a table of every rate's cells. The same section, from the
+same snapshot entry (:func:`harness.report.snapshot_sections.sweep_entry`) and figure
+(:func:`harness.report.figures.sweep_figure`), is part of ``dsv4h report build``. Rate sweeps are their
+own section: never placed in a formal matrix's table or figure, never beside an ABBA screen's legs.
+Simulator data is marked SIMULATED.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from matplotlib.figure import Figure
-
 from harness.formats import atomic_write
+from harness.report.figures import render_figure, sweep_figure
+from harness.report.snapshot_archives import ArchiveContent
+from harness.report.snapshot_sections import sweep_entry
 from harness.store.archive import Archive, iter_archives
 
 
@@ -21,29 +27,35 @@ def sweep_archives(workspace: Path) -> list[Archive]:
     return [a for a in iter_archives(workspace) if a.run.kind == "rate-sweep" and a.has("sweep.json")]
 
 
-def _figure(cells: list[dict[str, Any]], knee: dict[str, Any] | None, title: str) -> Figure:
-    fig = Figure(figsize=(7.0, 4.0))
-    ax = fig.add_subplot(1, 1, 1)
-    x = [float(c["output_throughput_median"]) for c in cells]
-    for key, label, style in (("ttft_p50_s", "TTFT p50", "o-"), ("ttft_p99_s", "TTFT p99", "o--"),
-                              ("tpot_p50_s", "TPOT p50", "s-"), ("tpot_p99_s", "TPOT p99", "s--")):
-        ax.plot(x, [float(c[key]) * 1e3 for c in cells], style, label=label)
-    for c, xi in zip(cells, x, strict=True):
-        ax.annotate(f"{c['rate']:g}/s", (xi, float(c["ttft_p50_s"]) * 1e3), fontsize=7)
-    if knee is not None:
-        kc = next((c for c in cells if c["rate"] == knee["rate"]), None)
-        if kc is not None:
-            ax.axvline(float(kc["output_throughput_median"]), color="grey", linestyle=":",
-                       label=f"goodput knee ({knee['rate']:g} req/s offered)")
-    ax.set_xlabel("achieved output throughput (tok/s, median of rounds)")
-    ax.set_ylabel("latency (ms)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
-    return fig
+def archive_sweep_entry(a: Archive) -> dict[str, Any] | None:
+    """The snapshot entry of one sweep archive (as ``dsv4h report build`` freezes it)."""
+    run = a.run
+    base = {"campaign": run.campaign, "claim_class": run.claim_class, "protocol_class": run.protocol_class,
+            "status": a.status, "simulated": run.simulated, "created_wall": run.created_wall}
+    return sweep_entry(ArchiveContent(a.archive_id, a.manifest, "", sweep=a.json("sweep.json")), base)
 
 
-def _fmt(v: Any) -> str:
-    return "-" if not isinstance(v, (int, float)) or math.isnan(float(v)) else f"{float(v):.3g}"
+def _fmt(v: Any, scale: float = 1.0) -> str:
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+    return f"{float(v) * scale:.3g}" if ok else "-"
+
+
+def sweep_markdown(entry: Mapping[str, Any], figure: str | None) -> list[str]:
+    """The Markdown lines of one sweep entry: heading, SLO and knee, the per-rate table, the figure."""
+    knee = entry.get("knee")
+    title = f"{entry['campaign']} ({entry['archive_id']})" + (" SIMULATED" if entry.get("simulated") else "")
+    lines = [f"## {title}", "", f"SLO: {entry.get('slo')}; knee: "
+             + (f"{knee['rate']:g} req/s offered, goodput {_fmt(knee.get('goodput'))} req/s" if knee else "none"), "",
+             "| rate | req/s | out tok/s | goodput | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | schedule |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in entry.get("cells") or []:
+        lines.append(f"| {c['rate']:g} | {_fmt(c['request_throughput_median'])} | "
+                     f"{_fmt(c['output_throughput_median'])} | {_fmt(c['goodput_median'])} | "
+                     f"{_fmt(c['ttft_p50_s'], 1e3)} | {_fmt(c['ttft_p99_s'], 1e3)} | "
+                     f"{_fmt(c['tpot_p50_s'], 1e3)} | {'kept' if c['schedule_kept'] else 'NOT kept'} |")
+    if figure:
+        lines += ["", f"![latency vs throughput]({figure})", ""]
+    return lines
 
 
 def build_sweep_report(workspace: Path, out: Path) -> Path:
@@ -54,24 +66,16 @@ def build_sweep_report(workspace: Path, out: Path) -> Path:
              "Goodput as sglang.bench_serving's --goodput. Never combined with formal matrices or ABBA screens.",
              ""]
     for a in sweep_archives(workspace):
-        data = a.json("sweep.json")
-        cells, knee = data.get("cells") or [], data.get("knee")
-        sim = " SIMULATED" if a.run.simulated else ""
-        title = f"{a.run.campaign} ({a.archive_id}){sim}"
-        lines += [f"## {title}", "", f"SLO: {data.get('slo')}; knee: "
-                  + (f"{knee['rate']:g} req/s offered, goodput {_fmt(knee['goodput'])} req/s" if knee else "none"), ""]
-        lines += ["| rate | req/s | out tok/s | goodput | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | schedule |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for c in cells:
-            lines.append(f"| {c['rate']:g} | {_fmt(c['request_throughput_median'])} | "
-                         f"{_fmt(c['output_throughput_median'])} | {_fmt(c['goodput_median'])} | "
-                         f"{_fmt(c['ttft_p50_s'] * 1e3)} | {_fmt(c['ttft_p99_s'] * 1e3)} | "
-                         f"{_fmt(c['tpot_p50_s'] * 1e3)} | {'kept' if c['schedule_kept'] else 'NOT kept'} |")
-        if cells:
-            fig = _figure(cells, knee, title)
-            for ext in ("svg", "png"):
-                fig.savefig(out / f"sweep-{a.archive_id}.{ext}", format=ext)
-            lines += ["", f"![latency vs throughput](sweep-{a.archive_id}.svg)", ""]
+        entry = archive_sweep_entry(a)
+        if entry is None:
+            continue
+        figure = None
+        if entry["cells"]:
+            data = render_figure(sweep_figure(entry), ("svg", "png"))
+            for ext, blob in data.items():
+                atomic_write(out / f"sweep-{a.archive_id}.{ext}", blob)
+            figure = f"sweep-{a.archive_id}.svg"
+        lines += sweep_markdown(entry, figure)
     md = out / "sweep.md"
     atomic_write(md, ("\n".join(lines) + "\n").encode())
     return md

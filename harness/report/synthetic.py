@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from harness.measure.abba import LEGS, legs_from_rates, summarize
 from harness.measure.results import (
@@ -28,6 +27,7 @@ from harness.measure.results import (
     results_tables,
 )
 from harness.store.archive import Archive, ArchiveWriter, open_archive
+from harness.store.ledger import append_rows, ledger_dir, locked
 from harness.store.runblock import RunBlock
 
 # Table 2 of the technical report (tok/s): used as the centre of synthetic rates.
@@ -44,7 +44,14 @@ _SIM_SERVICE = {
                     "tp_size": 8, "ep_size": 1, "chunked_prefill_size": 32768, "max_running_requests": 64,
                     "dsv4h_simulator": {"label": "simulated", "profile": "paper-tp8"}},
 }
+# ABBA archives get the record older runs wrote (no tokenizer, no observed ranges); formal matrices and
+# sweeps the full record of harness.inputs.corpus.Corpus.identity (record format 2).
 _CORPUS = {"name": "sim-code-512", "manifest_sha256": "0" * 64, "n_cases": 64, "token_range": [511, 512]}
+_CORPUS_V2 = _CORPUS | {"record_format": 2, "path": "corpora/sim-code-512", "tokenizer": "dsv4h-sim-bpe-8k",
+                        "tokenizer_sha256": "ab" * 32, "vocab_size": 8192, "input_tokens": [511, 512],
+                        "token_ids": [3, 8189]}
+_ENVIRONMENT = {"synthetic": True, "hostname": "synthetic-host", "machine": "x86_64", "cpu_count": 2,
+                "gpus": {"source": "synthetic", "devices": [{"index": 0, "memory_total_bytes": 150_000_000_000}]}}
 
 
 def _finish(writer: ArchiveWriter, run: dict[str, Any]) -> Archive:
@@ -77,7 +84,7 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
 
     ``failed_round=(workload, concurrency, round_index)`` marks that round ``failed`` (kept, out of
     the median). ``memory_devices``/``memory_samples`` add a ``memory.parquet``; ``oracles`` adds an
-    ``oracles.json`` with one passing France sentinel.
+    ``oracles.json`` with a passing France sentinel before and after measurement.
     """
     rng = np.random.default_rng(seed)
     rr: list[RoundResult] = []
@@ -112,9 +119,10 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
     for name in ("cells", "rounds"):
         w.write_table(f"{name}.parquet", tables[name])
     w.write_json("service.json", {"services": [_SIM_SERVICE]})
-    w.write_json("corpora.json", {"decode": _CORPUS,
-                                  "prefill": _CORPUS | {"name": "sim-code-8k", "token_range": [8191, 8192]}})
-    w.write_json("environment.json", {"synthetic": True})
+    w.write_json("corpora.json", {"decode": _CORPUS_V2, "prefill": _CORPUS_V2 | {
+        "name": "sim-code-8k", "path": "corpora/sim-code-8k", "token_range": [8191, 8192],
+        "input_tokens": [8191, 8192], "token_ids": [0, 8191]}})
+    w.write_json("environment.json", _ENVIRONMENT)
     if memory_devices and memory_samples:
         rows = []
         for d in range(memory_devices):
@@ -124,9 +132,10 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
                 rows.append({"t_monotonic_ns": 1_000_000_000 * k + d, "wall_iso": f"2026-11-29T12:00:{k % 60:02d}Z",
                              "device": d, "used_bytes": int(used), "total_bytes": 150_000_000_000})
         w.write_table("memory.parquet", pa.Table.from_pylist(rows))
-    if oracles:
-        w.write_json("oracles.json", [{"oracle": "france", "service": "http://127.0.0.1:0", "passed": True,
-                                       "output_hash16": "6f41fe2f01d52507", "first_divergence": None}])
+    if oracles:  # as a run writes them: the sentinel before and after measurement
+        w.write_json("oracles.json", {"results": [
+            {"oracle": "france", "service": "service#1", "when": when, "passed": True,
+             "output_hash16": "6f41fe2f01d52507", "first_divergence": None} for when in ("before", "after")]})
     run = {"campaign": campaign, "kind": "formal-matrix", "claim_class": "native-ar", "protocol_class": "formal",
            "backend": "sim", "created_wall": created_wall, "labels": ["simulated", "synthetic"],
            "service_name": "synthetic", "error": None}
@@ -175,19 +184,64 @@ def write_abba_archive(workspace: Path, *, campaign: str = "synthetic-abba", see
     return _finish(w, run)
 
 
+def write_sweep_archive(workspace: Path, *, campaign: str = "synthetic-sweep", seed: int = 0,
+                        rates: Sequence[float] = (2.0, 4.0, 8.0), rounds: int = 3,
+                        created_wall: str = "2026-11-29T14:00:00+0000") -> Archive:
+    """A finalized rate-sweep archive (``sweep.json``, ``cells.parquet``, ``rounds.parquet``): request
+    throughput follows the offered rate up to a service limit of 5 req/s, TTFT grows with the load, and
+    goodput under the recorded SLO (TTFT 1 s, TPOT 50 ms) collapses once p99 TTFT passes 1 s."""
+    rng = np.random.default_rng(seed)
+    cells: list[dict[str, Any]] = []
+    round_rows: list[dict[str, Any]] = []
+    ttft_slo = 1.0
+    slo = {"ttft_s": ttft_slo, "tpot_s": 0.05, "e2e_s": None}
+    for rate in rates:
+        load = rate / 5.0
+        served = min(rate, 5.0)
+        ttft, tpot = 0.2 + 0.6 * load ** 3, 0.02 + 0.02 * load ** 2
+        good = served * (1.0 if ttft * 1.2 <= ttft_slo else 0.3)
+        cid = f"sweep-{rate:g}rps"
+        vals = [float(good * (1 + rng.normal(0, 0.01))) for _ in range(rounds)]
+        for k, v in enumerate(vals):
+            round_rows.append({"round_id": f"{cid}.r{k}", "cell_id": cid, "round_index": k, "rate": rate,
+                               "status": "ok", "goodput": v, "request_throughput": served,
+                               "client_schedule_kept": True, "client_lag_p99_s": 0.001})
+        cells.append({"cell_id": cid, "workload": "sweep", "rate": rate, "rounds_ok": rounds, "rounds_planned": rounds,
+                      "concurrency": 0, "request_throughput_median": served,
+                      "output_throughput_median": served * 160.0, "input_throughput_median": served * 512.0,
+                      "goodput_median": float(np.median(vals)), "goodput_min": min(vals), "goodput_max": max(vals),
+                      "ttft_p50_s": ttft, "ttft_p99_s": ttft * 1.2, "tpot_p50_s": tpot, "tpot_p99_s": tpot * 1.3,
+                      "e2e_p50_s": ttft + 159 * tpot, "e2e_p99_s": (ttft + 159 * tpot) * 1.2, "schedule_kept": True,
+                      "client_lag_p99_s": 0.001})
+    best = max(cells, key=lambda c: (c["goodput_median"], -c["rate"]))
+    w = ArchiveWriter(workspace)
+    w.write_json("spec.json", {"name": campaign, "kind": "rate-sweep", "rates": list(rates), "rounds": rounds,
+                               "schedule_tolerance_ms": 50.0})
+    w.write_json("sweep.json", {"cells": cells, "rounds": round_rows, "slo": slo, "plan_id": f"syn{seed:013d}",
+                                "knee": {"rate": best["rate"], "goodput": best["goodput_median"]}})
+    extra = {"campaign": campaign, "claim_class": "native-ar", "protocol_class": "rate-sweep"}
+    w.write_table("cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
+    w.write_table("rounds.parquet", pa.Table.from_pylist([r | extra for r in round_rows]))
+    w.write_json("service.json", {"services": [_SIM_SERVICE]})
+    w.write_json("corpora.json", {"sweep": _CORPUS_V2})
+    w.write_json("environment.json", _ENVIRONMENT)
+    run = {"campaign": campaign, "kind": "rate-sweep", "claim_class": "native-ar", "protocol_class": "rate-sweep",
+           "backend": "sim", "created_wall": created_wall, "labels": ["simulated", "synthetic"],
+           "service_name": "synthetic", "error": None}
+    return _finish(w, run)
+
+
 HISTORICAL_COLUMNS = ("entry_id", "source", "published_date", "measured_date", "protocol_label", "claim_class",
                       "protocol_class", "metric", "concurrency", "value", "unit", "tp", "label", "not_claims")
 
 
 def write_historical_ledger(workspace: Path, entries: Sequence[Mapping[str, Any]]) -> Path:
-    """Write ``<workspace>/ledgers/historical.parquet`` with :data:`HISTORICAL_COLUMNS` plus any
-    other key the entries carry (missing values become nulls). Returns the path."""
-    path = workspace / "ledgers" / "historical.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cols = list(HISTORICAL_COLUMNS) + sorted({k for e in entries for k in e} - set(HISTORICAL_COLUMNS))
-    rows = [{k: e.get(k) for k in cols} for e in entries]
-    pq.write_table(pa.Table.from_pylist(rows), path)
-    return path
+    """Append ``entries`` to the ``historical`` ledger table (one new file of
+    ``<workspace>/ledgers/historical/``, canonical schema; keys outside it are not stored, missing ones
+    are null). Returns the file."""
+    rows = [dict(e) for e in entries]
+    with locked(ledger_dir(workspace)):
+        return append_rows(workspace, "historical", rows)
 
 
 def synthetic_historical_entries(n: int = 5) -> list[dict[str, Any]]:

@@ -232,8 +232,7 @@ class CampaignRunner:
         """Run every cell; always finalize an archive, whatever happens."""
         writer, anchor = open_writer(
             self.workspace, self.token, spec=self.spec, spec_bytes=self.inputs.loaded.raw,
-            corpora={k: {"name": c.name, "path": str(c.path), "manifest_sha256": c.manifest_sha256,
-                         "n_cases": len(c.cases)} for k, c in self.corpora.items()},
+            corpora={k: c.identity() for k, c in self.corpora.items()},
             governance=self.inputs.governance,
             extra_files={"plan.json": {"plan_id": self.plan.plan_id, "estimate_s": self.plan.estimate_s,
                                        "cells": [c.definition | {"cell_id": c.cell_id} for c in self.plan.cells]}},

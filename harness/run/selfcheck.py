@@ -110,18 +110,22 @@ def edge_delay_s(posted_ns: Sequence[int], delays_ns: Sequence[int], instants_ns
     return worst / 1e9
 
 
-def sim_lateness(info: Any) -> tuple[int, float] | None:
-    """(late steps, model seconds lost) from a simulator's ``/server_info`` body (pure); None when
-    the body has no simulator counters."""
+def sim_lateness(info: Any) -> tuple[int, float, int, float] | None:
+    """(late steps, model seconds lost, late decode steps, decode seconds lost) from a simulator's
+    ``/server_info`` body (pure); None when the body has no simulator counters. Simulators older than
+    the decode counters report their late steps as decode steps (the conservative reading)."""
     states = info.get("internal_states") if isinstance(info, dict) else None
     state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
     steps, lost = state.get("sim_late_steps"), state.get("sim_lateness_total_s")
     if not isinstance(steps, int) or not isinstance(lost, int | float):
         return None
-    return steps, float(lost)
+    dsteps, dlost = state.get("sim_late_decode_steps"), state.get("sim_decode_lateness_total_s")
+    if not isinstance(dsteps, int) or not isinstance(dlost, int | float):
+        dsteps, dlost = steps, lost
+    return steps, float(lost), dsteps, float(dlost)
 
 
-def _read_lateness(url: str) -> tuple[int, float] | None:
+def _read_lateness(url: str) -> tuple[int, float, int, float] | None:
     try:
         status, body = http_get(url + "/server_info", timeout_s=5.0)
         return sim_lateness(json.loads(body)) if status == 200 else None
@@ -136,7 +140,7 @@ class WaveSelfCheck:
     def __init__(self, interval_s: float = LOOP_INTERVAL_S) -> None:
         self.monitor = LoopMonitor(interval_s)
         self.probes: tuple[list[int], list[int]] = ([], [])  # the last wave's (posted, delay) ns
-        self._late0: tuple[int, float] | None = None
+        self._late0: tuple[int, float, int, float] | None = None
         self._last: dict[str, Any] | None = None
         self._active = False
 
@@ -158,9 +162,12 @@ class WaveSelfCheck:
         late1 = await asyncio.to_thread(_read_lateness, svc.url) if probe and self._late0 is not None else None
         if self._late0 is not None and late1 is not None:
             summary |= {"sim_late_steps": late1[0] - self._late0[0],
-                        "sim_lateness_s": late1[1] - self._late0[1]}
+                        "sim_lateness_s": late1[1] - self._late0[1],
+                        "sim_late_decode_steps": late1[2] - self._late0[2],
+                        "sim_decode_lateness_s": late1[3] - self._late0[3]}
         else:
-            summary |= {"sim_late_steps": None, "sim_lateness_s": None}
+            summary |= {"sim_late_steps": None, "sim_lateness_s": None, "sim_late_decode_steps": None,
+                        "sim_decode_lateness_s": None}
         self._last = summary
 
     def merge(self, extra: dict[str, Any] | None) -> None:

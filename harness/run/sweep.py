@@ -249,8 +249,7 @@ class SweepRunner:
         s = self.spec
         writer, anchor = open_writer(
             self.workspace, self.token, spec=s, spec_bytes=self.raw,
-            corpora={"sweep": {"name": self.corpus.name, "path": str(self.corpus.path),
-                               "manifest_sha256": self.corpus.manifest_sha256, "n_cases": len(self.corpus)}},
+            corpora={"sweep": self.corpus.identity()},
             governance=self.governance,
             extra_files={"arrivals.json": self.plan.to_json(),
                          "plan.json": {"plan_id": self.plan.plan_id, "rates": s.rate_list,

@@ -69,7 +69,8 @@ class LaunchCommand:
 
 
 def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = None) -> LaunchCommand:
-    """``dsv4h sim serve`` for ``backend: sim`` (port 0 = let the OS choose; the URL is printed)."""
+    """``dsv4h sim serve`` for ``backend: sim`` (port 0 = let the OS choose; the URL is printed). With
+    ``sim.processes > 1`` the profile must have one decode step at every batch (else ``SpecError``)."""
     s = profile.sim
     argv = [
         python or sys.executable, "-c", "from harness.cli import main; main()", "sim", "serve",
@@ -87,6 +88,12 @@ def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = Non
             argv += ["--fault-first", str(s.fault_first)]
     if s.openai_usage != "honor":
         argv += ["--openai-usage", s.openai_usage]
+    if s.processes > 1:
+        from harness.sim import profile_for
+        from harness.sim.batching import grid_step_s
+
+        grid_step_s(profile_for(s.profile, s.profile_file), step_factor=s.step_factor, time_scale=s.time_scale)
+        argv += ["--processes", str(s.processes)]
     return LaunchCommand(tuple(argv), dict(profile.env), port)
 
 

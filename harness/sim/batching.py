@@ -6,6 +6,7 @@ batches the running scheduler forms.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -69,3 +70,34 @@ def decode_step_s(
 ) -> float:
     """Duration (s) of one decode step with ``batch`` running requests: ``B / rate(B)``, scaled."""
     return batch / profile.decode_rate(batch) * step_factor * time_scale
+
+
+GRID_STEP_RTOL = 1e-9
+
+
+def grid_step_s(profile: SimProfile, *, step_factor: float = 1.0, time_scale: float = 1.0) -> float:
+    """The one decode step (s, scaled) of a profile whose step does not depend on the batch: every
+    decode tier has the same ``B / rate(B)`` and no batch runs past the last tier (``max_running``).
+    Several simulator processes share one step grid only for such a profile (``harness.sim.cluster``);
+    any other raises ``SpecError`` naming the steps that differ."""
+    from harness.errors import SpecError
+
+    steps = [b / r for b, r in profile.decode_tiers]
+    lo, hi = min(steps), max(steps)
+    last = profile.decode_tiers[-1][0]
+    if hi - lo > GRID_STEP_RTOL * hi or profile.max_running > last:
+        why = (f"its decode step ranges from {1e3 * lo:.3f} to {1e3 * hi:.3f} ms over the tiers" if hi - lo >
+               GRID_STEP_RTOL * hi else f"max_running {profile.max_running} runs past its last tier ({last})")
+        raise SpecError(f"simulator profile {profile.name!r} cannot run as several processes on one step grid: "
+                        f"{why}",
+                        hint="use sim.processes: 1, or a profile whose decode step is the same at every tier up "
+                        "to max_running (e.g. harness/sim/profile_files/scale-20ms.yaml)")
+    return hi * step_factor * time_scale
+
+
+def next_grid_instant(t0: float, step: float, start: float, duration: float) -> float:
+    """End (s) of a forward that starts at ``start`` and lasts ``duration`` on the grid ``t0 + k*step``:
+    the first grid instant after ``max(start + duration - step/2, start)`` (a decode step of ``step``
+    begun on the grid ends on the next instant; a shorter forward ends on the next one after its start)."""
+    at = max(start + duration - step / 2, start)
+    return t0 + (math.floor((at - t0) / step) + 1) * step

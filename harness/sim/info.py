@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from harness.sim.options import SimOptions
@@ -23,7 +24,9 @@ def internal_state(sched: Scheduler, generate_requests: int) -> dict[str, Any]:
         "sim_prefill_forwards": st.prefill_forwards,
         "sim_decode_steps": st.decode_steps,
         "sim_late_steps": st.late_steps,
+        "sim_late_decode_steps": st.late_decode_steps,
         "sim_lateness_total_s": st.lateness_total_s,
+        "sim_decode_lateness_total_s": st.decode_lateness_total_s,
         "sim_wake_lateness_max_s": st.wake_lateness_max_s,
         "sim_emit_lateness_max_s": st.emit_lateness_max_s,
         "sim_wake_lateness_mean_s": st.wake_lateness_sum_s / forwards if forwards else 0.0,
@@ -104,8 +107,9 @@ _METRICS = (
 )
 
 
-def metrics_text(options: SimOptions, sched: Scheduler) -> str:
-    """Prometheus exposition text with SGLang's metric names and a ``model_name`` label."""
+def metrics_text(options: SimOptions, sched: Scheduler, totals: Mapping[str, float] | None = None) -> str:
+    """Prometheus exposition text with SGLang's metric names and a ``model_name`` label; ``totals``
+    replaces this process's values (a simulator cluster's sums over its processes)."""
     st = sched.stats
     values = {
         "num_running_reqs": sched.num_running,
@@ -114,7 +118,7 @@ def metrics_text(options: SimOptions, sched: Scheduler) -> str:
         "prompt_tokens_total": st.prompt_tokens_total,
         "generation_tokens_total": st.generation_tokens_total,
         "cached_tokens_total": st.cached_tokens_total,
-    }
+    } | dict(totals or {})
     label = options.resolved_model_path.replace("\\", "\\\\").replace('"', '\\"')
     lines: list[str] = []
     for name, kind, help_text in _METRICS:

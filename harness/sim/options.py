@@ -23,6 +23,8 @@ class SimOptions(Strict):
     ``die_after_requests=N``: when request N+1 arrives the server dies (listener closed, every
     connection cut, nothing more answered); ``die_after_s`` does the same that long after ready.
     ``openai_usage`` says how the OpenAI endpoints report usage (``harness.sim.openai_api``).
+    ``grid_t0_ns`` (``time.perf_counter_ns()``): forwards end on the grid ``t0 + k * step`` of the profile's
+    one decode step (``batching.grid_step_s``; set by ``harness.sim.cluster`` for all its processes).
     """
 
     profile: str | SimProfile = "paper-tp8"
@@ -41,6 +43,7 @@ class SimOptions(Strict):
     fault_first: int | None = Field(default=None, ge=0)
     disable_radix_cache: bool = False
     reuse_port: bool = False  # SO_REUSEPORT: several simulator processes share one port (harness.sim.cluster)
+    grid_t0_ns: int | None = Field(default=None, ge=0)  # the cluster's shared step grid anchor (perf_counter_ns)
     model_path: str | None = None
 
     @field_validator("profile")

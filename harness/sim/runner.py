@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ from typing import Any
 from harness.aio import new_event_loop
 from harness.errors import ServiceDied, ServiceError
 from harness.formats import atomic_write
+from harness.sim.board import ClusterBoard
 from harness.sim.options import SimOptions
 from harness.sim.server import SimServer
 
@@ -67,11 +69,17 @@ async def serve(
     *,
     ready_file: Path | None = None,
     on_ready: Callable[[str], None] | None = None,
+    board: ClusterBoard | None = None,
+    slot: int = 0,
 ) -> None:
     """Serve until SIGINT/SIGTERM.  Once listening, writes the URL to ``ready_file`` (atomically) and
-    calls ``on_ready(url)``.  A simulated death raises ``ServiceDied`` after cleanup."""
-    server = SimServer(options)
+    calls ``on_ready(url)``.  A simulated death raises ``ServiceDied`` after cleanup.  ``board``/``slot``:
+    this process's row of a cluster's counters (``harness.sim.cluster``)."""
+    server = SimServer(options, board=board, slot=slot)
     url = await server.start()
+    # Everything allocated so far lives as long as the process: keep it out of the collector's full
+    # passes, whose pauses (tens of ms over the imported modules) would make model steps late.
+    gc.freeze()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed: list[signal.Signals] = []

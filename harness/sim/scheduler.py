@@ -14,6 +14,11 @@ Forwards run on absolute deadlines of ``time.perf_counter()`` (next deadline = p
 model duration), so sleep overshoot never accumulates.  When the loop falls behind by more than
 ``max(JITTER_TOLERANCE_S, half the next forward)`` it does not burst to catch up: it restarts the
 timeline at "now" and counts a late step and the model time lost (``stats``).
+
+With a step grid (``grid=(t0, step)``, shared by the processes of ``harness.sim.cluster``) every
+forward ends on a grid instant ``t0 + k*step`` (``batching.next_grid_instant``), so the bursts of all
+processes leave together, as one server's would; a forward is then late only when it misses its grid
+instant, and the model time lost is the grid steps it skipped (``_end_of``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from harness.sim.batching import decode_step_s, plan_prefill_forward, prefill_forward_s
+from harness.sim.batching import decode_step_s, next_grid_instant, plan_prefill_forward, prefill_forward_s
 from harness.sim.profiles import SimProfile
 from harness.sim.radix import RadixCache, SaltKey
 from harness.sim.tokens import EOS_ID, OutputPlan
@@ -105,7 +110,9 @@ class SchedulerStats:
     prefill_forwards: int = 0
     decode_steps: int = 0
     late_steps: int = 0
+    late_decode_steps: int = 0  # the late steps that were decode steps (those move a resident rate)
     lateness_total_s: float = 0.0
+    decode_lateness_total_s: float = 0.0  # the model time the late decode steps lost
     wake_lateness_max_s: float = 0.0
     wake_lateness_sum_s: float = 0.0
     emit_lateness_max_s: float = 0.0  # longest time from a forward's end to its last event written
@@ -132,9 +139,14 @@ class Scheduler:
 
     def __init__(
         self, profile: SimProfile, *, step_factor: float = 1.0, time_scale: float = 1.0,
-        disable_radix_cache: bool = False,
+        disable_radix_cache: bool = False, grid: tuple[float, float] | None = None,
+        on_forward: Callable[[], None] | None = None,
     ) -> None:
+        """``grid``: (t0, step) in ``time.perf_counter()`` seconds; ``on_forward`` is called after every
+        forward's events are out (the cluster publishes its counters there)."""
         self.profile = profile
+        self.grid = grid
+        self.on_forward = on_forward
         self.step_factor = step_factor
         self.time_scale = time_scale
         self.disable_radix_cache = disable_radix_cache
@@ -218,12 +230,7 @@ class Scheduler:
             fwd = self._plan()
             if fwd is None:
                 continue
-            behind = clock() - start
-            if behind > max(JITTER_TOLERANCE_S, 0.5 * fwd.duration):
-                self.stats.late_steps += 1
-                self.stats.lateness_total_s += behind
-                start += behind
-            end = start + fwd.duration
+            end = self._end_of(fwd, start, clock())
             await _sleep_until(end)
             late = clock() - end
             self.stats.wake_lateness_sum_s += late
@@ -233,7 +240,34 @@ class Scheduler:
             else:
                 self._complete_decode(fwd)
             self.stats.emit_lateness_max_s = max(self.stats.emit_lateness_max_s, clock() - end)
+            if self.on_forward is not None:
+                self.on_forward()
             start = end
+
+    def _end_of(self, fwd: _Forward, start: float, now: float) -> float:
+        """When ``fwd``, due to start at ``start``, ends, given that the loop reaches it at ``now``; counts
+        a late step and the model time lost when it cannot end where an on-time start would have.
+        Without a grid: late when behind by more than ``max(JITTER_TOLERANCE_S, half the forward)``, and
+        the timeline restarts at ``now``. On a grid: late only when restarting at ``now`` moves the end
+        to a later grid instant (a prefill planned a few ms late still ends on its instant); the time
+        lost is the grid steps skipped."""
+        if self.grid is None:
+            behind = now - start
+            if behind <= max(JITTER_TOLERANCE_S, 0.5 * fwd.duration):
+                return start + fwd.duration
+            lost, end = behind, now + fwd.duration
+        else:
+            on_time = next_grid_instant(*self.grid, start, fwd.duration)
+            end = next_grid_instant(*self.grid, now, fwd.duration)
+            if end <= on_time + 1e-9:
+                return on_time
+            lost = end - on_time
+        self.stats.late_steps += 1
+        self.stats.late_decode_steps += int(fwd.kind == "decode")
+        self.stats.lateness_total_s += lost
+        if fwd.kind == "decode":
+            self.stats.decode_lateness_total_s += lost
+        return end
 
     def _lookup(self, req: SimRequest) -> int:
         if self.disable_radix_cache:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import time
 import uuid
@@ -19,6 +20,8 @@ from typing import Any, Literal
 import numpy as np
 from aiohttp import web
 
+from harness.sim.batching import grid_step_s
+from harness.sim.board import ClusterBoard
 from harness.sim.faults import Fault, parse_fault
 from harness.sim.info import metrics_text, models_list, server_info
 from harness.sim.openai_api import OpenAIEncoder, parse_openai
@@ -47,19 +50,30 @@ class SimServer:
 
     ``start()`` returns the base URL (also ``url``); ``stop()`` aborts what is in flight (each stream
     gets an abort event and ``[DONE]``) and closes everything.  ``died`` is set when the server
-    simulated its own death; ``death_reason`` says why.
+    simulated its own death; ``death_reason`` says why. In a cluster (``harness.sim.cluster``) the
+    server owns row ``slot`` of ``board`` and its ``/server_info`` reports the whole cluster's counters
+    in ``internal_states[0]`` and each process's after it.
     """
 
-    def __init__(self, options: SimOptions) -> None:
+    def __init__(self, options: SimOptions, *, board: ClusterBoard | None = None, slot: int = 0) -> None:
         self.options = options
         self.profile = options.resolved_profile
+        self.board = board
+        self.slot = slot
+        self.grid_step_s: float | None = None
+        grid: tuple[float, float] | None = None
+        if options.grid_t0_ns is not None:
+            self.grid_step_s = grid_step_s(self.profile, step_factor=options.step_factor,
+                                           time_scale=options.time_scale)
+            grid = (options.grid_t0_ns / 1e9, self.grid_step_s)
         self.url = ""
         self.port = 0
         self.death_reason: str | None = None
         self.died = asyncio.Event()
         self.scheduler = Scheduler(
             self.profile, step_factor=options.step_factor, time_scale=options.time_scale,
-            disable_radix_cache=options.disable_radix_cache,
+            disable_radix_cache=options.disable_radix_cache, grid=grid,
+            on_forward=self._publish if board is not None else None,
         )
         self._server_fault: Fault | None = parse_fault(options.fault) if options.fault else None
         self._generate_count = 0
@@ -100,6 +114,7 @@ class SimServer:
         self.port = int(sock.getsockname()[1])
         self._site = web.SockSite(self._runner, sock)
         await self._site.start()
+        self._publish()  # a cluster's row shows this process's pid once it listens
         host = f"[{self.options.host}]" if family == socket.AF_INET6 else self.options.host
         self.url = f"http://{host}:{self.port}"
         if self.options.startup_delay_s > 0:
@@ -328,7 +343,31 @@ class SimServer:
         return web.Response(status=200) if self._ready else web.Response(status=503)
 
     async def _server_info(self, request: web.Request) -> web.Response:
-        return web.json_response(server_info(self.options, self.scheduler, self._generate_count, self.port))
+        info = server_info(self.options, self.scheduler, self._generate_count, self.port)
+        if self.grid_step_s is not None:
+            info["dsv4h_simulator"]["grid_step_s"] = self.grid_step_s
+            info["internal_states"][0]["sim_grid_t0_ns"] = self.options.grid_t0_ns
+        if self.board is not None:
+            self._publish()
+            info["dsv4h_simulator"]["processes"] = self.board.processes
+            own = info["internal_states"][0]
+            info["internal_states"] = [own | self.board.totals() | {"sim_answered_by": self.slot},
+                                       *self.board.rows()]
+        return web.json_response(info)
+
+    def _publish(self) -> None:
+        """Write this process's counters into its row of the cluster board."""
+        if self.board is None:
+            return
+        st, sched = self.scheduler.stats, self.scheduler
+        self.board.publish(self.slot, {
+            "pid": os.getpid(), "sim_decode_steps": st.decode_steps, "sim_prefill_forwards": st.prefill_forwards,
+            "sim_late_steps": st.late_steps, "sim_late_decode_steps": st.late_decode_steps,
+            "sim_lateness_total_s": st.lateness_total_s, "sim_decode_lateness_total_s": st.decode_lateness_total_s,
+            "sim_wake_lateness_max_s": st.wake_lateness_max_s, "sim_emit_lateness_max_s": st.emit_lateness_max_s,
+            "sim_generation_tokens_total": st.generation_tokens_total, "num_running_reqs": sched.num_running,
+            "num_queue_reqs": sched.num_waiting, "sim_generate_requests": self._generate_count,
+            "sim_prompt_tokens_total": st.prompt_tokens_total, "sim_cached_tokens_total": st.cached_tokens_total})
 
     async def _flush_cache(self, request: web.Request) -> web.Response:
         if self.scheduler.flush_cache():
@@ -351,7 +390,17 @@ class SimServer:
         return web.json_response(info)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(text=metrics_text(self.options, self.scheduler), content_type="text/plain")
+        """Prometheus text; in a cluster the request and token gauges/counters are the sums over every
+        process (one server's view, which the concurrency witness compares with a wave's C)."""
+        totals: dict[str, float] | None = None
+        if self.board is not None:
+            self._publish()
+            t = self.board.totals()
+            totals = {"num_running_reqs": t["num_running_reqs"], "num_queue_reqs": t["num_queue_reqs"],
+                      "generation_tokens_total": t["sim_generation_tokens_total"],
+                      "prompt_tokens_total": t["sim_prompt_tokens_total"],
+                      "cached_tokens_total": t["sim_cached_tokens_total"]}
+        return web.Response(text=metrics_text(self.options, self.scheduler, totals), content_type="text/plain")
 
 
 def _direct_sink(request: web.Request, resp: web.StreamResponse, enc: EventEncoder, req: SimRequest) -> Any:

@@ -105,7 +105,7 @@ class OutputPlan:
 
 def plan_output(input_ids: Sequence[int] | npt.NDArray[np.int32], eos_min: int, eos_max: int) -> OutputPlan:
     """Deterministic greedy completion for a prompt; natural length drawn from ``[eos_min, eos_max]``."""
-    ids = tuple(int(t) for t in input_ids)
+    ids = tuple(map(int, input_ids))
     if ids == FRANCE_INPUT_IDS:
         return OutputPlan(seed=0, natural_len=len(FRANCE_OUTPUT_IDS), forced=FRANCE_OUTPUT_IDS)
     digest = prompt_hash(ids)

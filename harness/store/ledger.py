@@ -1,25 +1,37 @@
 """Parquet ledgers appended per archive (edge module: files).
 
-``<workspace>/ledgers/<table>.parquet`` for tables ``runs``, ``cells``, ``rounds``, ``waves``,
-``requests`` (and ``comparisons`` for ABBA screens). Every row carries the archive id, claim class,
-protocol class, backend, ``data_origin`` (``simulated`` for the built-in simulator, owned or
-attached, else ``measured``) and the ledger schema version. Ingesting an archive twice adds nothing; an archive
-is verified (every file re-hashed) before any of its rows is read. Appends happen under a lock
-file and are all-or-nothing per archive: every changed table is first written beside its target,
-then a commit journal (``.commit.json``) lists the renames, then they are done; whoever takes the
-lock next finishes the renames of a journal left by an interrupted commit and removes staged files
-that never reached one.
+``<workspace>/ledgers/<table>/<key>.parquet`` (layout and canonical schemas: ``harness.store.ledger_layout``).
+Archive tables ``runs``, ``cells``, ``rounds``, ``waves``, ``requests``, ``comparisons`` (and ``findings``)
+hold one file per archive, named by its id; governance tables one file per append. Every archive row
+carries the archive id, claim class, protocol class, backend, ``data_origin`` (``simulated`` for the
+built-in simulator, owned or attached, else ``measured``) and the ledger schema version. Ingesting an
+archive twice adds nothing (its ``runs`` file exists); an archive is verified (every file re-hashed)
+before any of its rows is read. Ingest never reads or rewrites another archive's files, except the one
+archive a resumed run supersedes, so its cost does not grow with the ledger.
 
-When an archive that resumed another is ingested, the older archive's rows get
-``valid = false`` and ``superseded_by`` = the newer archive's id (the newer one carries the old
-records), so filtering on ``valid`` never counts a cell twice, in whichever order they are ingested.
+Writes happen under a lock file and are all-or-nothing per archive: every file is first written to
+``ledgers/.staging/``, then a commit journal (``.commit.json``) lists the renames, then they are done;
+whoever takes the lock next finishes the renames of a journal left by an interrupted commit and removes
+staged files that never reached one.
 
-Open them in a notebook with ``pandas.read_parquet("ledgers/cells.parquet")``.
+When an archive that resumed another is ingested, the older archive's rows get ``valid = false`` and
+``superseded_by`` = the newer archive's id (the newer one carries the old records), so filtering on
+``valid`` never counts a cell twice, in whichever order they are ingested: the newer archive leaves a
+marker ``ledgers/.resumes/<older id>`` naming itself, which an older archive ingested later finds.
+
+Open them in a notebook with ``pandas.read_parquet("ledgers/cells/")`` or ``harness.ledger.read``.
 
 Ledger schema history (``LEDGER_SCHEMA_VERSION``):
   1 - first version (2026-11-29).
   2 - ``superseded_by`` on every archive row (null, or the id of the archive that resumed this
       one); version-1 tables read with it null (2026-12-01).
+  3 - one directory per table, one file per archive (governance: per append); one canonical schema
+      per table (int64, float64, ``*_ns`` int64 instants, ``timestamp[ns, UTC]`` wall anchors such as
+      ``created_wall``, ``anchor_wall`` and governance times); rates named with units
+      (``median_tok_s``, ``http_output_tok_s``, ...); ``extra`` JSON for columns outside the schema;
+      ``ledger_schema_version`` on every table, findings included. Schema-2 single-file tables are
+      migrated once (``dsv4h ledger migrate``, or the first write), the old files kept in
+      ``ledgers/.schema2-backup/`` (2026-12-01).
 """
 
 from __future__ import annotations
@@ -31,43 +43,63 @@ import os
 import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from harness.errors import LedgerError
 from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_dir
 from harness.interrupts import critical, fault_point
 from harness.measure.metrics import flat_list_column, request_timings
-from harness.store.archive import Archive, open_verified, resumed_by
+from harness.store.archive import STATE_DIR, Archive, open_verified, resumed_by
+from harness.store.ledger_layout import (
+    ARCHIVE_TABLES,
+    GOVERNANCE_TABLES,
+    LEDGER_SCHEMA_VERSION,
+    PER_ARCHIVE,
+    SCHEMAS,
+    TABLES,
+    append_key,
+    archive_file,
+    canonical,
+    file_metadata,
+    iso,
+    ledger_dir,
+    table_dir,
+    table_files,
+    with_common,
+)
+from harness.store.ledger_migrate import legacy_tables, migrate_directory
 
-LEDGER_SCHEMA_VERSION = 2
-ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "requests", "comparisons")
 JOURNAL = ".commit.json"
-_STAGE_PREFIX = ".stage-"
+STAGING = ".staging"
+RESUMES = ".resumes"
 _held = [0]
-TABLES = ("runs", "cells", "rounds", "waves", "requests", "comparisons", "findings", "historical", "records",
-          "closures", "gates", "freezes")
 
-
-def ledger_dir(workspace: Path) -> Path:
-    """Where the ledgers of a workspace live."""
-    return workspace / "ledgers"
+__all__ = [
+    "ARCHIVE_TABLES", "GOVERNANCE_TABLES", "JOURNAL", "LEDGER_SCHEMA_VERSION", "PER_ARCHIVE", "TABLES",
+    "append_rows", "archive_rows", "commit_files", "ingest_archive", "ingested", "ingested_ids", "ledger_dir",
+    "locked", "read_table", "recover", "request_rows", "rows_iso", "run_anchor", "successor_of", "supersede",
+]
 
 
 @contextmanager
 def locked(directory: Path) -> Iterator[None]:
     """Hold the ledger directory's exclusive lock (``.lock``, flock) for the duration; first finish
-    any commit an interrupted writer left (module docstring)."""
+    any commit an interrupted writer left, then migrate schema-2 tables (module docstring)."""
     directory.mkdir(parents=True, exist_ok=True)
     with (directory / ".lock").open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         _held[0] += 1
         try:
             _roll_forward(directory)
+            if legacy_tables(directory):
+                migrate_directory(directory)
             yield
         finally:
             _held[0] -= 1
@@ -84,30 +116,44 @@ def _roll_forward(directory: Path) -> None:
             raise LedgerError(f"{journal}: unreadable commit journal: {exc}",
                               hint="restore the ledgers from a copy, or delete the journal and re-ingest "
                               "archives") from None
+        parents = set()
         for tmp, final in renames:
             if (directory / tmp).exists():
+                (directory / final).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(directory / tmp, directory / final)
+                parents.add((directory / final).parent)
                 fault_point("ledger:renamed")
-        fsync_dir(directory)
+        for p in sorted(parents):
+            fsync_dir(p)
         journal.unlink()
         fsync_dir(directory)
-    for stray in directory.glob(f"{_STAGE_PREFIX}*"):
+    staging = directory / STAGING
+    if staging.is_dir():
+        for stray in staging.iterdir():
+            stray.unlink(missing_ok=True)
+    for stray in directory.glob(".stage-*"):  # staged by a schema-2 writer that never reached its journal
         stray.unlink(missing_ok=True)
 
 
-def commit_tables(workspace: Path, tables: Mapping[str, pa.Table]) -> None:
-    """Replace several ledger tables as one step (call with the lock held): all or none of them
-    change, even if the process is killed half-way (the next lock holder completes the commit)."""
+def commit_files(workspace: Path, files: Mapping[str, pa.Table | bytes]) -> None:
+    """Write several ledger files (paths relative to the ledger directory; a table or raw bytes) as
+    one step (call with the lock held): all or none of them change, even if the process is killed
+    half-way (the next lock holder completes the commit)."""
+    if not files:
+        return
     directory = ledger_dir(workspace)
+    staging = directory / STAGING
+    staging.mkdir(parents=True, exist_ok=True)
     tag = secrets.token_hex(4)
     renames: list[list[str]] = []
-    meta_version = str(LEDGER_SCHEMA_VERSION).encode()
     try:
-        for name, table in tables.items():
-            tmp = directory / f"{_STAGE_PREFIX}{tag}-{name}.parquet"
-            meta = {b"dsv4h.ledger_schema_version": meta_version, b"dsv4h.table": name.encode()}
-            atomic_write_table(tmp, table.replace_schema_metadata(meta))
-            renames.append([tmp.name, f"{name}.parquet"])
+        for n, (rel, content) in enumerate(files.items()):
+            tmp = staging / f"{tag}-{n}{Path(rel).suffix}"
+            renames.append([f"{STAGING}/{tmp.name}", rel])
+            if isinstance(content, bytes):
+                atomic_write(tmp, content)
+            else:
+                atomic_write_table(tmp, content.replace_schema_metadata(file_metadata(rel.split("/", 1)[0])))
             fault_point("ledger:staged")
         atomic_write(directory / JOURNAL, dump_json({"renames": renames}))
     except BaseException:
@@ -119,42 +165,97 @@ def commit_tables(workspace: Path, tables: Mapping[str, pa.Table]) -> None:
 
 
 def recover(workspace: Path) -> None:
-    """Finish a commit an interrupted writer left (readers call this before reading)."""
+    """Finish a commit an interrupted writer left, and migrate schema-2 tables (readers call this
+    before reading)."""
     directory = ledger_dir(workspace)
-    if (directory / JOURNAL).is_file() and not _held[0]:
+    if _held[0] or not directory.is_dir():
+        return
+    if (directory / JOURNAL).is_file() or legacy_tables(directory):
         with locked(directory):
             pass
 
 
-def read_table(workspace: Path, table: str) -> pa.Table | None:
-    """One ledger table, or None when it does not exist yet."""
+def _read_files(paths: list[Path], table: str) -> pa.Table:
+    try:
+        if len(paths) == 1:
+            return pq.read_table(paths[0], schema=SCHEMAS[table])
+        return ds.dataset([str(p) for p in paths], schema=SCHEMAS[table], format="parquet").to_table()
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise LedgerError(f"{table_dir(paths[0].parent.parent.parent, table)}: cannot read: {exc}",
+                          hint="restore the ledgers from a copy, or re-ingest archives") from exc
+
+
+def _check(table: str) -> None:
     if table not in TABLES:
         raise LedgerError(f"no ledger table '{table}'", hint=f"choose one of: {', '.join(TABLES)}")
-    path = ledger_dir(workspace) / f"{table}.parquet"
+
+
+def read_table(workspace: Path, table: str) -> pa.Table | None:
+    """One ledger table (every file, canonical schema), or None when it has no file yet. Archive
+    tables in order of ``created_wall`` then archive id; governance tables in append order."""
+    _check(table)
     recover(workspace)
-    if not path.exists():
+    paths = table_files(table_dir(workspace, table))
+    if not paths:
         return None
-    try:
-        return pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise LedgerError(f"{path}: cannot read: {exc}",
-                          hint="restore the file from backup or re-ingest archives") from exc
+    if table in GOVERNANCE_TABLES:
+        return pa.concat_tables([_read_files([p], table) for p in paths])
+    t = _read_files(paths, table)
+    if t.num_rows and "created_wall" in t.column_names:
+        order = pc.sort_indices(t, sort_keys=[("created_wall", "ascending"), ("archive_id", "ascending")])
+        t = t.take(order)
+    return t
+
+
+def archive_rows(workspace: Path, table: str, archive_id: str) -> pa.Table | None:
+    """One archive's rows of an archive table (its one file), or None when it has none."""
+    _check(table)
+    path = archive_file(workspace, table, archive_id)
+    return _read_files([path], table) if path.is_file() else None
+
+
+def rows_iso(table: pa.Table | None) -> list[dict[str, Any]]:
+    """Rows as dicts, wall-clock timestamps as ISO 8601 text (what the governance rules compare)."""
+    if table is None:
+        return []
+    rows: list[dict[str, Any]] = table.to_pylist()
+    walls = [f.name for f in table.schema if pa.types.is_timestamp(f.type)]
+    for r in rows:
+        for k in walls:
+            r[k] = iso(r[k])
+    return rows
+
+
+def append_rows(workspace: Path, table: str, rows: list[dict[str, Any]]) -> Path:
+    """Append rows to a governance table as one new file (call with the lock held); never rewrites
+    an older file. Missing columns are null; returns the new file."""
+    if table not in GOVERNANCE_TABLES:
+        raise LedgerError(f"'{table}' is not a governance table", hint=f"one of {', '.join(GOVERNANCE_TABLES)}")
+    directory = table_dir(workspace, table)
+    now = datetime.now(UTC)
+    last = table_files(directory)
+    if last and last[-1].name[:21] >= append_key(now)[:21]:
+        # keep append order even when two appends share a microsecond or the clock stepped back
+        prev = datetime.strptime(last[-1].name[:21], "%Y%m%dT%H%M%S%f").replace(tzinfo=UTC)
+        now = prev + timedelta(microseconds=1)
+    # wall times arrive as ISO text (canonical() parses them); every other column as the schema says
+    loose = pa.schema([pa.field(f.name, pa.string()) if pa.types.is_timestamp(f.type) else f
+                       for f in SCHEMAS[table]])
+    new = pa.Table.from_pylist([{n: r.get(n) for n in loose.names} for r in rows], schema=loose)
+    rel = f"{table}/{append_key(now)}.parquet"
+    commit_files(workspace, {rel: canonical(table, new)})
+    return ledger_dir(workspace) / rel
+
+
+def ingested(workspace: Path, archive_id: str) -> bool:
+    """Whether the archive's ``runs`` file exists (one stat, whatever the ledger's size)."""
+    return archive_file(workspace, "runs", archive_id).is_file()
 
 
 def ingested_ids(workspace: Path) -> set[str]:
-    """Archive ids already present in the ``runs`` table."""
-    runs = read_table(workspace, "runs")
-    return set(runs.column("archive_id").to_pylist()) if runs is not None else set()
-
-
-def _merged(old: pa.Table | None, new: pa.Table) -> pa.Table:
-    """``old`` without rows of the archives in ``new``, then ``new``."""
-    if old is None:
-        return new
-    if "archive_id" in old.column_names and new.num_rows:
-        ids = pa.array(sorted(set(new.column("archive_id").to_pylist())))
-        old = old.filter(pc.invert(pc.is_in(old.column("archive_id"), value_set=ids)))
-    return pa.concat_tables([old, new], promote_options="permissive")
+    """Archive ids present in the ``runs`` table (its file names)."""
+    recover(workspace)
+    return {p.stem for p in table_files(table_dir(workspace, "runs"))}
 
 
 def supersede(table: pa.Table, old_id: str, new_id: str) -> pa.Table:
@@ -178,6 +279,40 @@ def supersede(table: pa.Table, old_id: str, new_id: str) -> pa.Table:
     return table
 
 
+def superseded_files(workspace: Path, old_id: str, new_id: str) -> dict[str, pa.Table]:
+    """The rewritten files of archive ``old_id`` once ``new_id`` supersedes it (only its own files)."""
+    out: dict[str, pa.Table] = {}
+    for name in ARCHIVE_TABLES:
+        t = archive_rows(workspace, name, old_id)
+        if t is not None:
+            new = supersede(t, old_id, new_id)
+            if not new.equals(t):
+                out[f"{name}/{old_id}.parquet"] = new
+    return out
+
+
+def successor_of(workspace: Path, archive_id: str) -> str | None:
+    """The archive that resumed ``archive_id``: its ledger marker, else (only when a resume of it was
+    claimed in this workspace) the finalized archive on disk that says so."""
+    marker = ledger_dir(workspace) / RESUMES / archive_id
+    if marker.is_file():
+        return marker.read_text().strip() or None
+    if not (workspace / STATE_DIR / "resumed" / archive_id).is_file():
+        return None
+    found = resumed_by(workspace, archive_id)
+    return found if found is not None and len(found) == 16 and " " not in found else None
+
+
+def resume_files(workspace: Path, archive_id: str, resumed_from: str | None) -> dict[str, pa.Table | bytes]:
+    """What ingesting (or merging) archive ``archive_id`` that resumed ``resumed_from`` writes beside its
+    own files: the marker, and the older archive's superseded files when it is in the ledger."""
+    if not resumed_from:
+        return {}
+    out: dict[str, pa.Table | bytes] = {f"{RESUMES}/{resumed_from}": archive_id.encode()}
+    out.update(superseded_files(workspace, resumed_from, archive_id))
+    return out
+
+
 def _simulated(archive: Archive) -> bool:
     """Simulator data: backend ``sim`` or labelled ``simulated``, or a server of the run identified
     itself as the dsv4h simulator (``server_info.dsv4h_simulator``, e.g. an attached one)."""
@@ -185,15 +320,6 @@ def _simulated(archive: Archive) -> bool:
         return True
     services = archive.json("service.json").get("services", []) if archive.has("service.json") else []
     return any(isinstance(s, dict) and "dsv4h_simulator" in (s.get("server_info") or {}) for s in services)
-
-
-def _with_common(table: pa.Table, common: dict[str, Any]) -> pa.Table:
-    for key, value in common.items():
-        if key in table.column_names:
-            table = table.drop_columns([key])
-        col = pa.nulls(table.num_rows, pa.string()) if value is None else pa.array([value] * table.num_rows)
-        table = table.append_column(key, col)
-    return table
 
 
 def request_rows(records: pa.Table, anchor: Mapping[str, Any] | None = None) -> pa.Table:
@@ -252,17 +378,6 @@ def run_anchor(archive: Archive) -> dict[str, Any]:
     return {}
 
 
-def _successor(workspace: Path, archive_id: str) -> str | None:
-    """The archive that resumed ``archive_id``: from the ``runs`` table, else from the archives on disk."""
-    runs = read_table(workspace, "runs")
-    if runs is not None and "resumed_from" in runs.column_names:
-        hit = runs.filter(pc.fill_null(pc.equal(runs.column("resumed_from"), archive_id), False))
-        if hit.num_rows:
-            return str(hit.column("archive_id")[0].as_py())
-    found = resumed_by(workspace, archive_id)
-    return found if found is not None and len(found) == 16 and " " not in found else None
-
-
 def _archive_tables(archive: Archive) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
     for name in ("cells", "rounds", "waves"):
@@ -285,17 +400,19 @@ def ingest_archive(workspace: Path, archive: Archive) -> dict[str, int]:
 
     The archive is verified first (``ArchiveError`` naming each changed, missing or extra file). An
     archive already in the ``runs`` table adds nothing (returns an empty dict). Ingesting an archive
-    that resumed another supersedes the other's rows (module docstring).
+    that resumed another supersedes the other's rows (module docstring). Reads and writes only this
+    archive's files (and the superseded archive's).
     """
     archive = open_verified(archive.path)
     run = archive.run
+    aid = archive.archive_id
     tables = _archive_tables(archive)
     with critical(), locked(ledger_dir(workspace)):
-        if archive.archive_id in ingested_ids(workspace):
+        if ingested(workspace, aid):
             return {}
-        successor = _successor(workspace, archive.archive_id)
+        successor = successor_of(workspace, aid)
         common = {
-            "archive_id": archive.archive_id,
+            "archive_id": aid,
             "ledger_schema_version": LEDGER_SCHEMA_VERSION,
             "campaign": run.campaign,
             "kind": run.kind,
@@ -310,37 +427,18 @@ def ingest_archive(workspace: Path, archive: Archive) -> dict[str, int]:
             "superseded_by": successor,
         }
         added: dict[str, int] = {}
-        new: dict[str, pa.Table] = {}
+        files: dict[str, pa.Table | bytes] = {}
         for name, t in tables.items():
             if t.num_rows == 0:
                 continue
-            new[name] = _with_common(t, common)
+            files[f"{name}/{aid}.parquet"] = canonical(name, with_common(t, common), run.kind)
             added[name] = t.num_rows
         run_row = {**common, "plan_id": run.plan_id or "", "service": run.service_name,
                    "n_cells": int(tables["cells"].num_rows) if "cells" in tables else 0,
                    "archive_path": str(archive.path), "resumed_from": run.resumed_from}
-        new["runs"] = pa.Table.from_pylist([run_row], schema=_run_schema(run_row))
+        files[f"runs/{aid}.parquet"] = canonical("runs", with_common(pa.table({"plan_id": [run_row["plan_id"]]}),
+                                                                     run_row))
         added["runs"] = 1
-        out: dict[str, pa.Table] = {}
-        for name in ARCHIVE_TABLES:
-            old = read_table(workspace, name)
-            table = _merged(old, new[name]) if name in new else old
-            if table is not None and run.resumed_from:
-                table = supersede(table, run.resumed_from, archive.archive_id)
-            if table is not None and (name in new or table is not old):
-                out[name] = table
-        commit_tables(workspace, out)
+        files.update(resume_files(workspace, aid, run.resumed_from))
+        commit_files(workspace, files)
         return added
-
-
-def _run_schema(row: Mapping[str, Any]) -> pa.Schema:
-    """The ``runs`` row's schema: strings where a value may be null."""
-    fields = []
-    for key, value in row.items():
-        if isinstance(value, bool):
-            fields.append(pa.field(key, pa.bool_()))
-        elif isinstance(value, int):
-            fields.append(pa.field(key, pa.int64()))
-        else:
-            fields.append(pa.field(key, pa.string()))
-    return pa.schema(fields)

@@ -43,3 +43,24 @@ def test_every_command_group_is_in_the_readme() -> None:
 
 def test_app_is_typer() -> None:
     assert isinstance(cli.app, typer.Typer)
+
+
+def test_help_screens_show_plain_metavars_and_argument_help() -> None:
+    """Every --help at 80 columns names arguments in capitals (``SPEC``), never as ``{spec}`` or a
+    type placeholder such as ``<bool>``/``<path>``, and shows each argument's own help text."""
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    bad: list[str] = []
+    for path, cmd in commands():
+        result = runner.invoke(cli.app, [*path.split(), "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+        assert result.exit_code == 0, (path, result.output)
+        text = result.output
+        usage = next((line for line in text.splitlines() if "Usage:" in line), "")
+        if "{" in usage or any(tag in text for tag in ("<bool>", "<path>", "<str>", "<int>", "<float>")):
+            bad.append(path)
+        for param in getattr(cmd, "params", []):
+            helptext = getattr(param, "help", None)
+            if param.param_type_name == "argument" and helptext and helptext.split()[0] not in text:
+                bad.append(f"{path}: argument {param.name} help not shown")
+    assert bad == []

@@ -39,3 +39,123 @@ def test_reporter_prints_failed_rounds_and_detached_services() -> None:
     assert "[failed] 4 of 8 requests failed in wave 1" in text
     assert "detached from the service at http://127.0.0.1:30021 (not owned, left running)" in text
     assert text.count("service stopped") == 1
+
+
+def test_eta_uses_the_plan_until_a_tenth_is_done_then_the_observed_pace() -> None:
+    from harness.cli.progress import eta_s
+
+    assert eta_s(200.0, 10.0, 30.0, planned_seconds=True) == 190.0      # 5% done: the plan's seconds
+    assert eta_s(200.0, 50.0, 100.0, planned_seconds=True) == 300.0     # 2 s per planned s, 150 left
+    assert eta_s(10.0, 0.5, 20.0, planned_seconds=False) is None        # cells, no pace yet: unknown
+    assert eta_s(10.0, 5.0, 20.0, planned_seconds=False) == 20.0        # 4 s per cell, 5 cells left
+    assert eta_s(10.0, 10.0, 20.0, planned_seconds=False) == 0.0
+
+
+def test_cell_fraction_counts_rounds_and_the_running_round() -> None:
+    from harness.cli.progress import cell_fraction
+
+    decode = SimpleNamespace(workload="decode", rounds=3, min_resident_seconds=2.0, waves_per_round=None)
+    prefill = SimpleNamespace(workload="prefill", rounds=3, min_resident_seconds=None, waves_per_round=2)
+    assert cell_fraction(decode, 1, 3, 1.0) == 0.5                       # (1 + 1.0/2.0) / 3
+    assert cell_fraction(decode, 2, 9, 7.5) == 1.0                       # resident beyond the need: capped
+    assert abs(cell_fraction(prefill, 0, 1, 0.0) - 1 / 6) < 1e-12        # half a round of three
+
+
+def _cells() -> list[SimpleNamespace]:
+    return [SimpleNamespace(index=i, label=f"decode C{c}", cell_id=f"decode-c{c:02d}-0123abcd", workload="decode",
+                            rounds=3, min_resident_seconds=1.0, waves_per_round=None) for i, c in enumerate((1, 4))]
+
+
+def test_live_display_bars_eta_and_round_status() -> None:
+    now = [100.0]
+    console = Console(record=True, width=80, color_system=None)
+    rep = LiveReporter(console, get_time=lambda: now[0])
+    cells = _cells()
+    plan = SimpleNamespace(plan_id="7ee4c8d13f972977", cells=cells, estimate_s=40.0, cell_estimates_s=(10.0, 30.0))
+    rep("plan", plan=plan)
+    rep("cell-start", cell=cells[0], rounds=[0, 1, 2])
+    rep("wave-done", cell=cells[0], round=0, attempt=0, wave=0, resident_s=0.5, round_rate=88.0, http_rate=80.0)
+    assert rep.progress is not None and rep.overall is not None
+    overall = rep.progress.tasks[rep.overall]
+    assert overall.total == 40.0 and abs(overall.completed - 10.0 * 0.5 / 3) < 1e-9
+    rep("round-done", cell=cells[0], round=0, status="ok", rate=88.0)
+    rep("wave-done", cell=cells[0], round=1, attempt=0, wave=0, resident_s=0.2, round_rate=87.0, http_rate=80.0)
+    live = Console(record=True, width=80, color_system=None)
+    live.print(rep._renderable())
+    frame = live.export_text()
+    assert "campaign 7ee4c8d13f972977" in frame and "1/2 decode C1" in frame
+    assert "r1 ok" in frame and "r2 running" in frame
+    assert "round 2/3" in frame and "resident 0.2/1 s" in frame and "HTTP 80.00 tok/s" in frame
+    assert all(len(line) <= 80 for line in frame.splitlines())
+    # the clock ticks with nothing happening: two renders 3 s apart differ in elapsed time
+    first = _elapsed(rep)
+    now[0] += 3.0
+    assert _elapsed(rep) != first
+    # finishing the first cell's rounds moves the overall bar to that cell's estimate
+    for k in (1, 2):
+        rep("round-done", cell=cells[0], round=k, status="ok", rate=88.0)
+    assert abs(rep.progress.tasks[rep.overall].completed - 10.0) < 1e-9
+
+
+def _elapsed(rep: LiveReporter) -> str:
+    c = Console(record=True, width=80, color_system=None)
+    c.print(rep._renderable())
+    return c.export_text().splitlines()[0]
+
+
+def test_resumed_cells_leave_the_total() -> None:
+    console = Console(record=True, width=80, color_system=None)
+    rep = LiveReporter(console)
+    cells = _cells()
+    rep("plan", plan=SimpleNamespace(plan_id="p", cells=cells, estimate_s=40.0, cell_estimates_s=(10.0, 30.0)))
+    rep("cell-skipped", cell=cells[0])
+    assert rep.progress is not None and rep.overall is not None
+    assert rep.progress.tasks[rep.overall].total == 30.0
+    assert "decode C1: already complete in the resumed archive" in console.export_text()
+
+
+def test_abba_live_counts_measured_waves_of_four_legs() -> None:
+    from harness.cli.progress import AbbaLive
+
+    console = Console(record=True, width=80, color_system=None)
+    live = AbbaLive(console)
+    spec = SimpleNamespace(name="abba-demo", workload=SimpleNamespace(concurrency=32, waves_per_leg=3))
+    live("abba-start", spec=spec)
+    live("service-ready", leg="A1", service=SimpleNamespace(url="http://127.0.0.1:1", process=SimpleNamespace(pid=7)))
+    live("abba-wave", leg="A1", wave=0, resident=1041.78, http=990.5)
+    assert live.task is not None
+    task = live.progress.tasks[live.task]
+    assert (task.total, task.completed) == (12, 1)
+    text = console.export_text()
+    assert "leg A1: service ready at http://127.0.0.1:1 (pid 7)" in text
+    assert "  A1 wave 1: resident 1,041.78 tok/s, HTTP 990.50 tok/s" in text
+
+
+def test_warmup_is_shown_as_not_counted() -> None:
+    rep = LiveReporter(Console(record=True, width=80, color_system=None))
+    cells = [SimpleNamespace(**vars(c), warmup_waves=2) for c in _cells()]
+    rep("plan", plan=SimpleNamespace(plan_id="p", cells=cells, estimate_s=None, cell_estimates_s=()))
+    rep("cell-start", cell=cells[0], rounds=[0, 1, 2])
+    rep("warmup-done", cell=cells[0], wave=0, wave_result=[])
+    frame = Console(record=True, width=80, color_system=None)
+    frame.print(rep._renderable())
+    text = frame.export_text()
+    assert "warmup: 1/2 waves done (kept, never counted)" in text
+    assert "ETA -:--:--" in text                                     # no estimate, no pace yet: unknown
+
+
+def test_sweep_live_advances_by_planned_seconds() -> None:
+    from harness.cli.progress import SweepLive
+
+    rounds = [SimpleNamespace(rate=4.0, round_index=-1, offsets_s=(0.0, 1.0)),
+              SimpleNamespace(rate=4.0, round_index=0, offsets_s=(0.0, 3.0)),
+              SimpleNamespace(rate=8.0, round_index=0, offsets_s=(0.0, 2.0))]
+    console = Console(record=True, width=80, color_system=None)
+    live = SweepLive(console, SimpleNamespace(plan_id="9e51", rounds=rounds))
+    task = live.progress.tasks[live.task]
+    assert task.total == 2.0 + 4.0 + 3.0                        # each span plus one second of drain
+    live("sweep-round-start", rate=8.0, round_index=0, n=16)
+    assert live.progress.tasks[live.task].completed == 6.0
+    live("sweep-round-done", row={"rate": 8.0, "round_index": 0, "n_ok": 16, "n_requests": 16, "goodput": 7.5,
+                                  "client_lag_p99_s": 0.0012})
+    assert "8 req/s round 0: 16/16 ok, goodput 7.50 req/s, client lag p99 1.2 ms" in console.export_text()

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 from testkit import run_block
 
 from harness.evidence import rules as ev
@@ -162,16 +163,19 @@ def test_attached_simulator_unlabelled_invalidates_every_row(tmp_path: Path) -> 
     changed = apply_findings(tmp_path, a.archive_id, findings)
     assert changed == {"cells": 1, "rounds": 1, "waves": 2, "requests": 2, "runs": 1}
     for table in ("runs", "cells", "rounds", "waves", "requests"):
-        df = pd.read_parquet(tmp_path / "ledgers" / f"{table}.parquet")
+        df = pd.read_parquet(tmp_path / "ledgers" / table)
         assert not df["valid"].any() and set(df["data_origin"]) == {"simulated"}, table
 
 
 def test_superseded_rows_stay_invalid_when_findings_are_applied(tmp_path: Path) -> None:
     a = open_archive(_archive(tmp_path, "sglang", {"tp_size": 8}, []))
     ingest_archive(tmp_path, a)
-    path = tmp_path / "ledgers" / "cells.parquet"
-    cells = pd.read_parquet(path).assign(valid=False, superseded_by="b" * 16)
-    cells.to_parquet(path)
+    path = tmp_path / "ledgers" / "cells" / f"{a.archive_id}.parquet"
+    cells = pq.read_table(path)
+    cells = cells.set_column(cells.column_names.index("valid"), "valid", pa.array([False] * cells.num_rows))
+    cells = cells.set_column(cells.column_names.index("superseded_by"), "superseded_by",
+                             pa.array(["b" * 16] * cells.num_rows))
+    pq.write_table(cells, path)
     apply_findings(tmp_path, a.archive_id, [])
     assert not pd.read_parquet(path)["valid"].any()
 
@@ -190,6 +194,13 @@ def test_sim_lateness_on_the_waves_it_touched() -> None:
     assert i.severity == "info" and "under 1% of the window" in i.message
     quiet = [c | {"sim_late_steps": 0} for c in checks[:1]]
     assert found(replace(BASE, extra={"wave_checks": quiet}), "sim-lateness") == []
+    # a decode wave whose late steps were first-token forwards only: its resident rate is the model's
+    prefill_only = [checks[0] | {"sim_late_decode_steps": 0, "sim_decode_lateness_s": 0.0}]
+    assert WAVE.get("workload") == "decode"
+    assert found(replace(BASE, extra={"wave_checks": prefill_only}), "sim-lateness") == []
+    one_decode = [checks[0] | {"sim_late_decode_steps": 1, "sim_decode_lateness_s": 0.046}]
+    (h,) = found(replace(BASE, extra={"wave_checks": one_decode}), "sim-lateness")
+    assert h.severity == "warning" and "1 late step(s), 0.046 s" in h.message
     # an archive without per-wave counters: the service's counters before and after
     svc = {"url": "u", "start_index": 1, "server_info": {"dsv4h_simulator": {}, "internal_states": [
         {"sim_late_steps": 1}]}, "server_info_at_stop": {"internal_states": [{"sim_late_steps": 4}]}}

@@ -93,7 +93,8 @@ def test_freeze_reveal_and_historical(tmp_path: Path) -> None:
     past = make_abba(tmp_path, created_wall="2020-01-01T00:00:00+0000").archive_id
     res = runner.invoke(top, ["reveal", str(p), "--results", past, "-w", ws])
     assert isinstance(res.exception, EvidenceError) and "frozen after the results" in res.exception.message
-    res = runner.invoke(top, ["import-historical", str(REPO / "ledgers/historical/report-2609.15627.yaml"), "-w", ws])
+    source = REPO / "ledgers/historical-sources/report-2609.15627.yaml"
+    res = runner.invoke(top, ["import-historical", str(source), "-w", ws])
     assert res.exit_code == 0 and "historical entries added" in " ".join(res.output.split())
 
 

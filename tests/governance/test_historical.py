@@ -13,7 +13,7 @@ from harness.governance import records as gv
 from harness.governance.io import import_historical_file, load_historical, table_rows
 
 REPO = Path(__file__).resolve().parents[2]
-REPORT = REPO / "ledgers" / "historical" / "report-2609.15627.yaml"
+REPORT = REPO / "ledgers" / "historical-sources" / "report-2609.15627.yaml"
 SEEDS = Path(os.environ.get("DSV4H_SEEDS", "/work/shared/seeds"))
 SEPT18, SEPT14 = SEEDS / "000_ddeb1fb2f1b35ad1.txt", SEEDS / "001_9dca751e6085a9d9.txt"
 

@@ -267,3 +267,30 @@ def test_docs_quote_the_current_hashes() -> None:
         text = (CORPORA / "tokenizers" / tok / "README.md").read_text()
         for fname in ("tokenizer.json", "tokenizer_config.json", "training.json"):
             assert sha256_file(CORPORA / "tokenizers" / tok / fname) in text, (tok, fname)
+
+
+def test_a_mistyped_corpus_name_gets_did_you_mean(tmp_path: Path) -> None:
+    from harness.inputs.corpus import load_corpus
+
+    for name in ("sim-code-512", "tiny-code-128"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text("{}")
+    with pytest.raises(CorpusError) as err:
+        load_corpus(tmp_path / "sim-code-51")
+    assert err.value.hint == (f"did you mean '{tmp_path / 'sim-code-512'}'? "
+                              f"(corpora in {tmp_path}: sim-code-512, tiny-code-128)")
+    with pytest.raises(CorpusError) as err:
+        load_corpus(tmp_path / "zzz")
+    assert err.value.hint is not None and err.value.hint.startswith(f"corpora in {tmp_path}: sim-code-512")
+
+
+def test_identity_records_tokenizer_and_ranges(corpus_dir: Path) -> None:
+    """The corpus record every run writes to its archive (record format 2): declared and observed
+    lengths, token-id range and the tokenizer's name, file-map hash and vocabulary size."""
+    ident = load_corpus(corpus_dir).identity()
+    assert ident == {
+        "record_format": 2, "name": ident["name"], "path": str(corpus_dir),
+        "manifest_sha256": ident["manifest_sha256"], "n_cases": 4, "token_range": [3, 6],
+        "tokenizer": "tok", "vocab_size": None,
+        "tokenizer_sha256": "52015124436343eb62af380b46651fe6b5764d446935bc9204300b256e20f8f5",  # of {file: sha256}
+        "input_tokens": [3, 5], "token_ids": [0, 12]}

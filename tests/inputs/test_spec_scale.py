@@ -22,6 +22,8 @@ def test_scale_spec_resolves_profile_file_and_workers() -> None:
     assert path is not None and Path(path).is_absolute() and Path(path).name == "scale-20ms.yaml"
     argv = sim_command(spec.service).argv
     assert argv[argv.index("--profile-file") + 1] == path
+    assert spec.service.sim.processes == 8  # one step grid over 8 simulator processes (harness.sim.cluster)
+    assert argv[argv.index("--processes") + 1] == "8"
     assert spec.load.workers == "auto"
     assert 1 <= workers_for(spec, 1024) <= 1024
     assert workers_for(spec.model_copy(update={"load": spec.load.model_copy(update={"workers": 3})}), 2) == 2

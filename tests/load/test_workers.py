@@ -16,7 +16,8 @@ from harness.sim import running_simulator
 
 def test_auto_workers_known_answers() -> None:
     assert auto_workers(3_200, cpus=16) == 1
-    assert auto_workers(51_200, cpus=16) == 4  # 51,200 x 25 us / 0.35 = 3.66
+    assert auto_workers(51_200, cpus=16) == 13  # 51,200 x 25 us / 0.10 = 12.8: a burst drains in 10% of a step
+    assert auto_workers(51_200, cpus=16, target_share=0.35) == 4  # 3.66
     assert auto_workers(204_800, cpus=16) == 15  # capped at one CPU short of the host
     assert auto_workers(51_200, cpus=2) == 1
     with pytest.raises(ValueError, match="offered rate"):

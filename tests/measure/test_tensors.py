@@ -338,3 +338,19 @@ def test_cli_exit_code_8_end_to_end(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 8, proc.stderr
     assert "shape [3] != [4] (shape mismatch)" in proc.stdout and "hint:" in proc.stderr
+
+
+def test_cli_failure_output_ends_its_lines_before_the_error(tmp_path: Path) -> None:
+    """stdout and stderr into one log (``2>&1``): the last report line stays whole and the
+    ``error:`` line starts on its own line after it (issue 17)."""
+    np.save(tmp_path / "a.npy", np.arange(4.0))
+    np.save(tmp_path / "b.npy", np.arange(4.0) + 1)
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "compare", "tensors", "a.npy", "b.npy"],
+                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == 8
+    lines = r.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("error:"))
+    assert lines[at - 1] == "  NaN a/b 0/0, Inf a/b 0/0"
+    assert lines[at] == "error: a.npy does not match b.npy: 1 tensor(s) differ beyond tolerance: a vs b"
+    assert lines[at + 1].startswith("hint: ")

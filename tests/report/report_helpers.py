@@ -11,22 +11,24 @@ from harness.report.synthetic import (
     write_abba_archive,
     write_formal_archive,
     write_historical_ledger,
+    write_sweep_archive,
 )
 
 BUILD_TIME = "2026-11-29T12:34:56Z"
 
 
 def make_workspace(root: Path, *, historical: bool = True) -> dict[str, str]:
-    """Two formal archives (one with memory, oracles and a failed round), one ABBA screen and a
-    historical ledger. Returns {name: archive_id}."""
+    """Two formal archives (one with memory, oracles and a failed round), one ABBA screen, one rate
+    sweep and a historical ledger. Returns {name: archive_id}."""
     f1 = write_formal_archive(root, campaign="matrix-a", seed=1, tiers=(1, 2, 4, 8), memory_devices=2,
                               memory_samples=12, oracles=True, failed_round=("decode", 4, 1),
                               created_wall="2026-11-20T10:00:00+0000")
     f2 = write_formal_archive(root, campaign="matrix-b", seed=2, tiers=(1, 64), created_wall="2026-11-25T10:00:00+0000")
     ab = write_abba_archive(root, campaign="screen-a", seed=3, created_wall="2026-11-26T10:00:00+0000")
+    sw = write_sweep_archive(root, campaign="sweep-a", seed=4, created_wall="2026-11-27T10:00:00+0000")
     if historical:
         write_historical_ledger(root, synthetic_historical_entries(4))
-    return {"f1": f1.archive_id, "f2": f2.archive_id, "abba": ab.archive_id}
+    return {"f1": f1.archive_id, "f2": f2.archive_id, "abba": ab.archive_id, "sweep": sw.archive_id}
 
 
 def stand_in_findings(archive: Any) -> list[dict[str, Any]]:

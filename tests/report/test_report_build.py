@@ -29,7 +29,7 @@ def test_outputs_and_snapshot_contents(built: tuple[Path, dict[str, str], Path])
                  "historical"):
         assert {f"figures/{stem}.{ext}" for ext in ("png", "svg", "pdf")} <= names
     snap = json.loads((out / "results.json").read_text())
-    assert snap["snapshot_format_version"] == 1
+    assert snap["snapshot_format_version"] == 2
     assert {a["archive_id"] for a in snap["archives"]} == set(ids.values())
     manifest = (ws / "archives" / ids["f1"] / "manifest.json").read_bytes()
     import hashlib
@@ -52,7 +52,7 @@ def test_html_is_self_contained_labelled_and_linked(built: tuple[Path, dict[str,
     html = (out / "report.html").read_text()
     assert not re.search(r'<(link|iframe|object|embed)\b', html)
     assert not re.search(r'\bsrc="(?!data:)', html) and "url(" not in html
-    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 7  # + a latency figure per matrix
+    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 8  # + a latency figure per matrix
     assert "default-src 'none'" in html  # the page may not load anything external
     assert "SIMULATED" in html and "observed range" in html
     for m in re.finditer(r"confidence interval", html):
@@ -83,7 +83,8 @@ def test_markdown_and_latex(built: tuple[Path, dict[str, str], Path]) -> None:
     assert "\n\nLimits of these claims:" in md
     tex = (out / "tables.tex").read_text()
     assert f"\\hypertarget{{archive-{ids['f1']}}}" in tex and f"\\hyperlink{{archive-{ids['f1']}}}" in tex
-    assert tex.count("\\begin{table}") == 4 and "SIMULATED" in tex
+    assert tex.count("\\begin{table}") == 5 and "SIMULATED" in tex  # summary, 2 matrices, 1 screen, archives
+    assert "\\label{tab:summary}" in tex and "native-ar" in tex
     assert "_" not in re.sub(r"\\_|\\label\{[^}]*\}|%.*", "", tex)  # underscores escaped
 
 
@@ -171,7 +172,8 @@ def test_cli_build_and_rebuild(built: tuple[Path, dict[str, str], Path], tmp_pat
     result = runner.invoke(app, ["build", "-w", str(ws), "--config", str(cfg), "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     html = (tmp_path / "r" / "report.html").read_text()
-    assert "CLI report" in html and "1 ABBA screen" in html and "0 formal" in html
+    assert "CLI report" in html and "This report holds 1 archive: 1 ABBA screen (screen-a)." in html
+    assert "formal P/D" not in html and 'id="formal"' not in html  # nothing formal selected, nothing said
     result = runner.invoke(app, ["build", "--from-snapshot", str(tmp_path / "r" / "results.json"), "--out",
                                  str(tmp_path / "r2"), "--jobs", "1"])
     assert result.exit_code == 0, result.output

@@ -118,4 +118,17 @@ def test_snapshot_figures_order(snap: dict[str, Any], tmp_path: Path) -> None:
     stems = [f.stem for f in F.snapshot_figures(snap)]
     assert stems[:2] == [f"formal-{e['archive_id']}" for e in snap["formal"]]
     assert stems[2] == f"abba-{snap['screens'][0]['archive_id']}"
-    assert stems[3].startswith("memory-") and stems[-1] == "historical"
+    assert stems[3] == f"sweep-{snap['sweeps'][0]['archive_id']}"
+    assert stems[4].startswith("memory-") and stems[-1] == "historical"
+
+
+def test_sweep_figure_plots_latency_against_throughput_with_the_knee(snap: dict[str, Any]) -> None:
+    entry = snap["sweeps"][0]
+    res = F.sweep_figure(entry)
+    # synthetic sweep: served = min(rate, 5) req/s, 160 output tokens each; TTFT p50 = 0.2 + 0.6 (rate/5)^3 s
+    x, y = _xy(res.artists["ttft_p50_s"])
+    assert x == [320.0, 640.0, 800.0]
+    assert y == pytest.approx([238.4, 507.2, 2657.6])
+    assert _xy(res.artists["ttft_p99_s"])[1] == pytest.approx([286.08, 608.64, 3189.12])
+    assert entry["knee"]["rate"] == 4.0 and _xy(res.artists["knee"])[0] == [640.0, 640.0]
+    assert res.stem == f"sweep-{entry['archive_id']}" and "SIMULATED" in res.fig.axes[0].get_title()

@@ -187,3 +187,30 @@ def test_historical_figure_groups() -> None:
     assert historical_figure_groups(rows, HistoricalFigure(metrics=["lonely"])) == []
     assert [g["entry_ids"] for g in historical_figure_groups(rows, HistoricalFigure(metrics=["lonely"],
                                                                                    min_entries=1))] == [["l1"]]
+
+
+def test_version_1_snapshot_still_renders(tmp_path: Path) -> None:
+    """A snapshot frozen before format 2 (no sweeps, no host, no oracle ``when``, short corpus records)
+    renders; what it does not hold reads as not recorded."""
+    from harness.report.collect import collect
+    from harness.report.render import render_report
+    from harness.report.synthetic import write_formal_archive
+
+    write_formal_archive(tmp_path / "ws", campaign="q", tiers=(1,), oracles=True)
+    snap = collect(tmp_path / "ws", ReportConfig(), findings_fn=False)
+    snap["snapshot_format_version"] = 1
+    del snap["sweeps"]
+    for a in snap["archives"]:
+        del a["host"]
+    for o in snap["oracles"]:
+        del o["when"], o["phase"]
+    for c in snap["corpora"]:
+        for key in ("tokenizer_sha256", "vocab_size", "input_tokens", "token_ids", "recorded"):
+            del c[key]
+    out = render_report(snapshot_bytes(snap), tmp_path / "r", build_time="2026-12-01T00:00:00Z")
+    html = out.html.read_text()
+    assert "This report holds 1 archive: 1 formal P/D matrix (q)." in html
+    oracle_row = html[html.index('<h2 id="oracles">'):html.index('<h2 id="findings">')]
+    assert oracle_row.count("<td>not recorded</td>") == 2  # before and after, not told apart by a version 1 file
+    corpora = html[html.index('<h2 id="corpora">'):html.index('<h2 id="archives">')]
+    assert corpora.count("not recorded") >= 4 and "—" not in corpora.split("</p>", 1)[1]

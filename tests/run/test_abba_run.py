@@ -43,9 +43,10 @@ def test_known_ten_percent_candidate(tmp_path: Path) -> None:
     assert pids["A1"] != pids["A2"] and pids["B1"] == pids["B2"]
     assert out.outputs.compared == 16 and out.outputs.identical_all_legs == 16
     assert verify_archive(out.archive.path) == []
-    comp = pd.read_parquet(tmp_path / "ledgers" / "comparisons.parquet")
+    comp = pd.read_parquet(tmp_path / "ledgers" / "comparisons")
     assert list(comp.protocol_class) == ["abba-screen"]
-    assert not (tmp_path / "ledgers" / "cells.parquet").exists()  # never a formal cell
+    assert comp.extra.isna().all() and comp.b1_median_tok_s.iloc[0] > 0  # canonical columns, rates with units
+    assert not (tmp_path / "ledgers" / "cells").exists()  # never a formal cell
 
 
 @pytest.mark.slow

@@ -71,9 +71,9 @@ def test_formal_matrix_end_to_end(tmp_path: Path) -> None:
     # warmups are recorded but never in a figure
     recs = out.archive.records()
     assert any(r.phase == "warmup" for r in recs)
-    wave_rows = pd.read_parquet(ws / "ledgers" / "waves.parquet")
+    wave_rows = pd.read_parquet(ws / "ledgers" / "waves")
     assert set(wave_rows.phase) == {"warmup", "measured"}
-    ledger_cells = pd.read_parquet(ws / "ledgers" / "cells.parquet")
+    ledger_cells = pd.read_parquet(ws / "ledgers" / "cells")
     assert (ledger_cells.data_origin == "simulated").all()
     assert (ledger_cells.protocol_class == "formal").all()
     # decode waves cycle through corpus cases and keep membership

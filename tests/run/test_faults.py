@@ -129,7 +129,7 @@ def invalid_rows(ws: Path) -> Invalid:
     """Ledger rows with valid = false: ids per table, a count for requests (runs left out)."""
     out: Invalid = {}
     for table, key in (("cells", "cell_id"), ("rounds", "round_id"), ("waves", "wave_id"), ("requests", "rid")):
-        path = ws / "ledgers" / f"{table}.parquet"
+        path = ws / "ledgers" / table
         if not path.exists():
             continue
         df = pd.read_parquet(path)
@@ -185,7 +185,7 @@ def test_fault_yields_exactly_its_findings(tmp_path: Path, fault: Fault) -> None
         warnings.warn(f"{fault.name}: the machine was busy: {sorted(busy)}", stacklevel=1)
     assert got - busy == want_findings, f"{fault.name}: findings differ\n{detail}"
     assert invalid_rows(ws) == want_invalid, detail
-    runs = pd.read_parquet(ws / "ledgers" / "runs.parquet")
+    runs = pd.read_parquet(ws / "ledgers" / "runs")
     assert bool(runs["valid"].iloc[0]) == (not any(sev == "blocking" for _, sev, _ in want_findings))
     # the live display gets a line for every round that ended, a failed one included
     ended = [(d["status"], d.get("error")) for kind, d in progress.events if kind == "round-done"]
@@ -216,7 +216,7 @@ def test_attached_simulator_is_labelled_simulated_everywhere(tmp_path: Path) -> 
     assert got - machine_findings(got, set(), out.archive.path) == set()
     assert "simulated" in out.archive.manifest["run"]["labels"]
     for table in ("runs", "cells", "rounds", "waves", "requests"):
-        df = pd.read_parquet(ws / "ledgers" / f"{table}.parquet")
+        df = pd.read_parquet(ws / "ledgers" / table)
         assert set(df["data_origin"]) == {"simulated"} and df["valid"].all(), table
     events = [json.loads(line) for line in (out.archive.path / "events.jsonl").read_text().splitlines()]
     assert any(e["event"] == "service-detached" for e in events)

@@ -138,9 +138,9 @@ def test_a_signal_during_finalization_is_held_until_the_archive_is_complete(
     a = open_archive(path)
     assert a.status == "complete" and verify_archive(path) == []
     assert not list(iter_partials(ws))  # nothing stranded
-    runs = pd.read_parquet(ws / "ledgers" / "runs.parquet")
+    runs = pd.read_parquet(ws / "ledgers" / "runs")
     assert list(runs.archive_id) == [a.archive_id]  # and its ledger rows are all there
-    assert a.archive_id in set(pd.read_parquet(ws / "ledgers" / "requests.parquet").archive_id)
+    assert a.archive_id in set(pd.read_parquet(ws / "ledgers" / "requests").archive_id)
     assert "archive" in out and "ledger rows are complete" in out
 
 
@@ -159,7 +159,7 @@ def test_killed_between_manifest_and_rename_is_rolled_forward(tmp_path: Path) ->
     assert "renamed into archive" in out
     [path] = finalized(ws)
     assert open_archive(path).status == "complete" and verify_archive(path) == []
-    assert list(pd.read_parquet(ws / "ledgers" / "runs.parquet").archive_id) == [path.name]
+    assert list(pd.read_parquet(ws / "ledgers" / "runs").archive_id) == [path.name]
 
 
 @pytest.mark.slow
@@ -197,7 +197,7 @@ def test_kill_9_then_sweep_recover_and_resume_once(tmp_path: Path) -> None:
     assert len(new) == 1
     b = open_archive(new[0])
     assert b.status == "complete" and b.run.resumed_from == a.archive_id and len(b.records()) > n_old
-    cells = pd.read_parquet(ws / "ledgers" / "cells.parquet")
+    cells = pd.read_parquet(ws / "ledgers" / "cells")
     valid = cells[cells.valid]  # the README's notebook filter counts every cell once
     assert sorted(valid.concurrency) == [1, 2] and set(valid.archive_id) == {b.archive_id}
     assert (cells[cells.archive_id == a.archive_id].superseded_by == b.archive_id).all()

@@ -43,10 +43,12 @@ def test_sweep_runs_end_to_end_on_the_simulator(tmp_path: Path) -> None:
                                                                               (4.0, 2)]
     sched = [json.loads(x) for x in (archive / "schedule.jsonl").read_text().splitlines()]
     assert len(sched) == 2 * (2 + 3 * 8) and all("planned_ns" in s and "client_lag_s" in s for s in sched)
-    cells = pq.read_table(ws / "ledgers" / "cells.parquet").to_pylist()
-    assert sorted(c["rate"] for c in cells) == [4.0, 8.0]
+    cells = pq.read_table(ws / "ledgers" / "cells").to_pylist()
+    assert sorted(c["arrival_rate_req_s"] for c in cells) == [4.0, 8.0]  # a sweep's `rate`, with its unit
     assert {c["protocol_class"] for c in cells} == {"rate-sweep"}
-    assert all(c["rounds_ok"] == 3 and c["goodput_median"] > 0 for c in cells)
+    assert all(c["rounds_ok"] == 3 and c["goodput_median_req_s"] > 0 for c in cells)
+    assert all(c["extra"] is None for c in cells)  # every sweep column is in the canonical schema
+    assert all(r["extra"] is None for r in pq.read_table(ws / "ledgers" / "rounds").to_pylist())
     sweep = json.loads((archive / "sweep.json").read_text())
     assert sweep["knee"]["rate"] in (4.0, 8.0)
     md = build_sweep_report(ws, tmp_path / "report").read_text()

@@ -58,7 +58,9 @@ def test_loop_summary_known_answers() -> None:
 
 def test_sim_lateness_from_server_info() -> None:
     info = {"internal_states": [{"sim_late_steps": 3, "sim_lateness_total_s": 0.5}]}
-    assert sim_lateness(info) == (3, 0.5)
+    assert sim_lateness(info) == (3, 0.5, 3, 0.5)                    # no decode counters: all count as decode
+    info["internal_states"][0] |= {"sim_late_decode_steps": 1, "sim_decode_lateness_total_s": 0.02}
+    assert sim_lateness(info) == (3, 0.5, 1, 0.02)
     assert sim_lateness({"internal_states": [{"num_running_reqs": 1}]}) is None
     assert sim_lateness({}) is None and sim_lateness(None) is None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,11 @@ def test_start_status_stop(tmp_path: Path) -> None:
         pid = int(__import__("json").loads(state.read_text())["process"]["pid"])
         assert psutil.pid_exists(pid)
         r = dsv4h("service", "status", "cli-sim", "-w", str(tmp_path))
-        assert "alive" in r.stdout and "/health 200" in r.stdout
+        row = next(line for line in r.stdout.splitlines() if line.startswith("cli-sim"))
+        assert row.split()[-2:] == ["alive", "200"]  # state, /health status
+        listed = json.loads(dsv4h("service", "status", "cli-sim", "-w", str(tmp_path), "--json").stdout)
+        assert listed[0]["name"] == "cli-sim" and listed[0]["state"] == "alive" and listed[0]["health_status"] == 200
+        assert listed[0]["pid"] == pid
         r = dsv4h("service", "start", str(prof), "-w", str(tmp_path))
         assert r.returncode == 2 and "already has state" in r.stderr
         r = dsv4h("service", "stop", "cli-sim", "-w", str(tmp_path))

@@ -30,11 +30,11 @@ def test_ingest_once_and_labels(tmp_path: Path) -> None:
     assert ingest_archive(tmp_path, a) == {}
     b = open_archive(make(tmp_path, "two", "sglang"))
     ingest_archive(tmp_path, b)
-    cells = pd.read_parquet(tmp_path / "ledgers" / "cells.parquet")
+    cells = pd.read_parquet(tmp_path / "ledgers" / "cells")
     assert len(cells) == 2
     assert cells.set_index("campaign").loc["one", "data_origin"] == "simulated"
     assert cells.set_index("campaign").loc["two", "data_origin"] == "measured"
-    assert (cells["ledger_schema_version"] == 2).all()  # schema 2: superseded_by added
+    assert (cells["ledger_schema_version"] == 3).all()  # schema 3: one file per archive, typed columns
     req = read_table(tmp_path, "requests")
     assert req is not None
     assert req.column("output_hash16").to_pylist()[0] == "6f41fe2f01d52507"

@@ -82,7 +82,7 @@ def test_interrupted_before_the_journal_changes_nothing(tmp_path: Path, fault_at
     with pytest.raises(Stop):
         ingest_archive(tmp_path, second)
     assert {t: archive_ids(tmp_path, t) for t in TABLES_OF_ONE} == before
-    assert not list((tmp_path / "ledgers").glob(".stage-*"))  # staged files removed
+    assert not list((tmp_path / "ledgers" / ".staging").iterdir())  # staged files removed
     assert ingest_archive(tmp_path, second)["runs"] == 1  # and a retry ingests it whole
 
 
@@ -125,13 +125,13 @@ def test_resume_supersedes_the_old_archive_in_either_ingest_order(tmp_path: Path
         for p in pair:
             ingest_archive(ws, open_archive(p))
         for table in ("cells", "rounds", "waves", "requests", "runs"):
-            df = pd.read_parquet(ws / "ledgers" / f"{table}.parquet")
+            df = pd.read_parquet(ws / "ledgers" / table)
             mine = df[df.archive_id == old.name]
             assert not mine.valid.any(), (order, table)
             assert (mine.superseded_by == new.name).all(), (order, table)
             assert df[df.archive_id == new.name].valid.all(), (order, table)
             assert df[df.archive_id == new.name].superseded_by.isna().all()
-        cells = pd.read_parquet(ws / "ledgers" / "cells.parquet")
+        cells = pd.read_parquet(ws / "ledgers" / "cells")
         valid = cells[cells.valid]  # the README's notebook filter
         assert sorted(valid.cell_id) == ["c1", "c2"], order  # each cell once
         assert set(valid.archive_id) == {new.name}
@@ -143,6 +143,6 @@ def test_evidence_check_of_a_superseded_archive_keeps_it_invalid(tmp_path: Path)
     ingest_archive(tmp_path, open_archive(old))
     ingest_archive(tmp_path, open_archive(new))
     apply_findings(tmp_path, old.name, [Finding(rule="x", severity="info", message="m", remedy="r", rows=())])
-    cells = pd.read_parquet(tmp_path / "ledgers" / "cells.parquet")
+    cells = pd.read_parquet(tmp_path / "ledgers" / "cells")
     assert not cells[cells.archive_id == old.name].valid.any()
     assert set(ARCHIVE_TABLES) >= {"cells", "runs"}

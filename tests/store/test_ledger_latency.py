@@ -29,9 +29,9 @@ decode: {{tiers: [4], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max
     ws = tmp_path / "ws"
     out = run_campaign(spec, ws)
     assert out.status == "complete", out.error
-    req = pd.read_parquet(ws / "ledgers" / "requests.parquet")
+    req = pd.read_parquet(ws / "ledgers" / "requests")
     req = req[req.archive_id == out.archive.archive_id]
-    assert (req.anchor_wall_ns > 0).all() and (req.anchor_perf_ns > 0).all()
+    assert (req.anchor_wall.dt.year >= 2026).all() and (req.anchor_perf_ns > 0).all()
     assert set(req.count_method) == {"server-cumulative"}
     ok = req[req.ok & (req.n_tokens > 0)]
     assert (ok.send_ns < ok.first_token_ns).all() and (ok.first_token_ns <= ok.last_token_ns).all()
@@ -47,17 +47,17 @@ decode: {{tiers: [4], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max
     tpot = ((measured.last_token_ns - measured.first_token_ns) / 1e9 / after)[after > 0]
     assert sorted(tpot) == pytest.approx(sorted(L.tpot(recs)))
     # whole-wave HTTP rate of each wave from the ledger alone equals the waves table's
-    waves = pd.read_parquet(ws / "ledgers" / "waves.parquet")
+    waves = pd.read_parquet(ws / "ledgers" / "waves")
     for wid, g in measured.groupby("wave_id"):
         rate = g.n_tokens.sum() / ((g.done_ns.max() - g.send_ns.min()) / 1e9)
-        assert rate == pytest.approx(float(waves[waves.wave_id == wid].http_rate.iloc[0]), rel=1e-9)
+        assert rate == pytest.approx(float(waves[waves.wave_id == wid].http_output_tok_s.iloc[0]), rel=1e-9)
 
-    cells = pd.read_parquet(ws / "ledgers" / "cells.parquet")
+    cells = pd.read_parquet(ws / "ledgers" / "cells")
     cell = cells[cells.archive_id == out.archive.archive_id].iloc[0]
     for col in ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "ttft_mean_s", "ttft_max_s", "ttft_n", "itl_p99_s",
                 "tpot_p50_s", "e2e_p99_s", "itl_bench_p50_s", "tpot_bench_p50_s"):
         assert col in cells.columns, col
     assert cell.ttft_n == len(measured)
     assert cell.ttft_p50_s == pytest.approx(float(np.percentile(L.ttft(recs), 50)))
-    rounds = pd.read_parquet(ws / "ledgers" / "rounds.parquet")
+    rounds = pd.read_parquet(ws / "ledgers" / "rounds")
     assert {"ttft_p99_s", "itl_n"} <= set(rounds.columns) and {"ttft_p99_s", "itl_n"} <= set(waves.columns)

@@ -1,0 +1,218 @@
+"""The report's summary card and generated description, from the frozen snapshot alone (pure).
+
+:func:`summary_card` says, before any detail, what was measured (archives by kind, campaigns, claim and
+protocol classes, simulated or measured), where (backends, services as they reported themselves,
+hosts), the key numbers each with its claim and protocol class (per formal matrix the best resident
+decode and prefill cell medians, per rate sweep the goodput knee), the ABBA verdicts with their effect,
+archive statuses, oracle checks and the number of findings by severity. :func:`describe` turns the same
+snapshot into the report's description sentences: they name only what the snapshot holds.
+
+Units: rates in tokens per second (prefill: input, decode: output), sweep rates and goodput in requests
+per second, ABBA effects in percent (10.0 = +10 %). A cell carrying a blocking finding is never a key
+number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["describe", "slo_text", "summary_card"]
+
+SEVERITIES = ("blocking", "warning", "info")
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _blocked_cells(findings: Sequence[Mapping[str, Any]], archive_id: str) -> set[str]:
+    """Row ids (cells and their rounds/waves) named by a blocking finding of the archive."""
+    return {str(r) for f in findings if f.get("archive_id") == archive_id and f.get("severity") == "blocking"
+            for r in f.get("rows") or []}
+
+
+def _is_blocked(cell_id: str, blocked: set[str]) -> bool:
+    return any(r == cell_id or r.startswith(cell_id + ".") for r in blocked)
+
+
+def _best_cell(entry: Mapping[str, Any], workload: str, blocked: set[str]) -> tuple[Mapping[str, Any] | None, int]:
+    """The cell of ``workload`` with the largest finite median that no blocking finding names, and how
+    many cells of that workload were left out for a blocking finding."""
+    cells = [c for c in entry.get("cells") or [] if c.get("workload") == workload and _finite(c.get("median"))]
+    left_out = [c for c in cells if _is_blocked(str(c.get("cell_id")), blocked)]
+    usable = [c for c in cells if c not in left_out]
+    best = max(usable, key=lambda c: (float(c["median"]), -int(c.get("concurrency") or 0)), default=None)
+    return best, len(left_out)
+
+
+def _formal_numbers(entry: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    blocked = _blocked_cells(findings, str(entry.get("archive_id")))
+    out = []
+    for workload, what, unit in (("decode", "best resident decode cell median", "output tok/s"),
+                                 ("prefill", "best prefill cell median", "input tok/s")):
+        best, left_out = _best_cell(entry, workload, blocked)
+        if best is None:
+            continue
+        n_ok = sum(1 for s in best.get("round_status") or [] if s == "ok")
+        detail = f"C{best.get('concurrency')}, median of {_plural(n_ok, 'ok round', 'ok rounds')}"
+        if left_out:
+            detail += f"; {_plural(left_out, 'cell', 'cells')} with a blocking finding left out"
+        out.append({"subject": entry.get("campaign"), "quantity": what, "value": float(best["median"]),
+                    "unit": unit, "detail": detail, "claim_class": entry.get("claim_class"),
+                    "protocol_class": entry.get("protocol_class"), "archive_id": entry.get("archive_id"),
+                    "simulated": bool(entry.get("simulated"))})
+    return out
+
+
+def slo_text(slo: Any) -> str:
+    """An SLO (``{"ttft_s": 2.0, "tpot_s": 0.5, "e2e_s": None}``) as ``TTFT <= 2000 ms, TPOT <= 500 ms``;
+    ``none`` when no objective is set."""
+    if not isinstance(slo, Mapping):
+        return "none"
+    parts = [f"{name} <= {float(slo[key]) * 1000:g} ms"
+             for key, name in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E")) if _finite(slo.get(key))]
+    return ", ".join(parts) or "none"
+
+
+def _sweep_numbers(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    knee = entry.get("knee") or {}
+    if not _finite(knee.get("goodput")) or not _finite(knee.get("rate")):
+        return []
+    return [{"subject": entry.get("campaign"), "quantity": "goodput at the knee", "value": float(knee["goodput"]),
+             "unit": "req/s", "detail": f"offered {float(knee['rate']):g} req/s; SLO {slo_text(entry.get('slo'))}",
+             "claim_class": entry.get("claim_class"), "protocol_class": entry.get("protocol_class"),
+             "archive_id": entry.get("archive_id"), "simulated": bool(entry.get("simulated"))}]
+
+
+def _verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {"subject": entry.get("screen"), "verdict": entry.get("verdict"), "ratio_pct": entry.get("ratio_pct"),
+            "drift_pct": entry.get("drift_pct"), "spread_pct": entry.get("spread_pct"),
+            "separated": bool(entry.get("separated")), "boundary": entry.get("boundary"),
+            "concurrency": entry.get("concurrency"), "claim_class": entry.get("claim_class"),
+            "protocol_class": entry.get("protocol_class"), "archive_id": entry.get("archive_id"),
+            "simulated": bool(entry.get("simulated"))}
+
+
+def _sorted_set(values: Sequence[Any]) -> list[str]:
+    return sorted({str(v) for v in values if v not in (None, "")})
+
+
+def _where(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    archives = list(snapshot.get("archives") or [])
+    services = []
+    seen: set[tuple[str, ...]] = set()
+    for s in snapshot.get("services") or []:
+        key = (str(s.get("backend")), str(s.get("name")), str(s.get("version")), str(s.get("model_path")))
+        if key not in seen:
+            seen.add(key)
+            services.append({"backend": s.get("backend"), "name": s.get("name"), "version": s.get("version"),
+                             "model_path": s.get("model_path"), "simulated": bool(s.get("simulated"))})
+    hosts = []
+    for h in (a.get("host") for a in archives):
+        if not isinstance(h, Mapping) or not h.get("hostname"):
+            continue
+        text = f"{h['hostname']} ({h.get('machine') or '?'}, {_plural(int(h.get('gpu_count') or 0), 'GPU', 'GPUs')})"
+        if text not in hosts:
+            hosts.append(text)
+    return {"backends": _sorted_set([a.get("backend") for a in archives]), "services": services,
+            "hosts": hosts, "hosts_recorded": sum(1 for a in archives if isinstance(a.get("host"), Mapping))}
+
+
+def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary card's data (pure; every value taken from ``snapshot``).
+
+    Keys: ``what`` (counts of archives, formal matrices, screens, sweeps, simulated and measured
+    archives, campaign names, claim and protocol classes, historical entries or None without a ledger),
+    ``where`` (backends, distinct services, hosts), ``key_numbers`` (one row per number: subject,
+    quantity, value, unit, detail, claim and protocol class, archive id, simulated), ``verdicts`` (one
+    per ABBA screen: verdict, ratio/drift/spread in percent, separation), ``statuses`` (archive status ->
+    count), ``findings`` (severity -> count, and ``source``), ``oracles`` (checks, failed, and counts
+    before/after measurement).
+    """
+    archives = list(snapshot.get("archives") or [])
+    formal = list(snapshot.get("formal") or [])
+    screens = list(snapshot.get("screens") or [])
+    sweeps = list(snapshot.get("sweeps") or [])
+    findings = list(snapshot.get("findings") or [])
+    oracles = list(snapshot.get("oracles") or [])
+    n_sim = sum(1 for a in archives if a.get("simulated"))
+    historical = list(snapshot.get("historical") or []) if snapshot.get("historical_present") else None
+    what = {
+        "archives": len(archives), "formal": len(formal), "screens": len(screens), "sweeps": len(sweeps),
+        "other": len(archives) - len(formal) - len(screens) - len(sweeps),
+        "simulated": n_sim, "measured": len(archives) - n_sim,
+        "campaigns": _sorted_set([a.get("campaign") for a in archives]),
+        "claim_classes": _sorted_set([a.get("claim_class") for a in archives]),
+        "protocol_classes": _sorted_set([a.get("protocol_class") for a in archives]),
+        "historical_entries": None if historical is None else len(historical),
+    }
+    numbers = [n for e in formal for n in _formal_numbers(e, findings)]
+    numbers += [n for e in sweeps for n in _sweep_numbers(e)]
+    statuses: dict[str, int] = {}
+    for a in archives:
+        statuses[str(a.get("status"))] = statuses.get(str(a.get("status")), 0) + 1
+    counts = {s: sum(1 for f in findings if f.get("severity") == s) for s in SEVERITIES}
+    return {
+        "what": what,
+        "where": _where(snapshot),
+        "key_numbers": numbers,
+        "verdicts": [_verdict(e) for e in screens],
+        "statuses": dict(sorted(statuses.items())),
+        "findings": counts | {"total": len(findings), "source": snapshot.get("findings_source")},
+        "oracles": {"checks": len(oracles), "failed": sum(1 for o in oracles if not o.get("passed")),
+                    "before": sum(1 for o in oracles if o.get("phase") == "before"),
+                    "after": sum(1 for o in oracles if o.get("phase") == "after")},
+    }
+
+
+def _kind_phrase(n: int, one: str, many: str, names: Sequence[Any]) -> str:
+    listed = ", ".join(dict.fromkeys(str(x) for x in names))
+    return f"{_plural(n, one, many)} ({listed})" if listed else _plural(n, one, many)
+
+
+def describe(snapshot: Mapping[str, Any]) -> list[str]:
+    """The report's description, as sentences naming only what ``snapshot`` holds (pure): the kinds of
+    archive present with their campaigns, claim and protocol classes, whether the data is simulated,
+    and the historical ledger when one was frozen."""
+    card = summary_card(snapshot)
+    what = card["what"]
+    parts = []
+    if what["formal"]:
+        parts.append(_kind_phrase(what["formal"], "formal P/D matrix", "formal P/D matrices",
+                                  [e.get("campaign") for e in snapshot.get("formal") or []]))
+    if what["screens"]:
+        parts.append(_kind_phrase(what["screens"], "ABBA screen", "ABBA screens",
+                                  [e.get("screen") for e in snapshot.get("screens") or []]))
+    if what["sweeps"]:
+        parts.append(_kind_phrase(what["sweeps"], "rate sweep", "rate sweeps",
+                                  [e.get("campaign") for e in snapshot.get("sweeps") or []]))
+    if what["other"]:
+        parts.append(_plural(what["other"], "other archive", "other archives") + " (listed under Archives)")
+    if len(parts) > 1:
+        holds = ", ".join(parts[:-1]) + " and " + parts[-1]
+    else:
+        holds = parts[0] if parts else ""
+    out = [f"This report holds {_plural(what['archives'], 'archive', 'archives')}"
+           + (f": {holds}." if holds else ".")]
+    if what["claim_classes"]:
+        out.append(f"Claim classes: {', '.join(what['claim_classes'])}; protocol classes: "
+                   f"{', '.join(what['protocol_classes'])} (never compared or combined).")
+    backends = ", ".join(card["where"]["backends"])
+    if what["archives"] and what["simulated"] == what["archives"]:
+        out.append(f"Every archive is SIMULATED (backend {backends}): the numbers show what the harness "
+                   "measures, not how fast any model is.")
+    elif what["simulated"]:
+        out.append(f"{_plural(what['simulated'], 'archive is', 'archives are')} SIMULATED and "
+                   f"{_plural(what['measured'], 'is', 'are')} measured (backends {backends}); they are never mixed.")
+    elif what["archives"]:
+        out.append(f"Every archive was measured on a live service (backends {backends}).")
+    if what["historical_entries"]:
+        out.append(f"The historical ledger adds {_plural(what['historical_entries'], 'entry', 'entries')} "
+                   "measured elsewhere, shown apart with their original protocol labels.")
+    return out

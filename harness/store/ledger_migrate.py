@@ -1,0 +1,77 @@
+"""One-time migration of schema-1/2 ledgers to schema 3 (edge module: files).
+
+Schema 2 kept one file per table, ``ledgers/<table>.parquet``. Migration splits each archive table into
+one file per archive (``<table>/<archive id>.parquet``) and writes each governance table as one file
+(``<table>/00000000T000000000000-schema2.parquet``, sorting before every later append), all in the
+canonical schema (renamed rate columns, typed timestamps, ``extra``); a resumed archive leaves its
+``.resumes`` marker. Each old file is then moved to ``ledgers/.schema2-backup/``. Every write is atomic
+and the old file moves last, so an interrupted migration is simply run again (call with the ledger
+lock held; ``harness.store.ledger.locked`` does it the first time a schema-2 ledger is locked).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from harness.errors import LedgerError
+from harness.formats import atomic_write, atomic_write_table, fsync_dir
+from harness.store.ledger_layout import GOVERNANCE_TABLES, PER_ARCHIVE, TABLES, canonical
+
+BACKUP = ".schema2-backup"
+MIGRATED_KEY = "00000000T000000000000-schema2"
+
+
+def legacy_tables(directory: Path) -> list[str]:
+    """Tables of ``directory`` (a ledger dir) still in the single-file schema-2 layout."""
+    return [t for t in TABLES if (directory / f"{t}.parquet").is_file()]
+
+
+def _kind(t: pa.Table) -> str | None:
+    if "kind" not in t.column_names or not t.num_rows:
+        return None
+    v = t.column("kind")[0].as_py()
+    return str(v) if v is not None else None
+
+
+def migrate_table(directory: Path, table: str) -> int:
+    """Migrate one schema-2 table file of ``directory``; returns the number of files written."""
+    path = directory / f"{table}.parquet"
+    try:
+        old = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise LedgerError(f"{path}: cannot read the schema-2 table to migrate it: {exc}",
+                          hint="restore the file from a copy, or move it aside and re-ingest the archives") from exc
+    out = directory / table
+    out.mkdir(parents=True, exist_ok=True)
+    written = 0
+    if table in GOVERNANCE_TABLES:
+        atomic_write_table(out / f"{MIGRATED_KEY}.parquet", canonical(table, old))
+        written = 1
+    elif table in PER_ARCHIVE and "archive_id" in old.column_names:
+        for aid in dict.fromkeys(old.column("archive_id").to_pylist()):
+            if aid is None:
+                continue
+            part = old.filter(pc.fill_null(pc.equal(old.column("archive_id"), aid), False))
+            atomic_write_table(out / f"{aid}.parquet", canonical(table, part, _kind(part)))
+            written += 1
+            if table == "runs" and "resumed_from" in part.column_names:
+                prev = part.column("resumed_from")[0].as_py()
+                if prev:
+                    (directory / ".resumes").mkdir(exist_ok=True)
+                    atomic_write(directory / ".resumes" / str(prev), str(aid).encode())
+    backup = directory / BACKUP
+    backup.mkdir(exist_ok=True)
+    os.replace(path, backup / path.name)
+    fsync_dir(backup)
+    fsync_dir(directory)
+    return written
+
+
+def migrate_directory(directory: Path) -> dict[str, int]:
+    """Migrate every schema-2 table of a ledger directory (lock held); files written per table."""
+    return {t: migrate_table(directory, t) for t in legacy_tables(directory)}
