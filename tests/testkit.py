@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from harness.store.runblock import RunBlock
@@ -32,3 +33,29 @@ def run_cli(*args: str) -> tuple[int, str, str]:
         raise exc
     message, hint, code = lines
     return code, result.stdout, f"error: {message}\n" + (f"hint: {hint}\n" if hint else "")
+
+
+TINY_SWEEP = """
+name: {name}
+kind: rate-sweep
+claim_class: native-ar
+service: {profile}
+corpus: {corpus}
+rates: [4, 8]
+arrivals: {{process: poisson, seed: 1, count: 8, max_concurrency: 16}}
+rounds: 3
+warmup_requests: 2
+max_new_tokens: 8
+slo: {{ttft_ms: 2000, tpot_ms: 500}}
+schedule_tolerance_ms: 200
+"""
+
+
+def tiny_sweep_spec(directory: Path, name: str = "sweep-test") -> Path:
+    """A two-rate Poisson sweep of 8 requests per round on the simulator (``sim-control``), written to
+    ``directory/sweep.yaml``: seconds to run, for end-to-end tests."""
+    root = Path(__file__).resolve().parents[1]
+    spec = directory / "sweep.yaml"
+    spec.write_text(TINY_SWEEP.format(name=name, profile=root / "campaigns/profiles/sim-control.yaml",
+                                      corpus=root / "corpora/sim-code-512"))
+    return spec

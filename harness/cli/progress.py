@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -239,26 +239,33 @@ class LiveReporter:
         self.live.refresh()
 
 
-class AbbaLive:
-    """A screen ``Reporter``: one bar over the four legs' measured waves (elapsed, ETA from the
-    observed pace), the running leg and its last wave's rates, and one printed line per wave."""
+class _OneBar:
+    """A live display of one bar (elapsed, ETA) over a status line; subclasses are ``Reporter`` s."""
 
-    def __init__(self, console: Console, get_time: Callable[[], float] | None = None) -> None:
+    def __init__(self, console: Console, *, planned_seconds: bool, get_time: Callable[[], float] | None) -> None:
         self.console = console
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), TaskProgressColumn(),
-                                 TimeElapsedColumn(), PlanEtaColumn(planned_seconds=False), console=console,
-                                 auto_refresh=False, get_time=get_time)
-        self.task: TaskID | None = None
+                                 TimeElapsedColumn(), PlanEtaColumn(planned_seconds=planned_seconds),
+                                 console=console, auto_refresh=False, get_time=get_time)
         self.status = Text("starting …", style="dim")
         self.live = Live(console=console, refresh_per_second=4, transient=True,
                          get_renderable=lambda: Group(self.progress, self.status))
 
-    def __enter__(self) -> AbbaLive:
+    def __enter__(self) -> Self:
         self.live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.live.__exit__(None, None, None)
+
+
+class AbbaLive(_OneBar):
+    """A screen ``Reporter``: one bar over the four legs' measured waves (elapsed, ETA from the
+    observed pace), the running leg and its last wave's rates, and one printed line per wave."""
+
+    def __init__(self, console: Console, get_time: Callable[[], float] | None = None) -> None:
+        super().__init__(console, planned_seconds=False, get_time=get_time)
+        self.task: TaskID | None = None
 
     def __call__(self, kind: str, **d: Any) -> None:
         if kind == "abba-start":
@@ -280,27 +287,14 @@ class AbbaLive:
         self.live.refresh()
 
 
-class SweepLive:
+class SweepLive(_OneBar):
     """A rate-sweep ``Reporter``: one bar over the plan's rounds in planned seconds (elapsed, ETA from
     the plan), the running rate and round, and one printed line per measured round."""
 
     def __init__(self, console: Console, plan: Any, get_time: Callable[[], float] | None = None) -> None:
-        self.console = console
+        super().__init__(console, planned_seconds=True, get_time=get_time)
         self.spans = [(r.rate, r.round_index, (r.offsets_s[-1] if r.offsets_s else 0.0) + 1.0) for r in plan.rounds]
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), TaskProgressColumn(),
-                                 TimeElapsedColumn(), PlanEtaColumn(planned_seconds=True), console=console,
-                                 auto_refresh=False, get_time=get_time)
         self.task = self.progress.add_task(f"sweep {plan.plan_id}", total=sum(s for *_, s in self.spans) or 1.0)
-        self.status = Text("starting …", style="dim")
-        self.live = Live(console=console, refresh_per_second=4, transient=True,
-                         get_renderable=lambda: Group(self.progress, self.status))
-
-    def __enter__(self) -> SweepLive:
-        self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.live.__exit__(None, None, None)
 
     def __call__(self, kind: str, **d: Any) -> None:
         if kind == "sweep-round-start":

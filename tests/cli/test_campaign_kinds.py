@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from testkit import tiny_sweep_spec
 from typer.testing import CliRunner
 
 from harness.cli.campaign_cmd import app, spec_kind
@@ -16,27 +17,8 @@ from harness.errors import SpecError
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
-SPEC = """
-name: sweep-via-campaign
-kind: rate-sweep
-claim_class: native-ar
-service: {profile}
-corpus: {corpus}
-rates: [4, 8]
-arrivals: {{process: poisson, seed: 1, count: 8, max_concurrency: 16}}
-rounds: 3
-warmup_requests: 2
-max_new_tokens: 8
-slo: {{ttft_ms: 2000, tpot_ms: 500}}
-schedule_tolerance_ms: 200
-"""
-
-
 def _spec(tmp_path: Path) -> Path:
-    spec = tmp_path / "sweep.yaml"
-    spec.write_text(SPEC.format(profile=ROOT / "campaigns/profiles/sim-control.yaml",
-                                corpus=ROOT / "corpora/sim-code-512"))
-    return spec
+    return tiny_sweep_spec(tmp_path, "sweep-via-campaign")
 
 
 def test_spec_kind_and_refused_options(tmp_path: Path) -> None:

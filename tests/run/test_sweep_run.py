@@ -8,31 +8,16 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from testkit import tiny_sweep_spec
 
 from harness.report.sweep import build_sweep_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SPEC = """
-name: sweep-test
-kind: rate-sweep
-claim_class: native-ar
-service: {profile}
-corpus: {corpus}
-rates: [4, 8]
-arrivals: {{process: poisson, seed: 1, count: 8, max_concurrency: 16}}
-rounds: 3
-warmup_requests: 2
-max_new_tokens: 8
-slo: {{ttft_ms: 2000, tpot_ms: 500}}
-schedule_tolerance_ms: 200
-"""
 
 
 def test_sweep_runs_end_to_end_on_the_simulator(tmp_path: Path) -> None:
-    spec = tmp_path / "sweep.yaml"
-    spec.write_text(SPEC.format(profile=ROOT / "campaigns/profiles/sim-control.yaml",
-                                corpus=ROOT / "corpora/sim-code-512"))
+    spec = tiny_sweep_spec(tmp_path)
     ws = tmp_path / "ws"
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "sweep", "run", str(spec), "-w", str(ws)],
                           capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
