@@ -91,24 +91,28 @@ def list_cmd(workspace: WorkspaceOpt = Path(), json_out: JsonOpt = False, csv_ou
     partials = list(iter_partials(ws))
     rows += [{"archive_id": None, "partial": str(p.path), "status": "running" if p.live else "stranded"}
              for p in partials]
-    shown = [r | ({"archive_id": Path(r["partial"]).name} if r["archive_id"] is None else {}) for r in rows]
+    shown = [_two_line(r) for r in rows]
     emit(console, shown if not (json_out or csv_out) else rows, _ARCHIVE_COLS, json_out=json_out,
-         csv_out=csv_out, title=f"archives in {esc(ws)}")
+         csv_out=csv_out, title=f"archives in {esc(ws)}", lines=True)
     if any(not p.live for p in partials) and not (json_out or csv_out):
         console.print(f"stranded partial archives hold measured waves: finalize them with 'dsv4h archive recover "
                       f"-w {esc(ws)}', or continue one with 'dsv4h campaign run SPEC --resume PATH'")
 
 
-def _minute(value: Any) -> str:
-    """An ISO wall time shortened to the minute for the table (JSON/CSV keep it whole)."""
-    text = str(value or "")
-    return text[:16].replace("T", " ") if len(text) >= 16 else esc(text)
+def _two_line(row: dict[str, Any]) -> dict[str, Any]:
+    """A table row that fits 80 columns with the id whole: campaign over kind, claim class over
+    backend, date over time (JSON and CSV keep every field as it is)."""
+    if row["archive_id"] is None:
+        return {"archive_id": Path(row["partial"]).name, "status": row["status"]}
+    when = str(row.get("created_wall") or "")
+    return {"archive_id": row["archive_id"], "status": row["status"],
+            "what": f"{row.get('campaign', '')}\n{row.get('kind', '')}",
+            "claim": f"{row.get('claim_class', '')}\n{row.get('backend', '')}",
+            "created": f"{when[:10]}\n{when[11:16]}" if len(when) >= 16 else when}
 
 
 _ARCHIVE_COLS = (Col("archive_id", "archive id", ident=True), Col("status", "status"),
-                 Col("campaign", "campaign"), Col("kind", "kind"), Col("claim_class", "claim"),
-                 Col("protocol_class", "protocol"), Col("backend", "backend"),
-                 Col("created_wall", "created (UTC)", fmt=_minute))
+                 Col("what", "campaign / kind"), Col("claim", "claim / backend"), Col("created", "created (UTC)"))
 
 
 @app.command("recover")

@@ -24,7 +24,7 @@ _DEFAULT_COLS = {
               "valid"],
     "rounds": ["archive_id", "workload", "concurrency", "round_index", "status", "rate_tok_s",
                "http_output_tok_s", "valid"],
-    "runs": ["archive_id", "campaign", "kind", "claim_class", "backend", "data_origin", "archive_status"],
+    "runs": ["archive_id", "campaign", "kind", "claim_class", "data_origin", "archive_status"],
 }
 
 

@@ -47,11 +47,12 @@ def _cell(col: Col, value: Any) -> str:
 
 
 def table(rows: Sequence[Mapping[str, Any]], cols: Sequence[Col], *, title: str | None = None,
-          caption: str | None = None) -> Table:
-    """A rich table of ``rows``; id columns keep their full width, the others fold to fit."""
+          caption: str | None = None, lines: bool = False) -> Table:
+    """A rich table of ``rows``; id columns keep their full width, the others fold to fit; ``lines``
+    rules between rows (for rows of two lines)."""
     # light borders: listings must fit 80 columns with their ids whole
     t = Table(title=title, caption=caption, title_justify="left", caption_justify="left", box=box.SIMPLE_HEAD,
-              show_edge=False, collapse_padding=True, pad_edge=False)
+              show_edge=False, collapse_padding=True, pad_edge=False, show_lines=lines)
     for col in cols:
         if col.ident:
             widest = max([len(str(r.get(col.key) or "")) for r in rows] + [len(col.header)])
@@ -106,7 +107,7 @@ def _no_nan(value: Any) -> Any:
 
 
 def emit(console: Console, rows: Sequence[Mapping[str, Any]], cols: Sequence[Col], *, json_out: bool = False,
-         csv_out: bool = False, title: str | None = None, caption: str | None = None) -> None:
+         csv_out: bool = False, title: str | None = None, caption: str | None = None, lines: bool = False) -> None:
     """Print ``rows``: JSON or CSV (plain stdout, nothing else printed) or a table."""
     if json_out and csv_out:
         raise typer.BadParameter("choose one of --json and --csv")
@@ -115,4 +116,4 @@ def emit(console: Console, rows: Sequence[Mapping[str, Any]], cols: Sequence[Col
     elif csv_out:
         typer.echo(as_csv(rows), nl=False)
     else:
-        console.print(table(rows, cols, title=title, caption=caption))
+        console.print(table(rows, cols, title=title, caption=caption, lines=lines))
