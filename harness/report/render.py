@@ -302,9 +302,14 @@ def make_env(templates_dir: Path) -> jinja2.Environment:
     env.filters.update({
         "rate": fmt_rate, "pct": fmt_pct, "plain": fmt_plain, "gib": fmt_bytes, "tex": tex_escape, "md": md_escape,
         "mdcode": md_code, "anchor": anchor, "hnum": _html_num, "mdnum": _md_num, "texnum": _tex_num,
-        "oracle_when": oracle_when, "corpus_ranges": corpus_ranges, "slo": slo_text,
+        "oracle_when": oracle_when, "corpus_ranges": corpus_ranges, "slo": slo_text, "count": count_noun,
     })
     return env
+
+
+def count_noun(n: int, singular: str, plural: str | None = None) -> str:
+    """``n`` and the noun in the number it takes: ``1 archive``, ``3 archives``, ``2 matrices``."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
 # ---------------------------------------------------------------------------------------------

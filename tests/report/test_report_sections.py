@@ -30,7 +30,7 @@ def test_summary_card_comes_first_with_claim_classes(built: tuple[Path, dict[str
     assert card.count('<span class="badge claim">native-ar</span>') == 6  # 2x2 matrix numbers, 1 knee, 1 verdict
     assert "2 blocking, 0 warning, 4 info" in card and "2 of 2 passed</a> (1 before, 1 after measurement)" in card
     assert "synthetic-host (x86_64, 1 GPU)" in card
-    assert "**What was measured:** 4 archive(s); 2 formal P/D matrix(es); 1 ABBA screen(s); 1 rate sweep(s)." in md
+    assert "**What was measured:** 4 archives; 2 formal P/D matrices; 1 ABBA screen; 1 rate sweep." in md
     assert "| sweep-a **[SIMULATED]** | goodput at the knee |" in md
     assert "\\label{tab:summary}" in (out / "tables.tex").read_text()
 

@@ -161,3 +161,11 @@ def test_corpus_record_or_not_recorded() -> None:
 @pytest.mark.parametrize("when", ["", None])
 def test_oracle_when_missing(when: Any) -> None:
     assert oracle_when({"when": when, "phase": None}) == "not recorded"
+
+
+def test_counted_nouns_in_the_summary() -> None:
+    from harness.report.render import count_noun
+
+    assert count_noun(1, "archive") == "1 archive"
+    assert count_noun(3, "archive") == "3 archives"
+    assert count_noun(2, "formal P/D matrix", "formal P/D matrices") == "2 formal P/D matrices"
