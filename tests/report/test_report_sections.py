@@ -133,3 +133,10 @@ def test_config_description_is_a_note_after_the_generated_one(built: tuple[Path,
     text = html.read_text()
     assert text.index('<p class="description">This report holds 4 archives: 2 formal P/D matrices') < text.index(
         "<strong>Note from the report config:</strong> An ABBA screen only.")
+
+
+def test_markdown_figures_stand_in_their_own_paragraph(built: tuple[Path, dict[str, str], Path]) -> None:
+    # an image right under a text line would render inline in that paragraph
+    lines = (built[2] / "report.md").read_text().splitlines()
+    images = [i for i, line in enumerate(lines) if line.startswith("![")]
+    assert images and all(lines[i - 1] == "" for i in images), [lines[i - 1] for i in images if lines[i - 1]]
