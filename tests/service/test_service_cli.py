@@ -46,3 +46,5 @@ def test_start_status_stop(tmp_path: Path) -> None:
     finally:
         bystander.kill()
         bystander.wait()
+        if (tmp_path / "services" / "cli-sim.json").exists():  # a failed assertion must not leave it running
+            dsv4h("service", "stop", "cli-sim", "-w", str(tmp_path))
