@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import math
 import os
 import re
 import secrets
 import shutil
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -208,6 +210,20 @@ def json_default(obj: Any) -> Any:
     if isinstance(obj, set | frozenset):
         return sorted(obj)
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with what strict JSON lacks replaced, recursively: NaN and infinities -> None,
+    datetimes -> ISO 8601 text; mappings get string keys, tuples become lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def dump_json(obj: Any) -> bytes:

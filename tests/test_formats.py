@@ -122,3 +122,13 @@ def test_atomic_dir_creates_and_replaces_whole(tmp_path: Path) -> None:
     atomic_write_dir(d, {"c": b"3"}, overwrite=True)
     assert sorted(x.name for x in d.iterdir()) == ["c"]
     assert sorted(x.name for x in tmp_path.iterdir()) == ["corpus"]
+
+
+def test_json_safe_known_answers() -> None:
+    from datetime import UTC, datetime
+
+    from harness.formats import json_safe
+
+    when = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+    assert json_safe({"a": float("nan"), 1: (float("inf"), 2.5), "t": when, "n": [None, "x"]}) == \
+        {"a": None, "1": [None, 2.5], "t": "2026-12-01T02:00:00+00:00", "n": [None, "x"]}

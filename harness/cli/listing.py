@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -17,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli.common import esc
-from harness.formats import json_default
+from harness.formats import json_default, json_safe
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the rows as a JSON array (every field)")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="print the rows as CSV, header first (every field)")]
@@ -93,17 +92,7 @@ def as_csv(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def as_json(rows: Sequence[Mapping[str, Any]]) -> str:
     """The rows as an indented JSON array (NaN written as null: JSON has no NaN)."""
-    return json.dumps(_no_nan([dict(r) for r in rows]), default=json_default, indent=2)
-
-
-def _no_nan(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_no_nan(v) for v in value]
-    return value
+    return json.dumps(json_safe([dict(r) for r in rows]), default=json_default, indent=2)
 
 
 def emit(console: Console, rows: Sequence[Mapping[str, Any]], cols: Sequence[Col], *, json_out: bool = False,

@@ -291,16 +291,21 @@ class SweepLive(_OneBar):
     """A rate-sweep ``Reporter``: one bar over the plan's rounds in planned seconds (elapsed, ETA from
     the plan), the running rate and round, and one printed line per measured round."""
 
-    def __init__(self, console: Console, plan: Any, get_time: Callable[[], float] | None = None) -> None:
+    def __init__(self, console: Console, get_time: Callable[[], float] | None = None) -> None:
         super().__init__(console, planned_seconds=True, get_time=get_time)
-        self.spans = [(r.rate, r.round_index, (r.offsets_s[-1] if r.offsets_s else 0.0) + 1.0) for r in plan.rounds]
-        self.task = self.progress.add_task(f"sweep {plan.plan_id}", total=sum(s for *_, s in self.spans) or 1.0)
+        self.spans: list[tuple[float, int, float]] = []
+        self.task: TaskID | None = None
 
     def __call__(self, kind: str, **d: Any) -> None:
-        if kind == "sweep-round-start":
+        if kind == "sweep-plan":  # the runner's plan (harness.run.sweep): one span per round
+            plan = d["plan"]
+            self.spans = [(r.rate, r.round_index, (r.offsets_s[-1] if r.offsets_s else 0.0) + 1.0)
+                          for r in plan.rounds]
+            self.task = self.progress.add_task(f"sweep {plan.plan_id}", total=sum(x for *_, x in self.spans) or 1.0)
+        elif kind == "sweep-round-start" and self.task is not None:
             key = (d["rate"], d["round_index"])
             at = next((i for i, (r, k, _) in enumerate(self.spans) if (r, k) == key), len(self.spans))
-            self.progress.update(self.task, completed=sum(s for *_, s in self.spans[:at]))
+            self.progress.update(self.task, completed=sum(x for *_, x in self.spans[:at]))
             what = "warmup" if d["round_index"] < 0 else f"round {d['round_index'] + 1}"
             self.status = Text(f"{d['rate']:g} req/s {what}: {d['n']} requests in flight", style="cyan")
         elif kind == "sweep-round-done":

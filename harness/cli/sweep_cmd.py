@@ -55,8 +55,7 @@ def run_sweep_spec(spec: Path, ws: Path) -> None:
     from harness.cli.evidence_cmd import findings_table
     from harness.cli.progress import SweepLive
 
-    s, corpus_path = load_sweep(spec)
-    with SweepLive(console, make_sweep_plan(s, load_corpus(corpus_path))) as live:
+    with SweepLive(console) as live:
         out = run_sweep(spec, ws, reporter=live)
     for c in out.cells:
         console.print(f"rate {c['rate']:g}: request throughput {c['request_throughput_median']:.2f} req/s, "

@@ -38,7 +38,7 @@ import numpy.typing as npt
 from pydantic import ConfigDict, Field, model_validator
 
 from harness.errors import CorpusError
-from harness.formats import Strict, parse_model
+from harness.formats import Strict, atomic_write_dir, parse_model
 from harness.hashing import INT32_MAX, ids_sha256, sha256_json
 
 __all__ = [
@@ -323,6 +323,39 @@ def encode_manifest(manifest: Mapping[str, Any]) -> bytes:
     The corpus hash does not depend on this layout (it is over canonical JSON).
     """
     return (json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def history_steps(old: Corpus | None, entries: Sequence[Mapping[str, Any]], n_cases: int, include: list[str],
+                  exclude: list[str], max_per_file: int | None) -> list[dict[str, Any]]:
+    """``old``'s manifest history plus this build's (or extension's) step, for a corpus of ``n_cases``
+    cases whose manifest entries are ``entries`` (the old cases first)."""
+    n_old = len(old.cases) if old is not None else 0
+    history = [h.model_dump() for h in old.manifest.history] if old is not None else []
+    history.append({
+        "action": "extend" if old is not None else "build",
+        "first_case": entries[n_old]["case_id"] if n_cases > n_old else "",
+        "last_case": entries[-1]["case_id"] if n_cases > n_old else "",
+        "n_cases": n_cases,
+        "include": include,
+        "exclude": exclude,
+        "max_per_file": max_per_file,
+        "extended_from": (
+            None if old is None
+            else {"name": old.name, "manifest_sha256": old.manifest_sha256, "n_cases": n_old}
+        ),
+    })
+    return history
+
+
+def write_corpus(out: Path, manifest: Mapping[str, Any], cases: bytes, *, overwrite: bool) -> Corpus:
+    """Write a corpus directory (``manifest.json`` and ``cases.jsonl`` at once, atomically) and load
+    it back verified. An existing ``out`` is refused unless ``overwrite``."""
+    try:
+        atomic_write_dir(out, {MANIFEST_FILE: encode_manifest(manifest), CASES_FILE: cases}, overwrite=overwrite)
+    except FileExistsError:
+        raise CorpusError(f"{out} already exists; refusing to overwrite a corpus",
+                          hint="Choose a new --out, or pass --force to replace it.") from None
+    return load_corpus(out)
 
 
 def parse_manifest(raw: Any, *, source: str = MANIFEST_FILE) -> CorpusManifest:

@@ -40,17 +40,16 @@ from typing import Any
 import numpy as np
 
 from harness.errors import CorpusError, SpecError
-from harness.formats import atomic_write_dir
 from harness.hashing import ids_sha256
 from harness.inputs.corpus import (
     CASES_FILE,
     FORMAT_VERSION,
-    MANIFEST_FILE,
     Corpus,
     case_id_for,
     encode_case_line,
-    encode_manifest,
+    history_steps,
     load_corpus,
+    write_corpus,
 )
 from harness.inputs.corpus_sources import (
     DEFAULT_EXCLUDE,
@@ -234,27 +233,6 @@ def _walk_sources(walker: SpanWalker, src: Path, include: Sequence[str], exclude
     return need
 
 
-def _history(old: Corpus | None, entries: Sequence[dict[str, Any]], n_cases: int, include: list[str],
-             exclude: list[str], max_per_file: int | None) -> list[dict[str, Any]]:
-    """``old``'s history steps plus this build's (or extension's) step."""
-    n_old = len(old.cases) if old is not None else 0
-    history = [h.model_dump() for h in old.manifest.history] if old is not None else []
-    history.append({
-        "action": "extend" if old is not None else "build",
-        "first_case": entries[n_old]["case_id"] if n_cases > n_old else "",
-        "last_case": entries[-1]["case_id"] if n_cases > n_old else "",
-        "n_cases": n_cases,
-        "include": include,
-        "exclude": exclude,
-        "max_per_file": max_per_file,
-        "extended_from": (
-            None if old is None
-            else {"name": old.name, "manifest_sha256": old.manifest_sha256, "n_cases": n_old}
-        ),
-    })
-    return history
-
-
 # ----------------------------------------------------------------------------------------------------
 # build_corpus
 # ----------------------------------------------------------------------------------------------------
@@ -350,13 +328,7 @@ def build_corpus(  # noqa: PLR0913 - one keyword per `dsv4h corpus build` option
         "prompt_template": template,
         "chat_encoding": p.chat_name,
         "source": {"repository": repository, "revision": revision, "root": root},
-        "history": _history(old, entries, n_cases, includes, excludes, p.max_per_file),
+        "history": history_steps(old, entries, n_cases, includes, excludes, p.max_per_file),
         "cases": entries,
     }
-    try:
-        atomic_write_dir(out, {MANIFEST_FILE: encode_manifest(manifest), CASES_FILE: b"".join(lines)},
-                         overwrite=overwrite)
-    except FileExistsError:
-        raise CorpusError(f"{out} already exists; refusing to overwrite a corpus",
-                          hint="Choose a new --out, or pass --force to replace it.") from None
-    return load_corpus(out)
+    return write_corpus(out, manifest, b"".join(lines), overwrite=overwrite)

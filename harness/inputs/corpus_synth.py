@@ -32,17 +32,15 @@ from typing import Any
 import numpy as np
 
 from harness.errors import CorpusError
-from harness.formats import atomic_write_dir
 from harness.hashing import ids_sha256, sha256_file, sha256_json
 from harness.inputs.corpus import (
-    CASES_FILE,
     FORMAT_VERSION,
-    MANIFEST_FILE,
     Corpus,
     case_id_for,
     encode_case_line,
-    encode_manifest,
+    history_steps,
     load_corpus,
+    write_corpus,
 )
 from harness.inputs.tokenizer import load_tokenizer, tokenizer_identity
 
@@ -102,7 +100,6 @@ def _write(out: Path, *, name: str, description: str, ident: dict[str, Any], tem
            overwrite: bool) -> Corpus:
     if not cases:
         raise CorpusError(f"{out}: no cases to write", hint="ask for at least one case")
-    n_old = len(old.cases) if old is not None else 0
     if old is not None:
         for case, new in zip(old.cases, cases, strict=False):
             if case.sha256 != ids_sha256(new.ids) or case.output_tokens != new.output_tokens:
@@ -112,24 +109,12 @@ def _write(out: Path, *, name: str, description: str, ident: dict[str, Any], tem
     entries = [{"case_id": case_id_for(i), "n_tokens": len(c.ids), "sha256": ids_sha256(c.ids),
                 "provenance": c.provenance, "output_tokens": c.output_tokens} for i, c in enumerate(cases)]
     lengths = [len(c.ids) for c in cases]
-    history = [h.model_dump() for h in old.manifest.history] if old is not None else []
-    history.append({
-        "action": "extend" if old is not None else "build",
-        "first_case": entries[n_old]["case_id"] if len(entries) > n_old else "",
-        "last_case": entries[-1]["case_id"] if len(entries) > n_old else "",
-        "n_cases": len(entries), "include": include, "exclude": [], "max_per_file": None,
-        "extended_from": None if old is None else {"name": old.name, "manifest_sha256": old.manifest_sha256,
-                                                   "n_cases": n_old}})
+    history = history_steps(old, entries, len(entries), include, [], None)
     manifest = {"format_version": FORMAT_VERSION, "name": name, "description": description, "tokenizer": ident,
                 "token_range": {"min": min(lengths), "max": max(lengths)}, "prompt_template": template,
                 "chat_encoding": None, "source": source, "history": history, "cases": entries}
     lines = b"".join(encode_case_line(str(e["case_id"]), c.ids) for e, c in zip(entries, cases, strict=True))
-    try:
-        atomic_write_dir(out, {MANIFEST_FILE: encode_manifest(manifest), CASES_FILE: lines}, overwrite=overwrite)
-    except FileExistsError:
-        raise CorpusError(f"{out} already exists; refusing to overwrite a corpus",
-                          hint="choose a new --out, or pass --force to replace it") from None
-    return load_corpus(out)
+    return write_corpus(out, manifest, lines, overwrite=overwrite)
 
 
 def _checked_old(extend: Path | None, n_cases: int) -> Corpus | None:

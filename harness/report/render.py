@@ -33,7 +33,7 @@ from markupsafe import Markup
 from harness.errors import ArchiveError, SpecError
 from harness.report import figures as figs
 from harness.report.snapshot import load_snapshot
-from harness.report.summary import describe, slo_text, summary_card
+from harness.report.summary import count_noun, describe, slo_text, summary_card
 from harness.report.views import corpus_ranges, historical_table, oracle_when
 
 REPORT_HTML = "report.html"
@@ -305,11 +305,6 @@ def make_env(templates_dir: Path) -> jinja2.Environment:
         "oracle_when": oracle_when, "corpus_ranges": corpus_ranges, "slo": slo_text, "count": count_noun,
     })
     return env
-
-
-def count_noun(n: int, singular: str, plural: str | None = None) -> str:
-    """``n`` and the noun in the number it takes: ``1 archive``, ``3 archives``, ``2 matrices``."""
-    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
 # ---------------------------------------------------------------------------------------------

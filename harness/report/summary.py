@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["describe", "slo_text", "summary_card"]
+__all__ = ["count_noun", "describe", "slo_text", "summary_card"]
 
 SEVERITIES = ("blocking", "warning", "info")
 
@@ -27,8 +27,9 @@ def _finite(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
 
 
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
+def count_noun(n: int, singular: str, plural: str | None = None) -> str:
+    """``n`` and the noun in the number it takes: ``1 archive``, ``3 archives``, ``2 matrices``."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
 def _blocked_cells(findings: Sequence[Mapping[str, Any]], archive_id: str) -> set[str]:
@@ -60,9 +61,9 @@ def _formal_numbers(entry: Mapping[str, Any], findings: Sequence[Mapping[str, An
         if best is None:
             continue
         n_ok = sum(1 for s in best.get("round_status") or [] if s == "ok")
-        detail = f"C{best.get('concurrency')}, median of {_plural(n_ok, 'ok round', 'ok rounds')}"
+        detail = f"C{best.get('concurrency')}, median of {count_noun(n_ok, 'ok round', 'ok rounds')}"
         if left_out:
-            detail += f"; {_plural(left_out, 'cell', 'cells')} with a blocking finding left out"
+            detail += f"; {count_noun(left_out, 'cell', 'cells')} with a blocking finding left out"
         out.append({"subject": entry.get("campaign"), "quantity": what, "value": float(best["median"]),
                     "unit": unit, "detail": detail, "claim_class": entry.get("claim_class"),
                     "protocol_class": entry.get("protocol_class"), "archive_id": entry.get("archive_id"),
@@ -117,7 +118,7 @@ def _where(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     for h in (a.get("host") for a in archives):
         if not isinstance(h, Mapping) or not h.get("hostname"):
             continue
-        text = f"{h['hostname']} ({h.get('machine') or '?'}, {_plural(int(h.get('gpu_count') or 0), 'GPU', 'GPUs')})"
+        text = f"{h['hostname']} ({h.get('machine') or '?'}, {count_noun(int(h.get('gpu_count') or 0), 'GPU', 'GPUs')})"
         if text not in hosts:
             hosts.append(text)
     return {"backends": _sorted_set([a.get("backend") for a in archives]), "services": services,
@@ -173,7 +174,7 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
 
 def _kind_phrase(n: int, one: str, many: str, names: Sequence[Any]) -> str:
     listed = ", ".join(dict.fromkeys(str(x) for x in names))
-    return f"{_plural(n, one, many)} ({listed})" if listed else _plural(n, one, many)
+    return f"{count_noun(n, one, many)} ({listed})" if listed else count_noun(n, one, many)
 
 
 def describe(snapshot: Mapping[str, Any]) -> list[str]:
@@ -193,12 +194,12 @@ def describe(snapshot: Mapping[str, Any]) -> list[str]:
         parts.append(_kind_phrase(what["sweeps"], "rate sweep", "rate sweeps",
                                   [e.get("campaign") for e in snapshot.get("sweeps") or []]))
     if what["other"]:
-        parts.append(_plural(what["other"], "other archive", "other archives") + " (listed under Archives)")
+        parts.append(count_noun(what["other"], "other archive", "other archives") + " (listed under Archives)")
     if len(parts) > 1:
         holds = ", ".join(parts[:-1]) + " and " + parts[-1]
     else:
         holds = parts[0] if parts else ""
-    out = [f"This report holds {_plural(what['archives'], 'archive', 'archives')}"
+    out = [f"This report holds {count_noun(what['archives'], 'archive', 'archives')}"
            + (f": {holds}." if holds else ".")]
     if what["claim_classes"]:
         out.append(f"Claim classes: {', '.join(what['claim_classes'])}; protocol classes: "
@@ -208,11 +209,11 @@ def describe(snapshot: Mapping[str, Any]) -> list[str]:
         out.append(f"Every archive is SIMULATED (backend {backends}): the numbers show what the harness "
                    "measures, not how fast any model is.")
     elif what["simulated"]:
-        out.append(f"{_plural(what['simulated'], 'archive is', 'archives are')} SIMULATED and "
-                   f"{_plural(what['measured'], 'is', 'are')} measured (backends {backends}); they are never mixed.")
+        out.append(f"{count_noun(what['simulated'], 'archive is', 'archives are')} SIMULATED and "
+                   f"{count_noun(what['measured'], 'is', 'are')} measured (backends {backends}); they are never mixed.")
     elif what["archives"]:
         out.append(f"Every archive was measured on a live service (backends {backends}).")
     if what["historical_entries"]:
-        out.append(f"The historical ledger adds {_plural(what['historical_entries'], 'entry', 'entries')} "
+        out.append(f"The historical ledger adds {count_noun(what['historical_entries'], 'entry', 'entries')} "
                    "measured elsewhere, shown apart with their original protocol labels.")
     return out

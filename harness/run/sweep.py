@@ -256,6 +256,7 @@ class SweepRunner:
                                        "slo": self._slo.to_json()}})
         session = ServiceSession(writer, self.workspace, claim_class=s.claim_class, sentinels=self.sentinels,
                                  reporter=self.report, request_timeout_s=s.request_timeout_s)
+        self.report("sweep-plan", plan=self.plan)
         status: str = "complete"
         error: DsvError | None = None
         try:

@@ -15,7 +15,6 @@ the ledger's. A column an archive has and the schema does not goes, with its val
 from __future__ import annotations
 
 import json
-import math
 import secrets
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -24,6 +23,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from harness.formats import json_safe
 
 LEDGER_SCHEMA_VERSION = 3
 ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "requests", "comparisons")
@@ -225,7 +226,8 @@ def _wall_column(col: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 
 def _cast(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | pa.Array:
-    """``col`` as type ``to``; raises pa.ArrowInvalid / ArrowNotImplementedError when it cannot be."""
+    """``col`` as type ``to``; raises ``pa.ArrowException`` (``TypeError``/``ValueError`` from values
+    pyarrow cannot convert) when a value cannot be represented in ``to``."""
     if col.type == to:
         return col
     if to == WALL:
@@ -233,18 +235,6 @@ def _cast(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | pa.Array:
     if pa.types.is_integer(to) and pa.types.is_floating(col.type):
         col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
     return pc.cast(col, to)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, datetime):
-        return v.isoformat()
-    if isinstance(v, list):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    return v
 
 
 def canonical(table: str, t: pa.Table, kind: str | None = None) -> pa.Table:
@@ -265,7 +255,7 @@ def canonical(table: str, t: pa.Table, kind: str | None = None) -> pa.Table:
             continue
         try:
             cols.append(_cast(t.column(f.name), f.type))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError):
+        except (pa.ArrowException, TypeError, ValueError):  # kept whole in ``extra`` instead
             cols.append(pa.nulls(t.num_rows, f.type))
             leftover.append(f.name)
     if "extra" in schema.names:
@@ -284,7 +274,7 @@ def _extra(t: pa.Table, names: Iterable[str]) -> pa.Array:
     out: list[str | None] = []
     for i in range(t.num_rows):
         row = json.loads(str(prior[i])) if prior[i] else {}
-        row |= {n: _jsonable(values[n][i]) for n in names if values[n][i] is not None}
+        row |= {n: json_safe(values[n][i]) for n in names if values[n][i] is not None}
         out.append(json.dumps(row, sort_keys=True, default=str) if row else None)
     return pa.array(out, _S)
 

@@ -151,7 +151,9 @@ def test_sweep_live_advances_by_planned_seconds() -> None:
               SimpleNamespace(rate=4.0, round_index=0, offsets_s=(0.0, 3.0)),
               SimpleNamespace(rate=8.0, round_index=0, offsets_s=(0.0, 2.0))]
     console = Console(record=True, width=80, color_system=None)
-    live = SweepLive(console, SimpleNamespace(plan_id="9e51", rounds=rounds))
+    live = SweepLive(console)
+    live("sweep-plan", plan=SimpleNamespace(plan_id="9e51", rounds=rounds))
+    assert live.task is not None
     task = live.progress.tasks[live.task]
     assert task.total == 2.0 + 4.0 + 3.0                        # each span plus one second of drain
     live("sweep-round-start", rate=8.0, round_index=0, n=16)

@@ -164,7 +164,7 @@ def test_oracle_when_missing(when: Any) -> None:
 
 
 def test_counted_nouns_in_the_summary() -> None:
-    from harness.report.render import count_noun
+    from harness.report.summary import count_noun
 
     assert count_noun(1, "archive") == "1 archive"
     assert count_noun(3, "archive") == "3 archives"
