@@ -5,9 +5,10 @@ per stream per step on one fixed grid, built by ``benchmarks/native/build.sh`` w
 ``--server-threads`` threads pinned to the first CPUs; ``sim`` is ``dsv4h sim serve --profile scale-20ms
 --stream-mode delta`` (``--processes K`` on one port). Both stamp every event with ``sim_emit_ns``
 (CLOCK_MONOTONIC). One wave of C streams per tier goes through ``harness.load`` in this process
-(``single``, pinned to the last CPU) or through ``WorkerLoadClient`` (``workers``, pinned to the last
-CPUs). Reported per wave: offered events/s (C / step), emitted events/s (server stamps), received
-events/s, client CPU per event (this process, or the sum of the workers) and receive lag
+(``single``, pinned to the last CPU, with the loop monitor a campaign runs around each wave) or through
+``WorkerLoadClient`` (``workers``, pinned to the last CPUs, each with its loop probe), on the ``wire`` or
+``aiohttp`` transport (``--transports``). Reported per wave: offered events/s (C / step), emitted events/s
+(server stamps), received events/s, client CPU per event (this process, or the sum of the workers) and receive lag
 (event_ns - sim_emit_ns) p50/p99, over the wave's common window; with the native server the window's
 edges sit half a step between grid instants (whole steps only), and the server's own counters for the
 wave (events emitted, burst lateness p50/p99/max vs the grid, late and missed steps) are in ``server``.
@@ -34,8 +35,10 @@ from typing import Any
 import numpy as np
 
 from harness.load import LoadClient, WaveRequest, run_wave
-from harness.load.workers import CPU_PER_EVENT_S, WorkerLoadClient, auto_workers
+from harness.load.driver import Transport
+from harness.load.workers import SIZING, WorkerLoadClient, auto_workers
 from harness.records import RequestRecord
+from harness.run.selfcheck import LoopMonitor
 
 SIM_EVENTS_PER_PROCESS = 16_000.0
 NATIVE = Path(__file__).resolve().parent / "native"
@@ -109,27 +112,35 @@ def summarize(recs: list[RequestRecord], concurrency: int, step_s: float,
 
 
 async def one_wave(url: str, concurrency: int, steps: int, workers: int,
-                   pin: bool) -> tuple[list[RequestRecord], float]:
+                   pin: bool, transport: Transport = "wire") -> tuple[list[RequestRecord], float]:
     rng = np.random.default_rng(concurrency)
     reqs = [WaveRequest([int(x) for x in rng.integers(1000, 30000, 64)], steps,
                         rid=f"w{concurrency}-{i}-{time.time_ns()}",
                         ignore_eos=True, cache_salt=f"s{i}-{time.time_ns()}") for i in range(concurrency)]
-    client: LoadClient = (WorkerLoadClient(url, workers=workers, pin_cpus=pin, concurrency=concurrency, timeout_s=60)
-                          if workers > 1 else LoadClient(url, concurrency=concurrency, timeout_s=60))
+    client: LoadClient = (WorkerLoadClient(url, workers=workers, pin_cpus=pin, concurrency=concurrency, timeout_s=60,
+                                           transport=transport)
+                          if workers > 1 else
+                          LoadClient(url, concurrency=concurrency, timeout_s=60, transport=transport))
     async with client:
+        monitor = LoopMonitor() if workers == 1 else None  # what a campaign runs around every wave (workers probe)
+        if monitor is not None:
+            monitor.start()
         cpu0 = time.process_time()
         recs = await run_wave(client, reqs)
         cpu = time.process_time() - cpu0
+        if monitor is not None:
+            monitor.stop()
         check = client.take_check()
     if check is not None:
         cpu = float(check.get("worker_cpu_s", 0.0))
     return recs, cpu
 
 
-def lag_workers(concurrency: int, step_s: float, free_cpus: int, target: float = 0.1) -> int:
-    """Workers such that each drains its share of a step's burst (C / N events at ``CPU_PER_EVENT_S``
-    each) within ``target`` of the step: at least 2, at most one per free CPU."""
-    return max(2, min(math.ceil(concurrency * CPU_PER_EVENT_S / (target * step_s)), max(2, free_cpus)))
+def lag_workers(concurrency: int, step_s: float, free_cpus: int, target: float = 0.1, transport: str = "wire") -> int:
+    """Workers such that each drains its share of a step's burst (C / N events at the transport's CPU per
+    event, ``SIZING``) within ``target`` of the step: at least 2, at most one per free CPU."""
+    cpu_per_event = SIZING[transport][0]
+    return max(2, min(math.ceil(concurrency * cpu_per_event / (target * step_s)), max(2, free_cpus)))
 
 
 def _server_cpus(cpus: list[int], n: int) -> list[int]:
@@ -151,6 +162,8 @@ def main() -> None:
     ap.add_argument("--steps-ms", default="20,10")
     ap.add_argument("--modes", default="single,workers")
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--transports", default="wire",
+                    help="client transports, comma-separated: wire (harness.load.wire) and/or aiohttp")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/scale.json"))
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
@@ -166,23 +179,27 @@ def main() -> None:
                 k = args.server_threads or max(1, min(math.ceil(offered / SIM_EVENTS_PER_PROCESS),
                                                       max(1, len(cpus) // 2)))
                 proc, url = start_sim(step_ms, k, _server_cpus(cpus, k))
-            sizes = {"auto": max(2, auto_workers(offered, cpus=len(cpus) - k + 1)),
-                     "lag": lag_workers(c, step_ms / 1000, len(cpus) - k)}
-            runs = [(m, 1 if m == "single" else sizes.get(n) or int(n))
+            sizes = {t: {"auto": max(2, auto_workers(offered, cpus=len(cpus) - k + 1, transport=t)),
+                         "lag": lag_workers(c, step_ms / 1000, len(cpus) - k, transport=t)}
+                     for t in args.transports.split(",")}
+            runs = [(m, 1 if m == "single" else sizes[t].get(n) or int(n), t)
+                    for t in args.transports.split(",")
                     for m in args.modes.split(",") for n in (["1"] if m == "single" else args.workers.split(","))]
             try:
-                for mode, w in runs:
+                for mode, w, transport in runs:
                     if len(cpus) > 2 and mode == "single":
                         os.sched_setaffinity(0, {cpus[-1]})
                     steps = int(args.seconds / (step_ms / 1000)) + 10
                     stats0 = http_json(url, "/stats/reset") if args.server == "native" else {}
                     t0 = time.perf_counter()
-                    recs, cpu = asyncio.run(one_wave(url, c, steps, w, len(cpus) > 2))
+                    recs, cpu = asyncio.run(one_wave(url, c, steps, w, len(cpus) > 2,
+                                                     transport))
                     if hasattr(os, "sched_setaffinity"):
                         os.sched_setaffinity(0, set(cpus))
                     server = http_json(url, "/stats") if stats0 else None
                     grid = int(server["grid_t0_ns"]) if server else None
-                    row = {"step_ms": step_ms, "C": c, "mode": mode, "workers": w, "server": args.server,
+                    row = {"step_ms": step_ms, "C": c, "mode": mode, "workers": w, "transport": transport,
+                           "server": args.server,
                            "server_procs": k, "wall_s": time.perf_counter() - t0,
                            "events_expected": c * steps} | summarize(recs, c, step_ms / 1000, grid)
                     row["cpu_us_per_event"] = cpu / max(row["events"], 1) * 1e6
@@ -196,15 +213,17 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"machine": platform.node(), "cpus": len(cpus), "python": platform.python_version(),
                                     "server": args.server, "seconds": args.seconds, "rows": rows}, indent=1))
-    print("| step | C | mode | workers | server thr/procs | offered/s | emitted/s | received/s | events recv/expected "
+    print("| step | C | transport | mode | workers | server thr/procs | offered/s | emitted/s | received/s "
+          "| events recv/expected "
           "| CPU us/event | lag p50 ms | lag p99 ms | p99/step | server burst late p99 / max ms | late/missed steps "
           "| errors |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         s = r["server_stats"] or {}
         late = (f"{1e3 * s['emit_lateness_p99_s']:.2f} / {1e3 * s['emit_lateness_max_s']:.2f} | "
                 f"{s['late_steps']}/{s['missed_steps']}") if s else "- | -"
-        print(f"| {r['step_ms']:g} ms | {r['C']} | {r['mode']} | {r['workers']} | {r['server_procs']} | "
+        print(f"| {r['step_ms']:g} ms | {r['C']} | {r['transport']} | {r['mode']} | {r['workers']} | "
+              f"{r['server_procs']} | "
               f"{r['offered_per_s']:,.0f} | {r['emitted_per_s']:,.0f} | {r['received_per_s']:,.0f} | "
               f"{r['events']}/{r['events_expected']} | "
               f"{r['cpu_us_per_event']:.1f} | {r['lag_p50_ms']:.2f} | {r['lag_p99_ms']:.2f} | "

@@ -274,10 +274,14 @@ class LoadSettings(Strict):
     """How the load is generated. ``workers``: client processes a wave's streams are spread over
     (``harness.load.workers``; same host, one monotonic clock, synchronized start). ``1`` keeps every
     stream in the campaign's own process; ``auto`` sizes the pool from the offered event rate and the
-    measured client CPU per event (``harness.load.workers.auto_workers``)."""
+    measured client CPU per event (``harness.load.workers.auto_workers``). ``transport``: how the client
+    reads the streams (``harness.load.driver.resolve_transport``: ``auto`` is the lean ``wire`` transport
+    for ``http://`` services, aiohttp for ``https://``)."""
 
     workers: int | Literal["auto"] = Field(1, description="client worker processes (1 = in process) or auto")
     pin_cpus: bool = Field(False, description="pin each worker process to its own CPU (Linux)")
+    transport: Literal["auto", "wire", "aiohttp"] = Field("auto", description="client transport: auto, wire "
+                                                          "or aiohttp")
 
     @field_validator("workers")
     @classmethod

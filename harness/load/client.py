@@ -39,9 +39,9 @@ PROTOCOLS: tuple[Protocol, ...] = ("sglang", "vllm", "openai-completions", "open
 
 ENDPOINTS: dict[Protocol, str] = {"sglang": "/generate", "vllm": "/v1/completions",
                                   "openai-completions": "/v1/completions", "openai-chat": "/v1/chat/completions"}
-_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
-_BODY_LIMIT = 64 * 1024
-_ERR_CHARS = 200
+REQUEST_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
+BODY_LIMIT = 64 * 1024
+ERR_CHARS = 200
 
 
 def _ids_list(input_ids: Sequence[int]) -> list[int]:
@@ -111,17 +111,17 @@ def new_decoder(protocol: Protocol, *, tokenize: Tokenize | None = None, count_m
 
 
 async def _read_text(resp: aiohttp.ClientResponse) -> str:
-    """The first ``_ERR_CHARS`` characters of a (non-SSE or error) body; "" if unreadable."""
+    """The first ``ERR_CHARS`` characters of a (non-SSE or error) body; "" if unreadable."""
     raw = b""
     try:
-        while len(raw) < 4 * _ERR_CHARS:
-            more = await resp.content.read(_BODY_LIMIT)
+        while len(raw) < 4 * ERR_CHARS:
+            more = await resp.content.read(BODY_LIMIT)
             if not more:
                 break
             raw += more
     except (aiohttp.ClientError, TimeoutError):
         pass
-    return raw.decode("utf-8", "replace")[:_ERR_CHARS]
+    return raw.decode("utf-8", "replace")[:ERR_CHARS]
 
 
 class _IdleWatch:
@@ -172,7 +172,7 @@ class _Stop(Exception):
 _EVENT_SLACK = 16  # events that carry no token (role, usage, finish) when progress is counted in events
 
 
-class _Budget:
+class Budget:
     """When a stream must stop (pure arithmetic on monotonic ns): see the module docstring."""
 
     __slots__ = ("c1", "cap", "last_c", "last_t", "limit_ns", "limits", "max_new", "send_ns", "silence_ns", "t1")
@@ -216,7 +216,7 @@ class _Budget:
 
 
 async def _read_stream(resp: aiohttp.ClientResponse, decoder: StreamDecoder, watch: _IdleWatch,
-                       limits: StreamLimits, budget: _Budget) -> None:
+                       limits: StreamLimits, budget: Budget) -> None:
     parser = SSEParser(limits.max_event_bytes)
     feed = parser.feed
     on_event = decoder.on_event
@@ -253,7 +253,7 @@ async def _exchange(
     decoder: StreamDecoder,
     idle_timeout_s: float,
     limits: StreamLimits,
-    budget: _Budget,
+    budget: Budget,
 ) -> tuple[int | None, str | None]:
     """POST and read the response into ``decoder``; returns (http status, transport error)."""
     watch = _IdleWatch(idle_timeout_s)
@@ -278,7 +278,7 @@ async def _exchange_inner(
     decoder: StreamDecoder,
     watch: _IdleWatch,
     limits: StreamLimits,
-    budget: _Budget,
+    budget: Budget,
 ) -> tuple[int | None, str | None]:
     status: int | None = None
     try:
@@ -335,11 +335,17 @@ async def stream_request(
     """
     decoder = decoder if decoder is not None else new_decoder(protocol)
     limits = limits if limits is not None else StreamLimits()
-    headers = {**_HEADERS, "X-Request-Id": rid}
+    headers = {**REQUEST_HEADERS, "X-Request-Id": rid}
     send_ns = perf_counter_ns()
-    budget = _Budget(limits, max_new_tokens, idle_timeout_s, send_ns, getattr(decoder, "event_tokens", None) is None)
+    budget = Budget(limits, max_new_tokens, idle_timeout_s, send_ns, getattr(decoder, "event_tokens", None) is None)
     status, transport_error = await _exchange(session, url, body, headers, decoder, idle_timeout_s, limits, budget)
-    end_ns = perf_counter_ns()
+    return make_record(decoder, rid, send_ns, perf_counter_ns(), status, transport_error, fields)
+
+
+def make_record(decoder: StreamDecoder, rid: str, send_ns: int, end_ns: int, status: int | None,
+                transport_error: str | None, fields: Mapping[str, Any] | None) -> RequestRecord:
+    """The record of one finished exchange (both transports): ``end_ns`` stands in for ``done_ns``
+    when the stream never ended; a protocol-level error seen on the stream wins over the transport's."""
     d = decoder.finish()
     return RequestRecord(
         rid=rid,

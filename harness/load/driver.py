@@ -1,9 +1,11 @@
 """Wave driver: send a wave of requests together and collect one record per request.
 
 ``LoadClient`` owns one ``aiohttp.ClientSession`` whose connector holds ``concurrency``
-connections; ``run_wave`` prepares every body first, then starts every request at once
-(``asyncio.gather``) and returns the records in request order with each request's campaign
-identity copied in. ``run_wave_sync`` does the same from synchronous code on its own uvloop loop.
+connections and, with the ``wire`` transport (``harness.load.wire``; the default for ``http://``), a
+pool of lean keep-alive connections that the streamed requests use instead; ``run_wave`` prepares
+every body first, then starts every request at once (``asyncio.gather``) and returns the records
+in request order with each request's campaign identity copied in. ``run_wave_sync`` does the same
+from synchronous code on its own uvloop loop.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import gc
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import aiohttp
 
@@ -24,6 +26,7 @@ from harness.errors import ServerUnreachable, ServiceError
 from harness.load.client import (
     ENDPOINTS,
     PROTOCOLS,
+    REQUEST_HEADERS,
     Protocol,
     StreamLimits,
     new_decoder,
@@ -32,12 +35,29 @@ from harness.load.client import (
     vllm_body,
 )
 from harness.load.openai import Tokenize, openai_body
+from harness.load.wire import WirePool, close_quietly, wire_request
 from harness.records import RequestRecord
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+
+Transport = Literal["auto", "wire", "aiohttp"]
+TRANSPORTS: tuple[Transport, ...] = ("auto", "wire", "aiohttp")
+DEFAULT_TRANSPORT: Transport = "auto"
+"""What ``LoadClient(transport=None)`` uses: ``auto`` is ``wire`` for ``http://`` URLs, ``aiohttp`` for
+``https://`` (the lean transport is measured on plain loopback HTTP only)."""
+
+
+def resolve_transport(transport: Transport | None, base_url: str) -> Literal["wire", "aiohttp"]:
+    """The transport a client of ``base_url`` uses for ``transport`` (None: ``DEFAULT_TRANSPORT``)."""
+    t = DEFAULT_TRANSPORT if transport is None else transport
+    if t not in TRANSPORTS:
+        raise ValueError(f"unknown transport {t!r}; expected one of {TRANSPORTS}")
+    if t == "auto":
+        return "wire" if base_url.lower().startswith("http://") else "aiohttp"
+    return t
 
 
 @dataclass(frozen=True)
@@ -112,6 +132,8 @@ class LoadClient:
     ``run_wave`` suspends Python's cyclic garbage collector while the wave is in flight, so a
     collection pause never delays event timestamps (reference counting still frees memory).
     ``limits`` bound every request's total time, output and event size (``StreamLimits``).
+    ``transport`` reads the streams through ``harness.load.wire`` (``wire``, 3-5x less CPU per
+    event) or aiohttp (``aiohttp``); both give the same records (``resolve_transport``).
     """
 
     def __init__(
@@ -126,6 +148,7 @@ class LoadClient:
         pause_gc: bool = True,
         openai: OpenAIOptions | None = None,
         limits: StreamLimits | None = None,
+        transport: Transport | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
@@ -142,6 +165,10 @@ class LoadClient:
         self.limits = limits or StreamLimits()
         self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s)
         self._session: aiohttp.ClientSession | None = None
+        self.transport = resolve_transport(transport, self.base_url)
+        self.connect_timeout_s = connect_timeout_s
+        self._pool: WirePool | None = None
+        self._path = ENDPOINTS[protocol]
         # Set by subclasses that run waves elsewhere (harness.load.workers): run_wave delegates to it.
         self.wave_runner: Callable[[Sequence[WaveRequest]], Awaitable[list[RequestRecord]]] | None = None
 
@@ -153,17 +180,21 @@ class LoadClient:
     async def __aenter__(self) -> LoadClient:
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, keepalive_timeout=60)
         self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, auto_decompress=False)
+        if self.transport == "wire":
+            self._pool = WirePool(self.base_url, limit=self.concurrency, connect_timeout_s=self.connect_timeout_s)
         if self.protocol != "sglang" and self.model is None:
             try:
                 self.model = await self._first_model()
             except BaseException:
-                await self._session.close()
+                await self.__aexit__(None, None, None)
                 raise
         return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
+        close_quietly(self._pool)
+        self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -222,6 +253,12 @@ class LoadClient:
 
     async def send(self, req: WaveRequest, body: bytes | None = None, wave_size: int = 1) -> RequestRecord:
         """Stream one request (``body`` prepared by ``self.body``, built here when None)."""
+        decoder = new_decoder(self.protocol, tokenize=self.openai.tokenize, count_method=self.openai.count_method)
+        if self._pool is not None:
+            return await wire_request(self._pool, self._path, self.body(req) if body is None else body, req.rid,
+                                      decoder=decoder, headers={**REQUEST_HEADERS, "X-Request-Id": req.rid},
+                                      fields=req.identity(wave_size), idle_timeout_s=self.timeout_s,
+                                      limits=self.limits, max_new_tokens=req.max_new_tokens)
         return await stream_request(
             self.session,
             self.url,
@@ -230,8 +267,7 @@ class LoadClient:
             protocol=self.protocol,
             fields=req.identity(wave_size),
             idle_timeout_s=self.timeout_s,
-            decoder=new_decoder(self.protocol, tokenize=self.openai.tokenize,
-                                count_method=self.openai.count_method),
+            decoder=decoder,
             limits=self.limits,
             max_new_tokens=req.max_new_tokens,
         )

@@ -40,19 +40,30 @@ import numpy as np
 from harness import aio
 from harness.errors import MeasurementError
 from harness.load.client import Protocol, StreamLimits
-from harness.load.driver import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, LoadClient, OpenAIOptions, WaveRequest
+from harness.load.driver import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    LoadClient,
+    OpenAIOptions,
+    Transport,
+    WaveRequest,
+)
 from harness.records import RequestRecord
 
-CPU_PER_EVENT_S = 25e-6
-"""Client CPU per streamed event used by ``auto`` (measured: 12-25 us on an H200 host's core, 29-40 us
-on the 2-core dev box at C64; benchmarks/RESULTS.md)."""
+CPU_PER_EVENT_S = 18e-6
+"""Client CPU per streamed event on the ``wire`` transport, used by ``auto`` (measured on an H200 host's
+cores, load workers at C1024-C2048: 17.6-20.9 us; benchmarks/RESULTS.md)."""
 
-TARGET_CPU_SHARE = 0.10
-"""``auto`` keeps each worker's expected CPU share at or below this. A decode step sends one event per
-stream at once, so a worker with share ``s`` of a core needs ``s`` of the step to drain its part of
-the burst: 0.10 is the receive-lag target (p99 under 10% of the step). Measured on the H200 host:
-0.35 (4 workers at C1024 @ 20 ms) gave lag p99 0.36 step, 0.10 (13 workers) 0.10 step
-(benchmarks/RESULTS.md)."""
+TARGET_CPU_SHARE = 0.30
+"""``auto`` keeps each ``wire`` worker's expected CPU share at or below this. A decode step sends one event
+per stream at once; the wire transport stamps a read as soon as the loop hands it over and parses in
+short slices between polls (``harness.load.wire``), so a worker busy 30% of the time still stamps a burst
+within 10% of the step. Measured on the H200 host: shares of 0.23-0.46 gave receive lag p99 of 0.03-0.11
+of the step at C1024-C2048 (0.31 at C2048 @ 10 ms: 0.086) (benchmarks/RESULTS.md)."""
+
+SIZING: dict[str, tuple[float, float]] = {"wire": (CPU_PER_EVENT_S, TARGET_CPU_SHARE), "aiohttp": (25e-6, 0.10)}
+"""(CPU per event in seconds, target CPU share) per transport. The aiohttp transport parses each read in
+the task that awaits it, so its lag grows with its whole CPU per event (12-40 us measured): 0.10."""
 
 START_LEAD_S = 0.05
 """How far ahead of now a wave's start instant is set (bodies are built and pickled before it)."""
@@ -69,11 +80,14 @@ def available_cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def auto_workers(offered_events_per_s: float, *, cpu_per_event_s: float = CPU_PER_EVENT_S,
-                 cpus: int | None = None, target_share: float = TARGET_CPU_SHARE) -> int:
-    """Worker processes for an offered event rate (pure): enough that each stays below
-    ``target_share`` of a core, at most one per CPU but one (the server or the parent needs one);
-    1 (in process) when one process suffices."""
+def auto_workers(offered_events_per_s: float, *, cpu_per_event_s: float | None = None,
+                 cpus: int | None = None, target_share: float | None = None, transport: str = "wire") -> int:
+    """Worker processes for an offered event rate (pure): enough that each stays below the target
+    share of a core at the given CPU per event (both default to ``SIZING[transport]``), at most one
+    per CPU but one (the server or the parent needs one); 1 (in process) when one process suffices."""
+    default_cpu, default_share = SIZING[transport]
+    cpu_per_event_s = default_cpu if cpu_per_event_s is None else cpu_per_event_s
+    target_share = default_share if target_share is None else target_share
     if offered_events_per_s < 0 or cpu_per_event_s <= 0 or not 0 < target_share <= 1:
         raise ValueError("offered rate >= 0, CPU per event > 0 and 0 < target share <= 1 required")
     n = math.ceil(offered_events_per_s * cpu_per_event_s / target_share)
@@ -94,6 +108,7 @@ class WorkerSetup:
     openai: OpenAIOptions
     limits: StreamLimits
     cpu: int | None
+    transport: Transport
 
 
 class _Probe:
@@ -148,7 +163,8 @@ async def _worker_loop(conn: Connection, setup: WorkerSetup) -> None:
     loop = asyncio.get_running_loop()
     async with LoadClient(setup.base_url, protocol=setup.protocol, concurrency=setup.concurrency,
                           model=setup.model, timeout_s=setup.timeout_s, connect_timeout_s=setup.connect_timeout_s,
-                          pause_gc=False, openai=setup.openai, limits=setup.limits) as client:
+                          pause_gc=False, openai=setup.openai, limits=setup.limits,
+                          transport=setup.transport) as client:
         conn.send(("ready", os.getpid(), setup.cpu))
         while True:
             msg = await loop.run_in_executor(None, conn.recv)
@@ -205,17 +221,17 @@ class WorkerLoadClient(LoadClient):
             self, base_url: str, *, workers: int, pin_cpus: bool = False, protocol: Protocol = "sglang",
                  concurrency: int = 64, model: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                  connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S, openai: OpenAIOptions | None = None,
-                 limits: StreamLimits | None = None, pause_gc: bool = True) -> None:
+                 limits: StreamLimits | None = None, pause_gc: bool = True, transport: Transport | None = None) -> None:
         super().__init__(base_url, protocol=protocol, concurrency=concurrency, model=model, timeout_s=timeout_s,
-                         connect_timeout_s=connect_timeout_s, pause_gc=pause_gc, openai=openai, limits=limits)
+                         connect_timeout_s=connect_timeout_s, pause_gc=pause_gc, openai=openai, limits=limits,
+                         transport=transport)
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if self.openai.tokenize is not None:
             raise ValueError("load workers cannot re-tokenize text (the tokenizer stays in the parent); use workers: 1")
         self.workers = workers
         self.pin_cpus = pin_cpus
-        self.connect_timeout_s = connect_timeout_s
-        self._pool: list[_Worker] = []
+        self._workers: list[_Worker] = []
         self._broken: str | None = None
         self._check: dict[str, Any] | None = None
         self.wave_runner = self._run_wave
@@ -233,13 +249,14 @@ class WorkerLoadClient(LoadClient):
         try:
             for k, cpu in enumerate(self._cpus()):
                 setup = WorkerSetup(self.base_url, self.protocol, per_worker, self.model, self.timeout_s,
-                                    self.connect_timeout_s, replace(self.openai, tokenize=None), self.limits, cpu)
+                                    self.connect_timeout_s, replace(self.openai, tokenize=None), self.limits, cpu,
+                                    self.transport)
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(target=_worker_main, args=(child, setup), name=f"dsv4h-load-{k}", daemon=True)
                 proc.start()
                 child.close()
-                self._pool.append(_Worker(k, proc, parent, cpu))
-            for w in self._pool:
+                self._workers.append(_Worker(k, proc, parent, cpu))
+            for w in self._workers:
                 msg = await self._recv(w, 60.0)
                 if msg[0] != "ready":
                     raise MeasurementError(f"load worker {w.index} did not start: {msg}")
@@ -250,16 +267,16 @@ class WorkerLoadClient(LoadClient):
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
                         tb: TracebackType | None) -> None:
-        for w in self._pool:
+        for w in self._workers:
             with contextlib.suppress(OSError, ValueError):
                 w.conn.send(("stop",))
-        for w in self._pool:
+        for w in self._workers:
             await asyncio.to_thread(w.process.join, 5.0)
             if w.process.is_alive():
                 w.process.kill()
                 await asyncio.to_thread(w.process.join, 5.0)
             w.conn.close()
-        self._pool = []
+        self._workers = []
         await super().__aexit__(et, ev, tb)
 
     async def _recv(self, w: _Worker, timeout_s: float | None) -> Any:
@@ -287,16 +304,17 @@ class WorkerLoadClient(LoadClient):
                                    hint="a worker died in an earlier wave; restart the run")
         n, start_ns = len(requests), time.perf_counter_ns() + int(START_LEAD_S * 1e9)
         shares = [list(range(k, n, self.workers)) for k in range(self.workers)]
-        for w, idx in zip(self._pool, shares, strict=True):
+        for w, idx in zip(self._workers, shares, strict=True):
             try:
                 w.conn.send(("wave", start_ns, n, [requests[i] for i in idx]))
             except (OSError, ValueError):
                 await asyncio.to_thread(w.process.join, 1.0)
                 self._broken = w.died()
                 raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code") from None
-        results = await asyncio.gather(*(self._recv(w, None) for w in self._pool), return_exceptions=True)
+        results = await asyncio.gather(*(self._recv(w, None) for w in self._workers), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
-        errors += [MeasurementError(f"load worker {w.index}: {r[1]}") for w, r in zip(self._pool, results, strict=True)
+        errors += [MeasurementError(f"load worker {w.index}: {r[1]}")
+                   for w, r in zip(self._workers, results, strict=True)
                    if not isinstance(r, BaseException) and r[0] == "error"]
         if errors:
             self._broken = str(errors[0])
@@ -310,8 +328,8 @@ class WorkerLoadClient(LoadClient):
                 sent.append(sent_ns)
                 checks.append(check)
         self._check = _merge_checks(checks) | {
-            "workers": self.workers, "worker_cpus": [w.cpu for w in self._pool],
-            "worker_pids": [w.process.pid for w in self._pool],
+            "workers": self.workers, "worker_cpus": [w.cpu for w in self._workers],
+            "worker_pids": [w.process.pid for w in self._workers],
             "send_skew_s": (max(sent) - min(sent)) / 1e9 if sent else 0.0,
             "send_start_late_s": (max(sent) - start_ns) / 1e9 if sent else 0.0}
         return [r for r in out if r is not None]

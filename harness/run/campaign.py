@@ -110,7 +110,7 @@ def estimator_for(spec: CampaignSpec, corpora: dict[str, Corpus]) -> tuple[Estim
 def workers_for(spec: CampaignSpec, concurrency: int) -> int:
     """Load worker processes for a cell of ``concurrency`` streams: the spec's ``load.workers``, or for
     ``auto`` sized from the offered event rate (the simulator's analytic rate; elsewhere a 10 ms step
-    is assumed) and the client's CPU per event (``harness.load.workers.auto_workers``)."""
+    is assumed) and the client's CPU per event on its transport (``harness.load.workers.auto_workers``)."""
     if spec.load.workers != "auto":
         return min(spec.load.workers, concurrency)
     if spec.service.backend == "sim":
@@ -121,7 +121,8 @@ def workers_for(spec: CampaignSpec, concurrency: int) -> int:
         events = analytic_decode_rate(prof, concurrency, s.step_factor, time_scale=s.time_scale) / s.stream_interval
     else:
         events = concurrency / 0.010
-    return min(auto_workers(events), concurrency)
+    transport = "aiohttp" if spec.load.transport == "aiohttp" else "wire"
+    return min(auto_workers(events, transport=transport), concurrency)
 
 
 def make_plan(spec: CampaignSpec, corpora: dict[str, Corpus]) -> Plan:
@@ -303,7 +304,7 @@ class CampaignRunner:
             async with load_client(self._svc.url, self.spec.service, concurrency=cell.concurrency,
                                    timeout_s=self.spec.request_timeout_s, limits=self.spec.client,
                                    workers=workers_for(self.spec, cell.concurrency),
-                                   pin_cpus=self.spec.load.pin_cpus) as client:
+                                   pin_cpus=self.spec.load.pin_cpus, transport=self.spec.load.transport) as client:
                 clean = 0
                 for j in range(cell.warmup_waves):
                     wid = cell.wave_id(-1, j, service_start=self.state.service_starts)

@@ -14,7 +14,7 @@ from harness.inputs.corpus import Case
 from harness.inputs.spec import ClientLimits, ServiceProfile
 from harness.inputs.tokenizer import load_tokenizer
 from harness.load.client import StreamLimits
-from harness.load.driver import LoadClient, OpenAIOptions
+from harness.load.driver import LoadClient, OpenAIOptions, Transport
 from harness.load.workers import WorkerLoadClient
 
 PromptText = Callable[[Case], str]
@@ -65,17 +65,18 @@ def prompt_texts(profile: ServiceProfile) -> PromptText | None:
 
 
 def load_client(url: str, profile: ServiceProfile, *, concurrency: int, timeout_s: float,
-                limits: ClientLimits | None = None, workers: int = 1, pin_cpus: bool = False) -> LoadClient:
+                limits: ClientLimits | None = None, workers: int = 1, pin_cpus: bool = False,
+                transport: Transport | None = None) -> LoadClient:
     """A ``LoadClient`` speaking ``profile``'s protocol to ``url``, every request bounded by ``limits``
     (the spec's ``client`` section; its defaults when None); with ``workers`` > 1 its waves run in
-    that many processes (``harness.load.workers``)."""
+    that many processes (``harness.load.workers``); ``transport`` as ``LoadClient``'s."""
     lim = limits or ClientLimits()
     stream_limits = StreamLimits(deadline_factor=lim.deadline_factor, deadline_grace_s=lim.deadline_grace_s,
                                  max_event_bytes=lim.max_event_bytes)
     if workers > 1:
         return WorkerLoadClient(url, workers=workers, pin_cpus=pin_cpus, protocol=profile.wire_protocol,
                                 concurrency=concurrency, model=profile.served_model_name, timeout_s=timeout_s,
-                                openai=openai_options(profile), limits=stream_limits)
+                                openai=openai_options(profile), limits=stream_limits, transport=transport)
     return LoadClient(url, protocol=profile.wire_protocol, concurrency=concurrency,
                       model=profile.served_model_name, timeout_s=timeout_s, openai=openai_options(profile),
-                      limits=stream_limits)
+                      limits=stream_limits, transport=transport)

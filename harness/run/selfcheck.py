@@ -181,6 +181,11 @@ class WaveSelfCheck:
         self.probes = ([], [])  # the workers read the streams: this loop's probes say nothing about edges
         self._last |= {k: v for k, v in extra.items() if not k.startswith(("loop_", "process_"))}
 
+    def note(self, **fields: Any) -> None:
+        """Add ``fields`` (e.g. the client transport) to the last summary."""
+        if self._last is not None:
+            self._last |= fields
+
     def take(self, edges_ns: Sequence[int] = ()) -> dict[str, Any] | None:
         """The last wave's summary, once, with ``loop_lag_edge_s``: the loop delay spanning one of
         ``edges_ns`` (the client instants that define the wave's rate; None when not known)."""

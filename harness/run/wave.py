@@ -118,6 +118,7 @@ async def execute_wave(svc: RunningService, client: LoadClient, spec: WaveSpec,
         raise
     await selfcheck.end(svc)
     selfcheck.merge(client.take_check())
+    selfcheck.note(transport=client.transport)
     return recs
 
 

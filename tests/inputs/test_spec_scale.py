@@ -37,3 +37,20 @@ def test_load_workers_is_bounded(tmp_path: Path, value: str) -> None:
     spec.write_text(text)
     with pytest.raises(SpecError, match="workers"):
         load_spec(spec)
+
+
+def test_load_transport_is_checked_and_sizes_auto_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.load import workers
+
+    monkeypatch.setattr(workers, "available_cpus", lambda: list(range(16)))  # the H200 host's 16 cores
+    spec = load_spec(ROOT / "campaigns" / "scale-c1024.yaml").spec
+    assert spec.load.transport == "auto"
+    assert workers_for(spec, 1024) == 4  # 51,200 events/s x 18 us / 0.30 of a core (wire)
+    on_aiohttp = spec.model_copy(update={"load": spec.load.model_copy(update={"transport": "aiohttp"})})
+    assert workers_for(on_aiohttp, 1024) == 13  # 25 us / 0.10: the aiohttp sizing
+    text = (ROOT / "campaigns" / "scale-c1024.yaml").read_text().replace("transport: auto", "transport: h2")
+    path = tmp_path / "s.yaml"
+    path.write_text(text.replace("../", str(ROOT) + "/"))
+    with pytest.raises(SpecError, match="transport") as err:
+        load_spec(path)
+    assert "s.yaml" in str(err.value)

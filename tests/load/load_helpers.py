@@ -10,8 +10,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from aiohttp import web
 from multidict import CIMultiDict
+
+from harness.load import driver
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -153,3 +156,11 @@ def closed_port() -> int:
     port = int(s.getsockname()[1])
     s.close()
     return port
+
+
+@pytest.fixture(params=["wire", "aiohttp"])
+def each_transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Makes ``request.param`` the transport of every ``LoadClient`` built without one: the load tests
+    that talk HTTP run on both transports, which must give the same records for the same bytes."""
+    monkeypatch.setattr(driver, "DEFAULT_TRANSPORT", request.param)
+    return str(request.param)

@@ -11,11 +11,22 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 import pytest
 from aiohttp import web
-from load_helpers import Server, closed_port, serve, sg_event, sg_stream, sse, stream_events
+from load_helpers import (
+    Server,
+    closed_port,
+    each_transport,  # noqa: F401 - the fixture, used by pytestmark
+    serve,
+    sg_event,
+    sg_stream,
+    sse,
+    stream_events,
+)
 
 from harness.errors import ServerUnreachable
 from harness.load import LoadClient, WaveRequest, probe, run_sync, run_wave, run_wave_sync
 from harness.records import RequestRecord
+
+pytestmark = pytest.mark.usefixtures("each_transport")
 
 TOKENS = [101, 102, 103, 104, 105, 106]
 IDS = [1, 2, 3, 4]

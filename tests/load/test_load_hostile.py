@@ -8,11 +8,14 @@ import tracemalloc
 
 import pytest
 from hostile_server import HostileServer
+from load_helpers import each_transport  # noqa: F401 - the fixture, used by pytestmark
 
 from harness.load import LoadClient, WaveRequest, run_sync
 from harness.load.client import StreamLimits
 from harness.load.sse import EventTooLong, SSEParser
 from harness.records import RequestRecord
+
+pytestmark = pytest.mark.usefixtures("each_transport")
 
 
 def send_one(url: str, *, max_new_tokens: int = 64, timeout_s: float = 30.0,

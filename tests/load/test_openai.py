@@ -8,8 +8,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from load_helpers import each_transport  # noqa: F401 - the fixture, used by pytestmark
 
 from harness.load.openai import EXACT_COUNT_METHODS, OpenAIDecoder, count_exactness, openai_body
+
+pytestmark = pytest.mark.usefixtures("each_transport")
 
 
 def chunk(text: str | None = None, *, chat: bool = False, usage: dict[str, Any] | None = None,

@@ -7,18 +7,24 @@ import os
 import signal
 
 import pytest
+from load_helpers import each_transport  # noqa: F401 - the fixture, used by pytestmark
 
 from harness.errors import MeasurementError
 from harness.load.driver import WaveRequest, run_wave
 from harness.load.workers import WorkerLoadClient, auto_workers
 from harness.sim import running_simulator
 
+pytestmark = pytest.mark.usefixtures("each_transport")
+
 
 def test_auto_workers_known_answers() -> None:
     assert auto_workers(3_200, cpus=16) == 1
-    assert auto_workers(51_200, cpus=16) == 13  # 51,200 x 25 us / 0.10 = 12.8: a burst drains in 10% of a step
-    assert auto_workers(51_200, cpus=16, target_share=0.35) == 4  # 3.66
-    assert auto_workers(204_800, cpus=16) == 15  # capped at one CPU short of the host
+    assert auto_workers(12_800, cpus=16) == 1  # 12,800 x 18 us = 0.23 of a core: one process stamps in time
+    assert auto_workers(51_200, cpus=16) == 4  # 51,200 x 18 us / 0.30 = 3.07
+    assert auto_workers(204_800, cpus=16) == 13  # 12.3
+    assert auto_workers(51_200, cpus=16, transport="aiohttp") == 13  # 51,200 x 25 us / 0.10 = 12.8
+    assert auto_workers(51_200, cpus=16, target_share=0.35, cpu_per_event_s=25e-6) == 4  # 3.66
+    assert auto_workers(204_800, cpus=16, transport="aiohttp") == 15  # capped at one CPU short of the host
     assert auto_workers(51_200, cpus=2) == 1
     with pytest.raises(ValueError, match="offered rate"):
         auto_workers(-1)
@@ -47,8 +53,8 @@ def test_workers_merge_records_in_order() -> None:
 def test_dying_worker_fails_the_wave() -> None:
     async def main(url: str) -> None:
         async with WorkerLoadClient(url, workers=2, concurrency=4, timeout_s=30) as client:
-            os.kill(client._pool[1].process.pid, signal.SIGKILL)
-            client._pool[1].process.join(5)
+            os.kill(client._workers[1].process.pid, signal.SIGKILL)
+            client._workers[1].process.join(5)
             with pytest.raises(MeasurementError, match="died"):
                 await run_wave(client, _wave(4))
             with pytest.raises(MeasurementError, match="broken"):
