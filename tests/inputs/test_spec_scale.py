@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import SpecError
-from harness.inputs.spec import load_spec
+from harness.inputs.spec import CampaignSpec, load_spec
 from harness.run.campaign import workers_for
 from harness.service.command import sim_command
 
@@ -44,6 +44,7 @@ def test_load_transport_is_checked_and_sizes_auto_workers(tmp_path: Path, monkey
 
     monkeypatch.setattr(workers, "available_cpus", lambda: list(range(16)))  # the H200 host's 16 cores
     spec = load_spec(ROOT / "campaigns" / "scale-c1024.yaml").spec
+    assert isinstance(spec, CampaignSpec)
     assert spec.load.transport == "auto"
     assert workers_for(spec, 1024) == 4  # 51,200 events/s x 18 us / 0.30 of a core (wire)
     on_aiohttp = spec.model_copy(update={"load": spec.load.model_copy(update={"transport": "aiohttp"})})
