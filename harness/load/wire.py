@@ -2,11 +2,14 @@
 
 ``stream_request`` in ``harness.load.client`` reads a response through aiohttp's stream reader: an
 awaited coroutine, a future and a task switch per socket read, 20-40 us of CPU per streamed event.
-At C1024+ that CPU is the receive lag (a step's burst of C events is drained serially). This module
-does the same exchange with an ``asyncio.Protocol`` per connection and llhttp's C parser
-(``httptools``, also uvicorn's): the loop calls ``data_received`` with each read, which takes one
-``time.perf_counter_ns()`` and feeds the parser, whose body callback feeds the SSE parser and the
-stream decoder in place - no coroutine, future or task per read.
+At C1024+ that CPU is the receive lag (a step's burst of C events is stamped one after the other).
+This module does the same exchange with an ``asyncio.Protocol`` per connection and llhttp's C parser
+(``httptools``, also uvicorn's). The loop calls ``data_received`` with each read, which only takes
+its ``time.perf_counter_ns()`` and queues the bytes; the pool parses queued reads (HTTP, SSE, the
+stream decoder, the request's limits) in slices of at most ``PARSE_SLICE_S`` between two polls of
+the loop, so the reads of a burst are stamped as the loop hands them over, not after the parse of
+the reads before them. A response that arrives faster than it is parsed pauses its connection's
+reading (backpressure) until the queue is parsed.
 
 ``wire_request`` returns the same ``RequestRecord`` as ``stream_request`` for the same bytes on the
 wire (the client tests run on both transports): the same timestamps (one per read, given to every
