@@ -45,11 +45,7 @@ from harness.inputs.corpus import (
     CASES_FILE,
     FORMAT_VERSION,
     Corpus,
-    case_id_for,
-    encode_case_line,
-    history_steps,
     load_corpus,
-    write_corpus,
 )
 from harness.inputs.corpus_sources import (
     DEFAULT_EXCLUDE,
@@ -67,6 +63,7 @@ from harness.inputs.corpus_sources import (
 )
 from harness.inputs.corpus_train import DEEPSEEK_SPECIAL_TOKENS, TINY_SPECIAL_TOKENS, train_tokenizer
 from harness.inputs.corpus_walk import SpanWalker
+from harness.inputs.corpus_write import case_id_for, encode_case_line, history_steps, write_corpus
 from harness.inputs.tokenizer import load_tokenizer, tokenizer_identity
 
 # The public names of the sibling modules are re-exported: ``harness.inputs.corpus_build`` is the import path

@@ -33,15 +33,8 @@ import numpy as np
 
 from harness.errors import CorpusError
 from harness.hashing import ids_sha256, sha256_file, sha256_json
-from harness.inputs.corpus import (
-    FORMAT_VERSION,
-    Corpus,
-    case_id_for,
-    encode_case_line,
-    history_steps,
-    load_corpus,
-    write_corpus,
-)
+from harness.inputs.corpus import FORMAT_VERSION, Corpus, load_corpus
+from harness.inputs.corpus_write import case_id_for, encode_case_line, history_steps, write_corpus
 from harness.inputs.tokenizer import load_tokenizer, tokenizer_identity
 
 SHAREGPT_TEMPLATE = "{role}: {text}\n"  # rendered per turn; the prompt ends with "Assistant: "

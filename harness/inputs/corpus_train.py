@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CorpusError, SpecError
-from harness.inputs.corpus import encode_manifest
 from harness.inputs.corpus_sources import (
     DEFAULT_EXCLUDE,
     DEFAULT_INCLUDE,
@@ -22,6 +21,7 @@ from harness.inputs.corpus_sources import (
     python_source_revision,
     read_source_text,
 )
+from harness.inputs.corpus_write import encode_manifest
 from harness.inputs.tokenizer import tokenizer_identity
 
 __all__ = ["DEEPSEEK_SPECIAL_TOKENS", "TINY_SPECIAL_TOKENS", "train_tokenizer"]

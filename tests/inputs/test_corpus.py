@@ -17,12 +17,11 @@ from harness.inputs.corpus import (
     CASES_FILE,
     MANIFEST_FILE,
     cache_salt,
-    encode_case_line,
-    encode_manifest,
     load_corpus,
     resolve_corpus_path,
     verify_corpus,
 )
+from harness.inputs.corpus_write import encode_case_line, encode_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 CORPORA = REPO / "corpora"
