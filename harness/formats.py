@@ -212,6 +212,15 @@ def json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
 
+def finite_float(value: Any, scale: float = 1.0) -> float:
+    """``float(value) * scale`` when that is finite, else NaN (None, text, NaN and infinities alike)."""
+    try:
+        x = float(value) * scale
+    except (TypeError, ValueError):
+        return math.nan
+    return x if math.isfinite(x) else math.nan
+
+
 def json_safe(value: Any) -> Any:
     """``value`` with what strict JSON lacks replaced, recursively: NaN and infinities -> None,
     datetimes -> ISO 8601 text; mappings get string keys, tuples become lists."""

@@ -45,6 +45,7 @@ from harness.evidence.rules_extra import (
     rule_sweep_schedule,
     rule_token_counts,
 )
+from harness.formats import finite_float as _num
 
 MIN_RESIDENT_STEPS = 16
 LAG_P50_FRACTION = 0.10
@@ -60,14 +61,6 @@ def _measured_cells(d: ArchiveData) -> set[str]:
     """Cell ids with at least one measured wave."""
     return {str(w.get("cell_id")) for w in d.waves if w.get("phase") == "measured" and w.get("cell_id") is not None}
 
-
-def _num(value: Any) -> float:
-    """A finite float, or NaN for None / non-numbers."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return x if math.isfinite(x) else math.nan
 
 
 def rule_formal_rounds(d: ArchiveData) -> list[Finding]:

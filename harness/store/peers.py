@@ -35,6 +35,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from harness.errors import ArchiveError
+from harness.formats import finite_float as _f
 from harness.hashing import sha256_file
 from harness.service.environment import clock_anchor
 from harness.store.archive import Archive, ArchiveWriter, open_archive
@@ -82,13 +83,6 @@ ROW_SCHEMA = pa.schema([("index", pa.int32()), ("input_len", pa.int32()), ("outp
 
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "ns": 1e-9, "us": 1e-6}
 
-
-def _f(x: Any, scale: float = 1.0) -> float:
-    try:
-        v = float(x) * scale
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
 
 
 def _int(x: Any) -> int:

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ArchiveError
-from harness.formats import atomic_write
+from harness.formats import atomic_write, json_safe
+from harness.formats import finite_float as _f
 from harness.store.archive import Archive
 from harness.store.peers import GUIDELLM_REQUEST_KEYS
 
@@ -154,24 +155,6 @@ def guidellm_dict(rows: Sequence[Mapping[str, Any]], duration_s: float | None,
     return {"metadata": {"dsv4h_note": "GuideLLM-shaped subset written by dsv4h"}, "benchmarks": [bench]}
 
 
-def _f(x: Any) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
-
-
-def _json_safe(obj: Any) -> Any:
-    """NaN and infinities as null: the peers' readers expect strict JSON."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_json_safe(v) for v in obj]
-    return obj
-
 
 def _source(archive: Archive) -> tuple[str | None, dict[str, Any], float | None]:
     """(imported-from tool or None, its external.json or {}, run duration in s)."""
@@ -207,10 +190,10 @@ def export_archive(archive: Archive, fmt: str, out: Path) -> Path:
         if verbatim:
             d = dict(ext.get("summary", {})) | _bench_lists(rows, fmt)
         d.setdefault("backend", "external" if tool else archive.run.backend)
-        text = json.dumps(_json_safe(d | prov))
+        text = json.dumps(json_safe(d | prov))
         data = (text + "\n").encode() if fmt == "sglang-bench" else text.encode()
     else:
         doc = guidellm_dict(rows, dur, ext.get("summary") if verbatim else None)
-        data = json.dumps(_json_safe(doc | prov)).encode()
+        data = json.dumps(json_safe(doc | prov)).encode()
     atomic_write(out, data)
     return out
