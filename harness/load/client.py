@@ -165,8 +165,8 @@ class StreamLimits:
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 
 
-class _Stop(Exception):
-    """Reading stopped on purpose; the message becomes the record's error."""
+class StopReading(Exception):
+    """Reading stopped on purpose (``Budget``); the message becomes the record's error."""
 
 
 _EVENT_SLACK = 16  # events that carry no token (role, usage, finish) when progress is counted in events
@@ -175,10 +175,14 @@ _EVENT_SLACK = 16  # events that carry no token (role, usage, finish) when progr
 class Budget:
     """When a stream must stop (pure arithmetic on monotonic ns): see the module docstring."""
 
-    __slots__ = ("c1", "cap", "last_c", "last_t", "limit_ns", "limits", "max_new", "send_ns", "silence_ns", "t1")
+    __slots__ = ("c1", "cap", "counts", "decoder", "last_c", "last_t", "limit_ns", "limits", "max_new", "send_ns",
+                 "silence_ns", "t1")
 
     def __init__(self, limits: StreamLimits, max_new_tokens: int | None, silence_s: float, send_ns: int,
-                 in_events: bool) -> None:
+                 decoder: StreamDecoder) -> None:
+        self.decoder = decoder
+        self.counts: list[int] | None = getattr(decoder, "event_tokens", None)  # live cumulative counts, if kept
+        in_events = self.counts is None
         self.limits = limits
         self.max_new = max_new_tokens
         self.cap = None if max_new_tokens is None else max_new_tokens + (_EVENT_SLACK if in_events else 0)
@@ -189,10 +193,20 @@ class Budget:
         self.t1 = self.last_t = send_ns
         self.last_c = 0
 
+    def after_read(self, t_ns: int) -> None:
+        """Judge the stream after a read at ``t_ns`` (both transports): its output count (the decoder's
+        cumulative counts, else its events) and the time limit; raises ``StopReading`` with the reason."""
+        counts, d = self.counts, self.decoder
+        c = (counts[-1] if counts else 0) if counts is not None else d.n_events
+        if c != self.last_c:
+            self.progress(c, t_ns)
+        if t_ns > self.limit_ns:
+            raise StopReading(self.reason(t_ns, d.n_events))
+
     def progress(self, c: int, t_ns: int) -> None:
         """The stream's cumulative output count reached ``c`` at ``t_ns``."""
         if self.cap is not None and c > self.cap:
-            raise _Stop(f"token overrun: the server streamed {c} output tokens, more than max_new_tokens="
+            raise StopReading(f"token overrun: the server streamed {c} output tokens, more than max_new_tokens="
                         f"{self.max_new}; reading stopped")
         if self.c1 is None:
             self.c1, self.t1 = c, t_ns
@@ -221,28 +235,27 @@ async def _read_stream(resp: aiohttp.ClientResponse, decoder: StreamDecoder, wat
     feed = parser.feed
     on_event = decoder.on_event
     read = resp.content.readany
-    counts: list[int] | None = getattr(decoder, "event_tokens", None)  # live cumulative counts, if kept
-    last_c = 0
     while True:
         chunk = await read()
         watch.last_ns = t_ns = perf_counter_ns()
         if not chunk:
-            for payload in parser.close():  # the body ended: an event completed by a final CR
-                on_event(payload, t_ns)
-            body_end = getattr(decoder, "on_body_end", None)  # servers that close without [DONE]
-            if body_end is not None:
-                body_end(t_ns)
+            body_ended(parser, decoder, t_ns)
             return
         for payload in feed(chunk):
             on_event(payload, t_ns)
         if decoder.done_ns is not None:
             return
-        c = (counts[-1] if counts else 0) if counts is not None else decoder.n_events
-        if c != last_c:
-            last_c = c
-            budget.progress(c, t_ns)
-        if t_ns > budget.limit_ns:
-            raise _Stop(budget.reason(t_ns, decoder.n_events))
+        budget.after_read(t_ns)
+
+
+def body_ended(parser: SSEParser, decoder: StreamDecoder, t_ns: int) -> None:
+    """The response body ended at ``t_ns`` (both transports): an event completed by a final CR is
+    still taken, then the decoder hears of the end (servers that close without ``[DONE]``)."""
+    for payload in parser.close():
+        decoder.on_event(payload, t_ns)
+    body_end = getattr(decoder, "on_body_end", None)
+    if body_end is not None:
+        body_end(t_ns)
 
 
 async def _exchange(
@@ -289,7 +302,7 @@ async def _exchange_inner(
             if resp.content_type != "text/event-stream":
                 return status, f"non-SSE body ({resp.content_type}): {await _read_text(resp)}"
             await _read_stream(resp, decoder, watch, limits, budget)
-    except _Stop as exc:
+    except StopReading as exc:
         return status, str(exc)
     except EventTooLong as exc:
         return status, f"event too long: {exc}; reading stopped after {decoder.n_events} events"
@@ -337,7 +350,7 @@ async def stream_request(
     limits = limits if limits is not None else StreamLimits()
     headers = {**REQUEST_HEADERS, "X-Request-Id": rid}
     send_ns = perf_counter_ns()
-    budget = Budget(limits, max_new_tokens, idle_timeout_s, send_ns, getattr(decoder, "event_tokens", None) is None)
+    budget = Budget(limits, max_new_tokens, idle_timeout_s, send_ns, decoder)
     status, transport_error = await _exchange(session, url, body, headers, decoder, idle_timeout_s, limits, budget)
     return make_record(decoder, rid, send_ns, perf_counter_ns(), status, transport_error, fields)
 

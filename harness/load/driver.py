@@ -35,7 +35,7 @@ from harness.load.client import (
     vllm_body,
 )
 from harness.load.openai import Tokenize, openai_body
-from harness.load.wire import WirePool, close_quietly, wire_request
+from harness.load.wire import WirePool, wire_request
 from harness.records import RequestRecord
 
 T = TypeVar("T")
@@ -193,8 +193,9 @@ class LoadClient:
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        close_quietly(self._pool)
-        self._pool = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -22,7 +22,6 @@ ended cleanly; a request stopped early closes its connection).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl as ssl_module
 from collections import deque
 from collections.abc import Mapping
@@ -32,7 +31,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from harness.load.client import BODY_LIMIT, ERR_CHARS, Budget, StreamLimits, make_record
+from harness.load.client import BODY_LIMIT, ERR_CHARS, Budget, StopReading, StreamLimits, body_ended, make_record
 from harness.load.decode import StreamDecoder
 from harness.load.sse import EventTooLong, SSEParser
 from harness.records import RequestRecord
@@ -197,8 +196,6 @@ class _Exchange:
         self._framed = False  # Content-Length or chunked: the body's end is in the bytes, not the close
         self._text = bytearray()
         self._stop: str | None = None
-        self._counts: list[int] | None = getattr(decoder, "event_tokens", None)
-        self._last_c = 0
         self._complete = False
         self._keep_alive = False
         self.pending: list[tuple[bytes, int]] = []  # reads stamped but not parsed yet
@@ -285,24 +282,16 @@ class _Exchange:
             return
         d = self.decoder
         if self._complete:
-            self._body_end(t_ns)
+            body_ended(self.sse, self.decoder, t_ns)
             self._end(None if d.done_ns is not None else self._no_done(), keep=True)
             return
         if d.done_ns is not None:
             self._end(None, keep=None)  # the chunk terminator may follow in a later read
             return
-        counts = self._counts
-        c = (counts[-1] if counts else 0) if counts is not None else d.n_events
-        budget = self.budget
-        if c != self._last_c:
-            self._last_c = c
-            try:
-                budget.progress(c, t_ns)
-            except Exception as exc:
-                self._end(str(exc), keep=False)
-                return
-        if t_ns > budget.limit_ns:
-            self._end(budget.reason(t_ns, d.n_events), keep=False)
+        try:
+            self.budget.after_read(t_ns)
+        except StopReading as exc:
+            self._end(str(exc), keep=False)
 
     def lost(self, exc: Exception | None, t_ns: int) -> None:
         """The connection closed (``exc`` None: an orderly close by the server)."""
@@ -318,7 +307,7 @@ class _Exchange:
         elif self._mode == "text":
             self._end_text()
         elif not self._framed and exc is None:  # the body runs to the close: this is its end
-            self._body_end(t_ns)
+            body_ended(self.sse, self.decoder, t_ns)
             self._end(None if self.decoder.done_ns is not None else self._no_done(), keep=False)
         else:
             why = type(exc).__name__ if exc is not None else "connection closed mid-body"
@@ -326,13 +315,6 @@ class _Exchange:
 
     def _no_done(self) -> str:
         return f"disconnected after {self.decoder.n_events} events (stream ended without [DONE])"
-
-    def _body_end(self, t_ns: int) -> None:
-        for payload in self.sse.close():  # an event completed by a final CR
-            self.decoder.on_event(payload, t_ns)
-        body_end = getattr(self.decoder, "on_body_end", None)  # servers that close without [DONE]
-        if body_end is not None:
-            body_end(t_ns)
 
     def _end_text(self) -> None:
         text = bytes(self._text).decode("utf-8", "replace")[:ERR_CHARS]
@@ -409,7 +391,7 @@ async def wire_request(
     request failures (``stream_request``'s contract, on this module's transport)."""
     limits = limits if limits is not None else StreamLimits()
     send_ns = perf_counter_ns()
-    budget = Budget(limits, max_new_tokens, idle_timeout_s, send_ns, getattr(decoder, "event_tokens", None) is None)
+    budget = Budget(limits, max_new_tokens, idle_timeout_s, send_ns, decoder)
     status: int | None = None
     error: str | None
     try:
@@ -433,9 +415,3 @@ async def wire_request(
         status, error = ex.status, ex.error
     return make_record(decoder, rid, send_ns, perf_counter_ns(), status, error, fields)
 
-
-def close_quietly(pool: WirePool | None) -> None:
-    """``pool.close()`` when there is a pool (cleanup paths)."""
-    if pool is not None:
-        with contextlib.suppress(RuntimeError):
-            pool.close()
