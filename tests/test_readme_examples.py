@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from harness.run.campaign import run_campaign
+from testkit import quick_decode_run
 
 REPO = Path(__file__).resolve().parents[1]
 MARK = "# README example"
@@ -51,17 +50,7 @@ def test_the_readme_has_the_ledger_examples() -> None:
 def test_readme_ledger_examples_run_verbatim(tmp_path: Path) -> None:
     pytest.importorskip("duckdb")
     pytest.importorskip("polars")
-    spec = tmp_path / "s.yaml"
-    spec.write_text(f"""
-name: readme
-claim_class: native-ar
-service: {{backend: sim, sim: {{profile: fast}}, startup_timeout_s: 60}}
-corpora: {{decode: {REPO / 'corpora' / 'sim-code-512'}}}
-decode: {{tiers: [8], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max_new_tokens: 32}}
-""")
-    ws = tmp_path / "ws"
-    out = run_campaign(spec, ws)
-    assert out.status == "complete", out.error
+    out, ws = quick_decode_run(tmp_path, "readme", 8)
     namespace: dict[str, object] = {"__name__": "readme"}
     printed = io.StringIO()
     with cwd(ws), contextlib.redirect_stdout(printed):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,39 @@ def tiny_sweep_spec(directory: Path, name: str = "sweep-test") -> Path:
     spec.write_text(TINY_SWEEP.format(name=name, profile=root / "campaigns/profiles/sim-control.yaml",
                                       corpus=root / "corpora/sim-code-512"))
     return spec
+
+
+def quick_decode_run(directory: Path, name: str, tier: int) -> tuple[Any, Path]:
+    """A short formal matrix on the simulator (profile ``fast``, one decode tier, 3 rounds of 0.2 s
+    resident, 32 tokens), run in process into ``directory/ws``: (the run outcome, the workspace).
+    Asserts that it completed."""
+    from harness.run.campaign import run_campaign
+
+    root = Path(__file__).resolve().parents[1]
+    spec = directory / "s.yaml"
+    spec.write_text(f"""
+name: {name}
+claim_class: native-ar
+service: {{backend: sim, sim: {{profile: fast}}, startup_timeout_s: 60}}
+corpora: {{decode: {root / 'corpora' / 'sim-code-512'}}}
+decode: {{tiers: [{tier}], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max_new_tokens: 32}}
+""")
+    ws = directory / "ws"
+    out = run_campaign(spec, ws)
+    assert out.status == "complete", out.error
+    return out, ws
+
+
+def run_dsv4h(*args: str, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
+    """``python -m harness.cli ARGS`` in a child process from the repository root; asserts exit 0."""
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          timeout=timeout_s, cwd=root, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc
+
+
+def only_archive(ws: Path) -> Path:
+    """The one archive directory of workspace ``ws`` (asserts there is exactly one)."""
+    (archive,) = [p for p in (ws / "archives").iterdir() if not p.name.startswith(".")]
+    return archive

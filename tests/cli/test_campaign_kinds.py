@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from testkit import tiny_sweep_spec
+from testkit import only_archive, run_dsv4h, tiny_sweep_spec
 from typer.testing import CliRunner
 
 from harness.cli.campaign_cmd import app, spec_kind
@@ -37,12 +35,10 @@ def test_spec_kind_and_refused_options(tmp_path: Path) -> None:
 def test_campaign_run_runs_a_rate_sweep_and_the_report_shows_it(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     ws = tmp_path / "ws"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "campaign", "run", str(spec), "-w", str(ws)],
-                          capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc = run_dsv4h("campaign", "run", str(spec), "-w", str(ws))
     assert f"{spec}: kind rate-sweep: running it as 'dsv4h sweep run {spec}' does" in proc.stdout.replace("\n", "")
     assert "rate 4: request throughput" in proc.stdout and "rate 8: request throughput" in proc.stdout
-    (archive,) = [p for p in (ws / "archives").iterdir() if not p.name.startswith(".")]
+    archive = only_archive(ws)
     manifest = json.loads((archive / "manifest.json").read_text())
     assert (manifest["run"]["kind"], manifest["run"]["protocol_class"]) == ("rate-sweep", "rate-sweep")
     corpus = json.loads((archive / "corpora.json").read_text())["sweep"]
@@ -52,9 +48,7 @@ def test_campaign_run_runs_a_rate_sweep_and_the_report_shows_it(tmp_path: Path) 
     assert corpus["token_ids"][0] >= 0 and corpus["token_ids"][1] < 8192 and len(corpus["tokenizer_sha256"]) == 64
 
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "report", "build", "-w", str(ws), "--out", str(out),
-                           "--jobs", "1"], capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run_dsv4h("report", "build", "-w", str(ws), "--out", str(out), "--jobs", "1")
     html = (out / "report.html").read_text()
     assert 'id="sweeps"' in html and f'data-figure="sweep-{archive.name}"' in html
     assert "This report holds 1 archive: 1 rate sweep (sweep-via-campaign)." in html

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from testkit import tiny_sweep_spec
+from testkit import only_archive, run_dsv4h, tiny_sweep_spec
 
 from harness.report.sweep import build_sweep_report
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 
 def test_sweep_runs_end_to_end_on_the_simulator(tmp_path: Path) -> None:
     spec = tiny_sweep_spec(tmp_path)
     ws = tmp_path / "ws"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "sweep", "run", str(spec), "-w", str(ws)],
-                          capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (archive,) = [p for p in (ws / "archives").iterdir() if not p.name.startswith(".")]
+    run_dsv4h("sweep", "run", str(spec), "-w", str(ws))
+    archive = only_archive(ws)
     arrivals = json.loads((archive / "arrivals.json").read_text())
     assert [(r["rate"], r["round_index"]) for r in arrivals["rounds"]][:4] == [(4.0, -1), (4.0, 0), (4.0, 1),
                                                                               (4.0, 2)]

@@ -9,26 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from testkit import quick_decode_run
 
 from harness.measure import latency as L
-from harness.run.campaign import run_campaign
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
 def test_requests_ledger_recomputes_latency_and_http_rate(tmp_path: Path) -> None:
-    spec = tmp_path / "s.yaml"
-    spec.write_text(f"""
-name: lat
-claim_class: native-ar
-service: {{backend: sim, sim: {{profile: fast}}, startup_timeout_s: 60}}
-corpora: {{decode: {REPO / 'corpora' / 'sim-code-512'}}}
-decode: {{tiers: [4], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max_new_tokens: 32}}
-""")
-    ws = tmp_path / "ws"
-    out = run_campaign(spec, ws)
-    assert out.status == "complete", out.error
+    out, ws = quick_decode_run(tmp_path, "lat", 4)
     req = pd.read_parquet(ws / "ledgers" / "requests")
     req = req[req.archive_id == out.archive.archive_id]
     assert (req.anchor_wall.dt.year >= 2026).all() and (req.anchor_perf_ns > 0).all()
