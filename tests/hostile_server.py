@@ -28,11 +28,21 @@ _SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Contr
              b"Connection: close\r\n\r\n")
 
 
-def _event(count: int) -> bytes:
+def _event(count: int, rid: str = "h") -> bytes:
     body = {"text": "x" * count, "output_ids": list(range(count)),
-            "meta_info": {"id": "h", "prompt_tokens": 8, "cached_tokens": 0, "completion_tokens": count,
+            "meta_info": {"id": rid, "prompt_tokens": 8, "cached_tokens": 0, "completion_tokens": count,
                           "finish_reason": None}}
     return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _request_id(head: bytes) -> str:
+    """The request's ``X-Request-Id`` (the client sends its rid there and in the body), echoed as
+    ``meta_info.id`` as SGLang echoes the rid; "h" without one."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"x-request-id":
+            return value.strip().decode("latin-1")
+    return "h"
 
 
 class HostileServer:
@@ -102,7 +112,7 @@ class HostileServer:
             else:
                 with self._lock:
                     self.generate_requests += 1
-                self._generate(conn)
+                self._generate(conn, _request_id(head))
         except OSError:
             pass
         finally:
@@ -130,7 +140,7 @@ class HostileServer:
             self.bytes_sent += len(data)
         return True
 
-    def _generate(self, conn: socket.socket) -> None:
+    def _generate(self, conn: socket.socket, rid: str = "h") -> None:
         mode = self.mode
         if mode == "stall":
             self.stop.wait()
@@ -147,7 +157,7 @@ class HostileServer:
                 self.stop.wait()
                 return
             count += 1 if rising else 0
-            if not self._send(conn, _event(max(count, 1) if mode != "endless-flat" else 1)):
+            if not self._send(conn, _event(max(count, 1) if mode != "endless-flat" else 1, rid)):
                 return
             time.sleep(self.interval_s)
 

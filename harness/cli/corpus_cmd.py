@@ -286,6 +286,8 @@ def import_sharegpt_cmd(
     max_input: Annotated[int, typer.Option("--max-input", help="skip prompts longer than this")] = 32768,
     extend: Annotated[Path | None, typer.Option("--extend", help="existing corpus to append to")] = None,
     force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
+    max_bytes: Annotated[int, typer.Option("--max-bytes", min=1,
+                                           help="refuse a larger file (it is parsed whole)")] = 256 << 20,
 ) -> None:
     """Freeze the multi-turn conversations of a local ShareGPT-format file into token IDs (one case
     per answered human turn; the answer's length is the case's output length).
@@ -295,5 +297,5 @@ def import_sharegpt_cmd(
     from harness.inputs.corpus_synth import import_sharegpt
 
     c = import_sharegpt(out, source=source, tokenizer=tokenizer, n_cases=cases, max_input=max_input,
-                        extend=extend, overwrite=force)
+                        extend=extend, overwrite=force, max_bytes=max_bytes)
     console.print(f"imported {c.name}: {len(c)} cases, manifest {c.manifest_sha256[:16]}")

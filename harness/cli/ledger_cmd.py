@@ -114,23 +114,38 @@ app.command("import-historical")(import_historical)
 
 @app.command("merge")
 def merge_cmd(
-    others: Annotated[list[Path], typer.Argument(help="other workspaces (directories holding ledgers/)")],
+    others: Annotated[list[Path], typer.Argument(help="other workspaces (directories holding archives/ and ledgers/)")],
     workspace: WorkspaceOpt = Path(),
 ) -> None:
-    """Merge other workspaces' ledgers into this one: a union keyed by archive id (an archive already
-    here is kept as it is), governance files by name, resume supersession re-applied. Idempotent:
+    """Merge other hosts' workspaces into this one, trusting archives, never rows: each archive of
+    OTHER/archives/ not yet here is verified (hashes, manifest, no links or special files), copied,
+    ingested and checked by the evidence rules, so its rows and their validity are re-derived here;
+    governance rows (records, closures, gates, freezes, historical) are parsed and validated, their
+    archive references included, before they land. The other directory is only read: its commit
+    journal is never replayed, no link in it is followed, no ledger row of it is copied. Idempotent:
     merging the same workspace again adds nothing.
+
+    Prints what was added and one line per refusal (file: reason). Exit 0 when nothing was refused;
+    otherwise everything valid is merged and the exit status is 6.
 
     Example: dsv4h ledger merge /data/host-a /data/host-b -w ws
     """
-    from harness.store.ledger_merge import merge_workspace
+    from harness.run.merge import merge_workspace
 
     ws = _ws(workspace)
+    refused = 0
     for other in others:
         res = merge_workspace(ws, existing_workspace(other))
         gov = ", ".join(f"{k} +{v}" for k, v in sorted(res.governance.items())) or "none"
         console.print(f"{esc(other)}: {len(res.archives)} archive(s) added, {res.present} already present; "
-                      f"governance files: {esc(gov)}")
+                      f"governance rows added: {esc(gov)}; {len(res.refusals)} refused", soft_wrap=True)
+        for r in res.refusals:
+            console.print(f"refused: {esc(str(r))}", soft_wrap=True, highlight=False)
+        refused += len(res.refusals)
+    if refused:
+        raise LedgerError(f"{refused} item(s) refused (listed above); everything else was merged",
+                          hint="refused archives and files stay out of this workspace; fix or re-copy them on "
+                          "their host and merge again")
 
 
 @app.command("migrate")

@@ -56,6 +56,8 @@ def serve_cmd(
     fault_first: Annotated[
         int | None, typer.Option(help="Apply --fault only among the first N /generate requests.")
     ] = None,
+    allow_request_faults: Annotated[bool, typer.Option(
+        help="Honour a request body's sim_fault field (test hook; refused with HTTP 400 without it).")] = False,
     disable_radix_cache: Annotated[bool, typer.Option(help="Never report cached tokens.")] = False,
     ready_file: Annotated[Path | None, typer.Option(help="Write the URL here once listening.")] = None,
     processes: Annotated[int, typer.Option(
@@ -71,7 +73,7 @@ def serve_cmd(
         time_scale=time_scale, step_factor=step_factor, startup_delay_s=startup_delay,
         die_after_requests=die_after_requests, die_after_s=die_after_s, fault=fault,
         fault_every=fault_every, fault_first=fault_first, disable_radix_cache=disable_radix_cache,
-        openai_usage=openai_usage,
+        openai_usage=openai_usage, request_faults=allow_request_faults,
     )
 
     def announce(url: str) -> None:

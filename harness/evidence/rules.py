@@ -22,6 +22,8 @@ Rule ids (GUIDE section 3 and the record notes):
                        (away from its edges: receive lag and one decode step are allowed at each edge)
   warmup-failed        failed requests in warmup waves (blocking when no warmup wave of a cell was clean)
   client-bound         the harness's own event loop was late or saturated during a measured wave (any server)
+  client-stalled       the client stalled (loop delay, a loop that ran nothing, or a silent load worker)
+                       for longer than the wave's own step scale allows: the wave is invalid
   sim-lateness         the simulator fell behind its model (late steps) during a measured wave
   token-counts         output tokens counted approximately (no exact per-chunk counts from the server)
   token-count-mismatch a per-chunk count that disagrees with the server's final usage
@@ -492,6 +494,58 @@ def rule_client_bound(d: ArchiveData) -> list[Finding]:
                "streams per process", [b[0] for b in bad])]
 
 
+STALL_FLOOR_S = 1.0
+"""client-stalled: no stall shorter than this invalidates a wave (scheduling noise of a busy host: the
+largest loop delays seen on a loaded 2-core CI machine are a few hundred ms)."""
+STALL_STEPS = 10.0
+"""client-stalled: a decode wave is invalid once its client stalled for more than this many of its own
+decode steps (and at least ``STALL_FLOOR_S``)."""
+STALL_PREFILL_FRACTION = 0.5
+"""client-stalled: a prefill wave is invalid once its client stalled for more than this fraction of its
+prefill window (and at least ``STALL_FLOOR_S``)."""
+
+
+def stall_limit_s(w: dict[str, Any]) -> float:
+    """The longest client stall wave ``w`` tolerates (pure): its step scale (the observed decode step,
+    concurrency / resident rate, or for prefill its prefill window) times ``STALL_STEPS`` (prefill:
+    ``STALL_PREFILL_FRACTION``), never below ``STALL_FLOOR_S``; the floor alone when the wave has no
+    step scale (no resident window)."""
+    if w.get("workload") == "prefill":
+        window = _num(w.get("prefill_seconds"))
+        scale = STALL_PREFILL_FRACTION * window if window > 0 else math.nan
+    else:
+        rate = _num(w.get("resident_rate"))
+        scale = STALL_STEPS * max(int(w.get("concurrency") or 1), 1) / rate if rate > 0 else math.nan
+    return STALL_FLOOR_S if math.isnan(scale) else max(STALL_FLOOR_S, scale)
+
+
+def rule_client_stalled(d: ArchiveData) -> list[Finding]:
+    """A measured wave whose client stalled for longer than ``stall_limit_s`` is invalid (blocking):
+    every stream read during the stall was stamped late by the stall's length, so the wave's rate is
+    the client's, not the server's. The stall is ``client_stall_s`` of its self-check row: the longest
+    event-loop delay or gap between loop callbacks of the process that read the streams (each load
+    worker's own), or with load workers the longest heartbeat gap the parent saw (a stopped worker).
+    Shorter delays stay the ``client-bound`` warning."""
+    checks = {str(c["wave_id"]): c for c in d.extra.get("wave_checks", [])}
+    bad: list[tuple[str, float, float]] = []
+    for w in d.waves:
+        c = checks.get(str(w.get("wave_id")))
+        if w.get("phase") != "measured" or c is None:
+            continue
+        stall = _num(c.get("client_stall_s"))
+        limit = stall_limit_s(w)
+        if stall > limit:
+            bad.append((str(w["wave_id"]), stall, limit))
+    if not bad:
+        return []
+    wid, stall, limit = bad[0]
+    return [_f(d.archive_id, "client-stalled", "blocking",
+               f"{len(bad)} measured wave(s) where the client stalled longer than the wave's step scale allows "
+               f"(e.g. {wid}: {stall:.2f} s against {limit:.2f} s): their timestamps and rates are the client's",
+               "find what stopped the client (a stopped or starved load worker, a swapping or overloaded host) "
+               "and rerun; the waves are kept and marked invalid", [b[0] for b in bad])]
+
+
 def _late_steps(info: Any) -> int | None:
     states = info.get("internal_states") if isinstance(info, dict) else None
     if not isinstance(states, list) or not states or not isinstance(states[0], dict):
@@ -560,7 +614,8 @@ RULES: tuple[Callable[[ArchiveData], list[Finding]], ...] = (
     rule_formal_rounds, rule_resident_short, rule_prefill_cached, rule_warmup_in_measured, rule_identity,
     rule_speculative_native, rule_simulated_context, rule_abba_drift, rule_failed_requests, rule_client_lag,
     rule_oracle, rule_service_restarts, rule_concurrency_witness, rule_warmup_failed, rule_client_bound,
-    rule_sim_lateness, rule_sweep_schedule, rule_sweep_rounds, rule_external_claim, rule_token_counts,
+    rule_client_stalled, rule_sim_lateness, rule_sweep_schedule, rule_sweep_rounds, rule_external_claim,
+    rule_token_counts,
 )
 
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ from harness.inputs.tokenizer import load_tokenizer, tokenizer_identity
 SHAREGPT_TEMPLATE = "{role}: {text}\n"  # rendered per turn; the prompt ends with "Assistant: "
 ROLES = {"human": "User", "user": "User", "gpt": "Assistant", "assistant": "Assistant", "system": "System"}
 MAX_CASES = 1_000_000
+MAX_CHARS_PER_TOKEN = 32  # a ShareGPT turn longer than this per token of the limits is never tokenized
 _DIST = re.compile(r"^(fixed|uniform|normal|lognormal):([0-9.]+)(?::([0-9.]+))?$")
 
 
@@ -147,67 +150,156 @@ def build_distribution_corpus(  # noqa: PLR0913 - one keyword per `dsv4h corpus 
                   cases=cases, old=old, overwrite=overwrite)
 
 
-def _conversations(path: Path) -> list[dict[str, Any]]:
+MAX_SHAREGPT_BYTES = 256 << 20  # per file: read and parsed whole; --max-bytes raises it
+
+
+def _read_regular(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; a FIFO, a device or a directory is refused
+    before it is read (opened non-blocking, so a FIFO without a writer does not hang the import)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read a ShareGPT JSON file: {exc.strerror or exc}",
+                          hint="pass a JSON list of {id, conversations: [{from, value}]}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
+            raise CorpusError(f"{path}: not a regular file ({what}); a ShareGPT file is read whole",
+                              hint="pass the JSON file itself (copy a stream to a file first)")
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise CorpusError(f"{path}: {size} bytes is over the ShareGPT import limit of {max_bytes} bytes "
+                              "(the file is parsed whole, several times its size in memory)",
+                              hint=f"raise the limit with --max-bytes {size} if this machine has the memory, or "
+                              "split the file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(max_bytes + 1)
+        if len(data) > max_bytes:  # it grew while being read
+            raise CorpusError(f"{path}: grew past the ShareGPT import limit of {max_bytes} bytes while read",
+                              hint="import a file that is not being written")
+        return data
+    finally:
+        os.close(fd)
+
+
+def _conversations(path: Path, max_bytes: int) -> list[dict[str, Any]]:
+    data = _read_regular(path, max_bytes)
+    try:  # invalid UTF-8 bytes become lone surrogates here, refused with their conversation (_valid_text)
+        convs = json.loads(data.decode("utf-8", errors="surrogateescape"))
+    except (ValueError, RecursionError) as exc:
         raise CorpusError(f"{path}: cannot read a ShareGPT JSON file: {exc}",
                           hint="pass a JSON list of {id, conversations: [{from, value}]}") from None
-    if isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list):
+    del data
+    if isinstance(convs, dict):
+        convs = [convs]
+    if not isinstance(convs, list):
         raise CorpusError(f"{path}: a ShareGPT file is a JSON list of conversations",
                           hint="pass a JSON list of {id, conversations: [{from, value}]}")
-    return [c for c in data if isinstance(c, dict)]
+    return [c for c in convs if isinstance(c, dict)]
+
+
+def _role(turn: Any) -> str | None:
+    return ROLES.get(str(turn.get("from", turn.get("role", ""))).lower()) if isinstance(turn, dict) else None
+
+
+def _text(turn: dict[str, Any]) -> Any:
+    return turn.get("value", turn.get("content", ""))
+
+
+def conversation_turns(conv: dict[str, Any]) -> Iterator[tuple[int, str, Any, Any]]:
+    """(0-based turn, role, text, the answer when a User turn is followed by an Assistant turn, else
+    None) of one conversation, up to its first turn of unknown role (pure)."""
+    turns = conv.get("conversations") or conv.get("conversation") or []
+    if not isinstance(turns, list):
+        return
+    for i, turn in enumerate(turns):
+        role = _role(turn)
+        if role is None:
+            return
+        nxt = turns[i + 1] if i + 1 < len(turns) else None
+        answer = _text(nxt) if role == "User" and nxt is not None and _role(nxt) == "Assistant" else None
+        yield i, role, _text(turn), answer
 
 
 def sharegpt_turns(conversations: Sequence[dict[str, Any]]) -> Iterator[tuple[str, int, str, str]]:
     """(conversation id, 1-based turn, prompt text, reference answer) for every human turn followed by
-    an answer, in file order (pure)."""
+    an answer, in file order (pure; the prompt texts that :func:`import_sharegpt` tokenizes turn by turn)."""
     for index, conv in enumerate(conversations):
         cid = str(conv.get("id", index))
-        turns = conv.get("conversations") or conv.get("conversation") or []
-        if not isinstance(turns, list):
-            continue
         prompt = ""
         human = 0
-        for i, turn in enumerate(turns):
-            if not isinstance(turn, dict):
-                break
-            role = ROLES.get(str(turn.get("from", turn.get("role", ""))).lower())
-            text = str(turn.get("value", turn.get("content", "")))
-            if role is None:
-                break
-            nxt = turns[i + 1] if i + 1 < len(turns) and isinstance(turns[i + 1], dict) else None
+        for _, role, text, answer in conversation_turns(conv):
             if role == "User":
                 human += 1
-                nrole = ROLES.get(str(nxt.get("from", nxt.get("role", ""))).lower()) if nxt else None
-                if nxt is not None and nrole == "Assistant":
-                    answer = str(nxt.get("value", nxt.get("content", "")))
-                    yield cid, human, prompt + SHAREGPT_TEMPLATE.format(role=role, text=text) + "Assistant: ", answer
+                if answer is not None:
+                    turn = SHAREGPT_TEMPLATE.format(role=role, text=text)
+                    yield cid, human, prompt + turn + "Assistant: ", str(answer)
             prompt += SHAREGPT_TEMPLATE.format(role=role, text=text)
+
+
+def _valid_text(value: Any, where: str) -> str:
+    """A turn's text (or a conversation's id); refused (one error naming the file and conversation) when
+    it is not text or not valid UTF-8 (an invalid byte in the file or a lone surrogate escape)."""
+    if not isinstance(value, str):
+        raise CorpusError(f"{where}: a {type(value).__name__}, not text", hint="every turn's value must be a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CorpusError(f"{where}: not valid UTF-8 text (an invalid byte or a lone surrogate escape)",
+                          hint="fix or drop that conversation") from None
+    return value
 
 
 def import_sharegpt(out: Path, *, source: Path, tokenizer: Path, n_cases: int | None = None,
                     max_input: int = 32768, max_output: int = 32768, min_output: int = 1,
-                    name: str | None = None, extend: Path | None = None, overwrite: bool = False) -> Corpus:
+                    name: str | None = None, extend: Path | None = None, overwrite: bool = False,
+                    max_bytes: int = MAX_SHAREGPT_BYTES) -> Corpus:
     """Frozen token-ID cases from a local ShareGPT-format file (module docstring). Turns whose prompt is
     longer than ``max_input`` tokens or whose answer is shorter than ``min_output`` are skipped;
-    answers longer than ``max_output`` are capped (``trimmed_tokens`` says by how much)."""
-    convs = _conversations(source)
+    answers longer than ``max_output`` are capped (``trimmed_tokens`` says by how much).
+
+    Linear in the file: each turn is tokenized once, on its own (a prompt's IDs are its turns' IDs in
+    order, then those of ``"Assistant: "``), an answer once more for its length, and a conversation is
+    left at the first turn that makes its history longer than ``max_input`` tokens (every later prompt
+    would be longer still). A turn longer than :data:`MAX_CHARS_PER_TOKEN` characters per token of
+    ``max(max_input, max_output)`` is never handed to the tokenizer: the conversation ends there."""
+    convs = _conversations(source, max_bytes)
     tok = load_tokenizer(tokenizer)
     encode: Callable[[str], list[int]] = lambda s: list(tok.encode(s, add_special_tokens=False).ids)  # noqa: E731
+    suffix = encode("Assistant: ")
+    max_chars = MAX_CHARS_PER_TOKEN * max(max_input, max_output)
     cases: list[_Built] = []
-    for cid, turn, prompt, answer in sharegpt_turns(convs):
+    for index, conv in enumerate(convs):
         if n_cases is not None and len(cases) >= n_cases:
             break
-        ids = encode(prompt)
-        n_out = len(encode(answer))
-        if not ids or len(ids) > max_input or n_out < min_output:
-            continue
-        cases.append(_Built(ids, min(n_out, max_output),
-                            {"path": f"{source.name}#{cid}", "line_start": turn, "line_end": turn,
-                             "trimmed_tokens": max(n_out - max_output, 0)}))
+        raw_id = conv.get("id", index)
+        cid = _valid_text(raw_id if isinstance(raw_id, str) else str(raw_id), f"{source}: conversation {index}: its id")
+        at = f"{source}: conversation {index} (id {cid!r:.80})"
+        history: list[int] = []
+        human = 0
+        for i, role, value, answer_value in conversation_turns(conv):
+            text = _valid_text(value, f"{at}, turn {i + 1}")
+            if len(text) > max_chars:
+                break  # too long to be part of any prompt that fits; never tokenized
+            turn_ids = encode(SHAREGPT_TEMPLATE.format(role=role, text=text))
+            if role == "User":
+                human += 1
+                n_prompt = len(history) + len(turn_ids) + len(suffix)
+                if answer_value is not None and n_prompt <= max_input and \
+                        (n_cases is None or len(cases) < n_cases):
+                    answer = _valid_text(answer_value, f"{at}, turn {i + 2}")
+                    if len(answer) > max_chars:
+                        break  # the next turn ends the conversation anyway
+                    n_out = len(encode(answer))
+                    if n_out >= min_output:
+                        cases.append(_Built([*history, *turn_ids, *suffix], min(n_out, max_output),
+                                            {"path": f"{source.name}#{cid}", "line_start": human, "line_end": human,
+                                             "trimmed_tokens": max(n_out - max_output, 0)}))
+            history += turn_ids
+            if len(history) > max_input:
+                break  # every later prompt of this conversation is longer
     if n_cases is not None and len(cases) < n_cases:
         raise CorpusError(f"{source}: {len(cases)} usable turns, {n_cases} requested",
                           hint="ask for fewer cases or raise --max-input")

@@ -42,6 +42,37 @@ ENDPOINTS: dict[Protocol, str] = {"sglang": "/generate", "vllm": "/v1/completion
 REQUEST_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
 BODY_LIMIT = 64 * 1024
 ERR_CHARS = 200
+MAX_LINE_BYTES = 8190  # aiohttp's client defaults (max_line_size, max_field_size); the wire transport's too
+MAX_HEADERS = 128  # aiohttp's client default (max_headers)
+
+
+def head_too_long() -> str:
+    """The reason a response head with a status reason or header longer than ``MAX_LINE_BYTES`` fails."""
+    return f"a status reason or header longer than {MAX_LINE_BYTES} bytes"
+
+
+def too_many_headers() -> str:
+    """The reason a response head with more than ``MAX_HEADERS`` headers fails."""
+    return f"more than {MAX_HEADERS} headers"
+
+
+def http_error_reason(message: str) -> str:
+    """The reason in an aiohttp HTTP-parser error as the wire transport words it (both parsers are
+    llhttp: its reason is the message's first line, after aiohttp's ``Bad status line:`` prefix)."""
+    if message.startswith("Got more than "):
+        return head_too_long()
+    if message == "Too many headers received":
+        return too_many_headers()
+    text = message.removeprefix("Bad status line:").strip()
+    return text.split("\n", 1)[0].rstrip(":").strip()
+
+
+def expect_response(decoder: StreamDecoder, body: bytes) -> None:
+    """Tell ``decoder`` the request's body, from which it learns the id its response must carry
+    (both transports call this before sending; decoders without an ``expect_request`` ignore it)."""
+    expect = getattr(decoder, "expect_request", None)
+    if expect is not None:
+        expect(body)
 
 
 def _ids_list(input_ids: Sequence[int]) -> list[int]:
@@ -283,6 +314,21 @@ async def _exchange(
         watch.stop()
 
 
+def _client_error(exc: aiohttp.ClientError, n: int) -> str:
+    """The record's error for an aiohttp failure after ``n`` events, in the wire transport's words
+    where both transports see the same thing (the differential test holds them to it)."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):  # before any response
+        return f"disconnected after {n} events (server closed the connection before answering)"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        mid_body = str(exc).startswith("Response payload is not completed")
+        return f"disconnected after {n} events ({'connection closed mid-body' if mid_body else type(exc).__name__})"
+    if isinstance(exc, aiohttp.ClientOSError):
+        return f"disconnected after {n} events ({type(exc).__name__})"
+    if isinstance(exc, aiohttp.ClientResponseError):  # the parser refused the response (head limits included)
+        return f"bad HTTP response after {n} events: {http_error_reason(exc.message)}"
+    return f"client error after {n} events: {type(exc).__name__}: {exc}"
+
+
 async def _exchange_inner(
     session: aiohttp.ClientSession,
     url: str,
@@ -312,10 +358,8 @@ async def _exchange_inner(
     except TimeoutError as exc:
         what = "connect" if isinstance(exc, aiohttp.ConnectionTimeoutError) else "read"
         return status, f"timeout ({what}) after {decoder.n_events} events: {exc}"
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        return status, f"disconnected after {decoder.n_events} events ({type(exc).__name__})"
     except aiohttp.ClientError as exc:
-        return status, f"client error after {decoder.n_events} events: {type(exc).__name__}: {exc}"
+        return status, _client_error(exc, decoder.n_events)
     if decoder.done_ns is None:
         return status, f"disconnected after {decoder.n_events} events (stream ended without [DONE])"
     return status, None
@@ -349,6 +393,7 @@ async def stream_request(
     decoder = decoder if decoder is not None else new_decoder(protocol)
     limits = limits if limits is not None else StreamLimits()
     headers = {**REQUEST_HEADERS, "X-Request-Id": rid}
+    expect_response(decoder, body)
     send_ns = perf_counter_ns()
     budget = Budget(limits, max_new_tokens, idle_timeout_s, send_ns, decoder)
     status, transport_error = await _exchange(session, url, body, headers, decoder, idle_timeout_s, limits, budget)

@@ -105,6 +105,35 @@ def openai_payload(payload: bytes) -> tuple[dict[str, Any] | None, str | None]:
     return obj, None
 
 
+def show_id(v: Any) -> str:
+    """A response or request id for an error message (JSON, at most 80 characters)."""
+    return snippet(json.dumps(v).encode())
+
+
+class SameId:
+    """The check that every chunk of one OpenAI-style response carries the id of its first chunk
+    (servers make their own ids, so there is nothing of the request's to compare with; a chunk of
+    another response, say on a reused connection, shows as a change of id). Chunks without ``id``
+    are not compared."""
+
+    __slots__ = ("first",)
+
+    def __init__(self) -> None:
+        self.first: Any = None
+
+    def check(self, obj: dict[str, Any]) -> str | None:
+        """The error for chunk ``obj``'s id, else None."""
+        cid = obj.get("id")
+        if cid is None:
+            return None
+        if self.first is None:
+            self.first = cid
+            return None
+        if cid != self.first:
+            return f"response id {show_id(cid)} does not match the id {show_id(self.first)} of the stream's first chunk"
+        return None
+
+
 def int_or_none(v: Any) -> int | None:
     """``v`` if it is a JSON integer (not a bool), else None."""
     return v if isinstance(v, int) and not isinstance(v, bool) else None

@@ -6,6 +6,18 @@ pool of lean keep-alive connections that the streamed requests use instead; ``ru
 every body first, then starts every request at once (``asyncio.gather``) and returns the records
 in request order with each request's campaign identity copied in. ``run_wave_sync`` does the same
 from synchronous code on its own uvloop loop.
+
+**Wave deadline.** Every wave is bounded as a whole, on both transports and in load workers
+(``gather_wave``): besides its own limits (``harness.load.client.Budget``), each request of the wave is
+followed by a ``WaveWatch`` that applies the same arithmetic to what its decoder has counted so far,
+sampled every ``WATCH_INTERVAL_S`` (so never earlier than the request's own reads): a request may run
+until its own time limit (send + silence before its first output; afterwards the smaller of last
+progress + silence and first output + ``deadline_grace_s`` + ``deadline_factor`` x ``max_new_tokens`` x
+its observed step), then one more silence (its idle timer). The wave's deadline is the latest of these
+over its unfinished requests plus ``WAVE_MARGIN_S`` (startup and teardown). A request still running past
+it (its own bounds failed it: e.g. bytes that never complete a header) is cancelled and recorded as
+failed with ``wave deadline exceeded after X s``, its partial tokens kept; the wave's other records are
+unchanged. A wave with a failed request is never counted (the campaign marks its round failed).
 """
 
 from __future__ import annotations
@@ -14,6 +26,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import gc
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -27,13 +40,17 @@ from harness.load.client import (
     ENDPOINTS,
     PROTOCOLS,
     REQUEST_HEADERS,
+    Budget,
     Protocol,
+    StopReading,
     StreamLimits,
+    make_record,
     new_decoder,
     sglang_body,
     stream_request,
     vllm_body,
 )
+from harness.load.decode import StreamDecoder
 from harness.load.openai import Tokenize, openai_body
 from harness.load.wire import WirePool, wire_request
 from harness.records import RequestRecord
@@ -42,6 +59,12 @@ T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+
+WAVE_MARGIN_S = 5.0
+"""Added to the latest request limit of a wave (module docstring): building records, closing streams,
+scheduling jitter. Load workers get it twice in the parent (results are pickled and piped back)."""
+WATCH_INTERVAL_S = 0.25
+"""How often a wave's deadline is re-derived from its requests' progress."""
 
 Transport = Literal["auto", "wire", "aiohttp"]
 TRANSPORTS: tuple[Transport, ...] = ("auto", "wire", "aiohttp")
@@ -172,6 +195,10 @@ class LoadClient:
         # Set by subclasses that run waves elsewhere (harness.load.workers): run_wave delegates to it.
         self.wave_runner: Callable[[Sequence[WaveRequest]], Awaitable[list[RequestRecord]]] | None = None
 
+    def new_decoder(self) -> StreamDecoder:
+        """A fresh decoder for one stream of this client's protocol."""
+        return new_decoder(self.protocol, tokenize=self.openai.tokenize, count_method=self.openai.count_method)
+
     def take_check(self) -> dict[str, Any] | None:
         """Self-check figures of the last wave measured outside this process (load workers), once;
         None for an in-process client."""
@@ -252,9 +279,11 @@ class LoadClient:
             cache_salt=req.cache_salt,
         )
 
-    async def send(self, req: WaveRequest, body: bytes | None = None, wave_size: int = 1) -> RequestRecord:
-        """Stream one request (``body`` prepared by ``self.body``, built here when None)."""
-        decoder = new_decoder(self.protocol, tokenize=self.openai.tokenize, count_method=self.openai.count_method)
+    async def send(self, req: WaveRequest, body: bytes | None = None, wave_size: int = 1,
+                   decoder: StreamDecoder | None = None) -> RequestRecord:
+        """Stream one request (``body`` prepared by ``self.body``, built here when None; ``decoder`` a
+        fresh ``self.new_decoder()`` the caller keeps watching, made here when None)."""
+        decoder = self.new_decoder() if decoder is None else decoder
         if self._pool is not None:
             return await wire_request(self._pool, self._path, self.body(req) if body is None else body, req.rid,
                                       decoder=decoder, headers={**REQUEST_HEADERS, "X-Request-Id": req.rid},
@@ -290,16 +319,90 @@ async def run_wave(client: LoadClient, requests: Sequence[WaveRequest]) -> list[
     if client.wave_runner is not None:
         return await client.wave_runner(requests)
     bodies = [client.body(r) for r in requests]
-    n = len(requests)
     with _gc_paused(client.pause_gc):
-        tasks = [asyncio.ensure_future(client.send(r, b, n)) for r, b in zip(requests, bodies, strict=True)]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:  # cancellation (or a bug): leave no request of the wave running
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        return await gather_wave(client, requests, bodies, len(requests))
+
+
+class WaveWatch:
+    """The deadline of one wave in flight (module docstring): one shadow ``Budget`` per request, fed
+    from its decoder's live counts at each ``tick``; ``deadline_ns`` is the latest limit of the
+    requests not done yet plus one silence and ``margin_s`` (pure arithmetic on monotonic ns)."""
+
+    def __init__(self, client: LoadClient, requests: Sequence[WaveRequest], decoders: Sequence[StreamDecoder],
+                 send_ns: int, margin_s: float | None = None) -> None:
+        self.silence_ns = int(client.timeout_s * 1e9)
+        self.margin_ns = int((WAVE_MARGIN_S if margin_s is None else margin_s) * 1e9)
+        self.send_ns = send_ns
+        self.decoders = decoders
+        self.budgets = [Budget(client.limits, r.max_new_tokens, client.timeout_s, send_ns, d)
+                        for r, d in zip(requests, decoders, strict=True)]
+
+    def tick(self, now_ns: int, pending: Sequence[int]) -> int:
+        """Fold the progress of the ``pending`` requests (indices) seen by ``now_ns``; the wave's deadline
+        (monotonic ns)."""
+        latest = self.send_ns + self.silence_ns
+        for i in pending:
+            b = self.budgets[i]
+            c = (b.counts[-1] if b.counts else 0) if b.counts is not None else self.decoders[i].n_events
+            if c != b.last_c:
+                with contextlib.suppress(StopReading):  # an overrun: the request stops itself
+                    b.progress(c, now_ns)
+            latest = max(latest, b.limit_ns)
+        return latest + self.silence_ns + self.margin_ns
+
+
+async def gather_wave(client: LoadClient, requests: Sequence[WaveRequest], bodies: Sequence[bytes], wave_size: int,
+                      *, margin_s: float | None = None, on_tick: Callable[[int], None] | None = None
+                      ) -> list[RequestRecord]:
+    """Start every request of a wave at once and return their records in request order, the whole
+    wave bounded by its deadline (``WaveWatch``, module docstring): requests still running past it are
+    cancelled and recorded as failed. ``on_tick`` hears each re-derived deadline (monotonic ns; the
+    load workers publish it to their parent). If the wave itself is cancelled, so is every request."""
+    decoders = [client.new_decoder() for _ in requests]
+    send_ns = time.perf_counter_ns()
+    tasks = [asyncio.ensure_future(client.send(r, b, wave_size, d))
+             for r, b, d in zip(requests, bodies, decoders, strict=True)]
+    watch = WaveWatch(client, requests, decoders, send_ns, margin_s)
+    try:
+        while True:
+            pending = [i for i, t in enumerate(tasks) if not t.done()]
+            if not pending:
+                break
+            now = time.perf_counter_ns()
+            deadline = watch.tick(now, pending)
+            if on_tick is not None:
+                on_tick(deadline)
+            if now >= deadline:
+                return await _past_deadline(tasks, requests, decoders, send_ns, wave_size, now)
+            await asyncio.wait([tasks[i] for i in pending], timeout=min(WATCH_INTERVAL_S, (deadline - now) / 1e9),
+                               return_when=asyncio.ALL_COMPLETED)
+        return [t.result() for t in tasks]
+    except BaseException:  # cancellation (or a bug): leave no request of the wave running
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+async def _past_deadline(tasks: Sequence[asyncio.Future[RequestRecord]], requests: Sequence[WaveRequest],
+                         decoders: Sequence[StreamDecoder], send_ns: int, wave_size: int, now_ns: int
+                         ) -> list[RequestRecord]:
+    """Cancel the requests still running at the wave deadline; their records say so (partial tokens kept)."""
+    late = [i for i, t in enumerate(tasks) if not t.done()]
+    for i in late:
+        tasks[i].cancel()
+    await asyncio.gather(*(tasks[i] for i in late), return_exceptions=True)
+    why = (f"wave deadline exceeded after {(now_ns - send_ns) / 1e9:.1f} s (the latest limit of the wave's "
+           f"requests plus margins); {len(late)} of {len(tasks)} requests were still running and were cancelled")
+    out = []
+    for i, t in enumerate(tasks):
+        if i in late and (t.cancelled() or t.exception() is not None):
+            r = requests[i]
+            out.append(make_record(decoders[i], r.rid, send_ns, time.perf_counter_ns(), None, why,
+                                   r.identity(wave_size)))
+        else:
+            out.append(t.result())  # finished in time (a request's own failure is in its record)
+    return out
 
 
 _gc_state = {"depth": 0, "was_enabled": False}

@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from harness.load.decode import DONE, DecodedStream, finish_type, int_or_none, openai_payload
+from harness.load.decode import DONE, DecodedStream, SameId, finish_type, int_or_none, openai_payload
 
 OpenAIKind = Literal["openai-completions", "openai-chat"]
 CountMethod = Literal["server-cumulative", "usage-per-chunk", "token-ids", "chunks-reconciled", "retokenized",
@@ -105,6 +105,7 @@ class OpenAIDecoder:
         self._prompt_len: int | None = None
         self._fr: Any = None
         self._finish_ns: int | None = None  # arrival of an empty-text chunk that carried finish_reason
+        self._ids_seen = SameId()  # every chunk carries the first chunk's id
 
     def on_event(self, payload: bytes, t_ns: int) -> None:
         """Take one payload (see ``StreamDecoder``)."""
@@ -118,6 +119,9 @@ class OpenAIDecoder:
         if obj is None:
             self._fail(problem or "malformed event")
             return
+        wrong_id = self._ids_seen.check(obj)
+        if wrong_id is not None:
+            self._fail(wrong_id)
         usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
         if usage is not None:
             self._final_usage = usage

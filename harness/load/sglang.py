@@ -32,7 +32,7 @@ import json
 import re
 from typing import Any
 
-from harness.load.decode import DONE, DecodedStream, error_message, finish_type, int_or_none, snippet
+from harness.load.decode import DONE, DecodedStream, error_message, finish_type, int_or_none, show_id, snippet
 
 _META = b'"meta_info"'
 _ERROR = b'"error"'
@@ -44,6 +44,8 @@ _COLON_AT = re.compile(_WS + rb":")
 _IDS_BEFORE_META = re.compile(_WS + rb":" + _WS + rb"\[([0-9, \t\r\n-]*)\]" + _WS + rb"," + _WS + _META)
 _INTS = re.compile(_WS + rb"(?:-?[0-9]+" + _WS + rb"(?:," + _WS + rb"-?[0-9]+" + _WS + rb")*)?")
 _UNREAD = b"\x00"  # ids not read for this event (the stream's mode is known to be cumulative)
+_RID = b'"rid"'
+_RID_VALUE = re.compile(_WS + rb":" + _WS + rb'("(?:[^"\\]|\\.)*")')
 
 
 def _int(v: Any) -> int | None:
@@ -69,6 +71,7 @@ class SGLangDecoder:
         "_last",
         "_prev",
         "_resolved",
+        "_rid",
         "_saw_ids",
         "_want_emit",
         "done_ns",
@@ -95,6 +98,31 @@ class SGLangDecoder:
         self._deltas: list[bytes] = []
         self._delta_sum = 0
         self._fast = fast
+        self._rid: str | None = None  # the rid the request sent: every meta_info.id must be it
+
+    def expect_request(self, body: bytes) -> None:
+        """Learn the ``rid`` the request body sends (its last ``"rid"`` key, as ``sglang_body`` writes
+        it). SGLang answers with ``meta_info.id`` = that rid (``TokenizerManager._handle_batch_output``
+        builds ``meta_info = {"id": rid, ...}`` from the request's own rid), so an event with another id
+        belongs to another request (say, a response replayed on a reused connection) and fails this one.
+        A body without a rid (the server makes one up) is not checked."""
+        k = len(body)
+        while (k := body.rfind(_RID, 0, k)) >= 0:
+            m = _RID_VALUE.match(body, k + len(_RID))
+            if m is not None:
+                try:
+                    rid = json.loads(m.group(1))
+                except ValueError:
+                    return
+                self._rid = rid if isinstance(rid, str) else None
+                return
+
+    def _check_id(self, meta: dict[str, Any]) -> None:
+        rid = self._rid
+        if rid is not None:
+            got = meta.get("id")
+            if got is not None and got != rid:
+                self._fail(f"response id {show_id(got)} does not match request rid {show_id(rid)}")
 
     def on_event(self, payload: bytes, t_ns: int) -> None:
         """Take one payload (see ``StreamDecoder``)."""
@@ -128,6 +156,7 @@ class SGLangDecoder:
         ct = _int(meta.get("completion_tokens")) if isinstance(meta, dict) else None
         if ct is None or tail[end:].strip(_JSON_WS):
             return None
+        self._check_id(meta)
         emit = meta.get("sim_emit_ns")
         if self._resolved and not self._delta_ok and ct >= self._prev:
             return ct, emit, _UNREAD  # cumulative ids: only the final event's are read
@@ -152,6 +181,8 @@ class SGLangDecoder:
             self._fail(f"error event: {error_message(obj['error'])}")
             return
         meta = obj.get("meta_info")
+        if isinstance(meta, dict):
+            self._check_id(meta)
         ct = _int(meta.get("completion_tokens")) if isinstance(meta, dict) else None
         if ct is None:
             return  # an event without a count (tolerated, not counted)

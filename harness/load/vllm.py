@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.load.decode import DONE, DecodedStream, finish_type, int_or_none, openai_payload
+from harness.load.decode import DONE, DecodedStream, SameId, finish_type, int_or_none, openai_payload
 
 
 class VLLMDecoder:
@@ -20,6 +20,7 @@ class VLLMDecoder:
     __slots__ = (
         "_fr",
         "_ids",
+        "_ids_seen",
         "_prompt_len",
         "_saw_ids",
         "_usage",
@@ -41,6 +42,7 @@ class VLLMDecoder:
         self._prompt_len: int | None = None
         self._usage: dict[str, Any] | None = None
         self._fr: Any = None
+        self._ids_seen = SameId()
 
     def on_event(self, payload: bytes, t_ns: int) -> None:
         """Take one payload (see ``StreamDecoder``)."""
@@ -54,6 +56,9 @@ class VLLMDecoder:
         if obj is None:
             self._fail(problem or "malformed event")
             return
+        wrong_id = self._ids_seen.check(obj)
+        if wrong_id is not None:
+            self._fail(wrong_id)
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             self._choice(choices[0], t_ns)

@@ -17,6 +17,15 @@ event of that read), the same decoders, limits (``Budget``, ``StreamLimits``) an
 that transport errors name no aiohttp exception class. ``WirePool`` keeps at most ``limit``
 keep-alive connections to one ``http://`` origin (a connection is reused only after its response
 ended cleanly; a request stopped early closes its connection).
+
+A strict HTTP/1.1 client, as aiohttp is on the same bytes: a byte after a complete response (a second,
+pipelined response, or garbage) means the connection's state is unknown, so the connection is never
+reused (the request keeps its own response's outcome, e.g. a body that ended without ``[DONE]``
+fails); a read that breaks HTTP is dropped whole (aiohttp's parser drops it too: its status and
+events count for nothing) and fails the request. The response head is bounded by aiohttp's client
+defaults (``MAX_LINE_BYTES`` per status reason and per header name plus value, ``MAX_HEADERS``
+headers), checked on the raw bytes before the parser holds them, and its time by the idle timeout
+counted from the send: head bytes do not reset it (aiohttp's idle watch starts on the body too).
 """
 
 from __future__ import annotations
@@ -31,7 +40,20 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from harness.load.client import BODY_LIMIT, ERR_CHARS, Budget, StopReading, StreamLimits, body_ended, make_record
+from harness.load.client import (
+    BODY_LIMIT,
+    ERR_CHARS,
+    MAX_HEADERS,
+    MAX_LINE_BYTES,
+    Budget,
+    StopReading,
+    StreamLimits,
+    body_ended,
+    expect_response,
+    head_too_long,
+    make_record,
+    too_many_headers,
+)
 from harness.load.decode import StreamDecoder
 from harness.load.sse import EventTooLong, SSEParser
 from harness.records import RequestRecord
@@ -136,7 +158,8 @@ class _Conn(asyncio.Protocol):
         if ex is None:  # bytes outside any exchange: the connection's state is unknown
             self.close()
             return
-        ex.last_ns = t_ns
+        if ex._mode != "headers":  # the head's time is bounded from the send (module doc)
+            ex.last_ns = t_ns
         ex.pending.append((data, t_ns))
         ex.pending_bytes += len(data)
         if ex.pending_bytes > _PAUSE_BYTES and self.transport is not None:
@@ -198,6 +221,10 @@ class _Exchange:
         self._stop: str | None = None
         self._complete = False
         self._keep_alive = False
+        self._extra = False  # bytes followed the complete response: the connection is not reused
+        self._bodies: list[bytes] = []  # body bytes of the read being parsed (taken once it parsed)
+        self._head_lines = 0  # lines of the response head seen (status line included)
+        self._head_tail = b""  # the head's unfinished last line
         self.pending: list[tuple[bytes, int]] = []  # reads stamped but not parsed yet
         self.pending_bytes = 0
         self.paused = False
@@ -207,7 +234,13 @@ class _Exchange:
 
     # ---- httptools callbacks (must not raise: the parser would wrap the exception)
 
+    def on_message_begin(self) -> None:
+        if self._complete:  # a second response on a connection with no request outstanding
+            self._extra = True
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self._extra:
+            return
         low = name.lower()
         if low == b"content-type":
             self._ctype = value
@@ -215,10 +248,24 @@ class _Exchange:
             self._framed = True
 
     def on_headers_complete(self) -> None:
+        if self._extra:
+            return
         self.status = self.parser.get_status_code()
         self._mode = "text" if self.status >= 400 or self.content_type != "text/event-stream" else "sse"
 
     def on_body(self, body: bytes) -> None:
+        if not self._extra:
+            self._bodies.append(body)
+
+    def _take_bodies(self) -> None:
+        """Take the body bytes of the read just parsed (only once it parsed: see ``feed``)."""
+        bodies, self._bodies = self._bodies, []
+        for body in bodies:
+            if self._mode not in ("sse", "text"):
+                break
+            self._take_body(body)
+
+    def _take_body(self, body: bytes) -> None:
         if self._mode == "sse":
             try:
                 payloads = self.sse.feed(body)
@@ -233,6 +280,8 @@ class _Exchange:
             self._text += body[:BODY_LIMIT]
 
     def on_message_complete(self) -> None:
+        if self._extra:
+            return
         self._complete = True
         self._keep_alive = self.parser.should_keep_alive()  # llhttp forgets it once the next message starts
 
@@ -260,13 +309,11 @@ class _Exchange:
         """One socket read taken at ``t_ns``."""
         self.t_ns = t_ns
         mode = self._mode
-        if mode == "closed":
+        if mode == "closed" or not self._parse(data, mode):
             return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._end(f"bad HTTP response after {self.decoder.n_events} events: {exc}", keep=False)
-            return
+        if mode == "headers" and self._mode != "headers":
+            self.last_ns = t_ns  # the body's reads reset the idle timer from here on
+        self._take_bodies()
         if mode == "after":
             if self._complete:
                 self._release(True)
@@ -292,6 +339,54 @@ class _Exchange:
             self.budget.after_read(t_ns)
         except StopReading as exc:
             self._end(str(exc), keep=False)
+
+    def _parse(self, data: bytes, mode: str) -> bool:
+        """Parse one read (False: it broke HTTP or the head's bounds, and ended the exchange)."""
+        if mode == "headers":
+            bad = self._check_head(data)
+            if bad is not None:
+                self._end(f"bad HTTP response after {self.decoder.n_events} events: {bad}", keep=False)
+                return False
+        status, complete = self.status, self._complete
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            # the whole read is dropped, as aiohttp's parser drops it: what it began counts for nothing
+            self._bodies = []
+            self.status, self._complete = status, complete
+            if mode == "after":
+                self._release(False)
+            else:
+                self._end(f"bad HTTP response after {self.decoder.n_events} events: {exc}", keep=False)
+            return False
+        return True
+
+    def _check_head(self, data: bytes) -> str | None:
+        """Bound the response head on the raw bytes of one read (module doc): the reason it is too
+        large, else None. Lines are checked as they grow, so an endless line fails at the limit."""
+        buf = self._head_tail + data if self._head_tail else data
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            line = buf[start:] if nl < 0 else buf[start:nl].removesuffix(b"\r")
+            if nl >= 0 and not line and self._head_lines:
+                self._head_tail = b""
+                return None  # the blank line: the head ends here (the rest is the body's)
+            if self._head_lines == 0:  # the status line: aiohttp bounds its reason phrase
+                parts = line.split(b" ", 2)
+                too_long = len(parts[2] if len(parts) == 3 else line) > MAX_LINE_BYTES
+            else:
+                name, _, value = line.partition(b":")
+                too_long = len(name) + len(value.lstrip(b" \t")) > MAX_LINE_BYTES
+            if too_long:
+                return head_too_long()
+            if nl < 0:
+                self._head_tail = bytes(line)
+                return None
+            self._head_lines += 1
+            if self._head_lines > MAX_HEADERS + 1:
+                return too_many_headers()
+            start = nl + 1
 
     def lost(self, exc: Exception | None, t_ns: int) -> None:
         """The connection closed (``exc`` None: an orderly close by the server)."""
@@ -356,7 +451,7 @@ class _Exchange:
     def _release(self, keep: bool) -> None:
         self._mode = "closed"
         self._timer.cancel()
-        self.conn.released(keep and self._complete and self._keep_alive)
+        self.conn.released(keep and self._complete and self._keep_alive and not self._extra)
 
     def abort(self) -> None:
         """The awaiting task was cancelled: close the connection, end nothing else."""
@@ -390,6 +485,7 @@ async def wire_request(
     """Send one streamed POST to ``path`` on ``pool``'s origin and return its record; never raises for
     request failures (``stream_request``'s contract, on this module's transport)."""
     limits = limits if limits is not None else StreamLimits()
+    expect_response(decoder, body)
     send_ns = perf_counter_ns()
     budget = Budget(limits, max_new_tokens, idle_timeout_s, send_ns, decoder)
     status: int | None = None

@@ -12,6 +12,16 @@ uvloop loop and ``LoadClient`` (connection pool of its share of the wave):
 - **merge**: records come back in request order, unchanged, before any metric is computed;
 - **failure**: a worker that dies (or answers with an error) fails its wave with a
   ``MeasurementError`` naming the worker, its PID and exit code; the pool is then unusable;
+- **no unbounded wait**: each worker bounds its wave like an in-process client
+  (``harness.load.driver.gather_wave``) and publishes, in memory shared with the parent, a heartbeat
+  (its event loop ran: every probe tick, ~5 ms) and its wave's current deadline. The parent waits for
+  a worker until that deadline plus ``WAVE_MARGIN_S`` (before the first one is published: the
+  requests' limit before any output, send + two silences, plus margins), and no longer than
+  ``WORKER_SILENCE_S`` without a heartbeat. A worker past either (stopped, hung, descheduled) is killed
+  (SIGKILL: its process is the pool's own), its requests are recorded as failed with the reason, the
+  other workers' records are kept, and the pool is unusable from then on; the wave, having failed
+  requests, is never counted. The longest heartbeat gap the parent saw is ``worker_silence_max_s`` of
+  the wave's self-check (judged by the ``client-stalled`` evidence rule);
 - **self-check**: each worker measures its own event-loop delay and CPU share during the wave
   (same keys as ``harness.run.selfcheck``); ``take_check`` returns the worst worker's figures with
   the worker count, CPU pinning and send skew, for ``wave_checks.jsonl``.
@@ -39,14 +49,16 @@ import numpy as np
 
 from harness import aio
 from harness.errors import MeasurementError
-from harness.load.client import Protocol, StreamLimits
+from harness.load.client import Protocol, StreamLimits, make_record
 from harness.load.driver import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
+    WAVE_MARGIN_S,
     LoadClient,
     OpenAIOptions,
     Transport,
     WaveRequest,
+    gather_wave,
 )
 from harness.records import RequestRecord
 
@@ -68,8 +80,15 @@ the task that awaits it, so its lag grows with its whole CPU per event (12-40 us
 START_LEAD_S = 0.05
 """How far ahead of now a wave's start instant is set (bodies are built and pickled before it)."""
 
+WORKER_SILENCE_S = 5.0
+"""Longest a worker may go without a heartbeat (its event loop ran) during a wave before the parent
+kills it and fails its requests (module docstring): a thousand probe intervals; a loop that did not
+run for that long stamped nothing on time, and the ``client-stalled`` rule would invalidate the wave
+anyway (its floor is 1 s)."""
+
 _SPIN_S = 0.002
 _PROBE_S = 0.005
+_BEAT, _DEADLINE = 0, 1  # slots of the shared heartbeat array (perf_counter_ns values)
 
 
 def available_cpus() -> list[int]:
@@ -112,11 +131,16 @@ class WorkerSetup:
 
 
 class _Probe:
-    """Event-loop delay (a watchdog thread's callbacks) and CPU share of one worker over one wave."""
+    """Event-loop delay (a watchdog thread's callbacks), the longest gap between two callbacks (a
+    stopped or descheduled process delays no callback: it runs none), CPU share of one worker over
+    one wave; each callback is also the worker's heartbeat in ``beat``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, beat: Any = None) -> None:
         self.loop = loop
+        self.beat = beat
         self.delays: list[int] = []
+        self._last_ns = time.perf_counter_ns()
+        self.gap_ns = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._t0, self._cpu0 = time.perf_counter_ns(), time.process_time()
@@ -130,7 +154,12 @@ class _Probe:
                 return
 
     def _record(self, t0: int) -> None:
-        self.delays.append(time.perf_counter_ns() - t0)
+        now = time.perf_counter_ns()
+        self.delays.append(now - t0)
+        self.gap_ns = max(self.gap_ns, now - self._last_ns)
+        self._last_ns = now
+        if self.beat is not None:
+            self.beat[_BEAT] = now
 
     def stop(self) -> dict[str, Any]:
         wall = max((time.perf_counter_ns() - self._t0) / 1e9, 1e-9)
@@ -138,28 +167,38 @@ class _Probe:
         self._stop.set()
         self._thread.join(timeout=1.0)
         d = np.asarray(self.delays, dtype=np.float64) / 1e9
-        return {"loop_samples": int(d.size),
+        gap = max(0.0, max(self.gap_ns, time.perf_counter_ns() - self._last_ns) / 1e9 - _PROBE_S)
+        return {"loop_samples": int(d.size), "loop_gap_max_s": gap,
+                "client_stall_s": max(gap, float(d.max()) if d.size else 0.0),
                 "loop_lag_p50_s": float(np.percentile(d, 50)) if d.size else None,
                 "loop_lag_p99_s": float(np.percentile(d, 99)) if d.size else None,
                 "loop_lag_max_s": float(d.max()) if d.size else None,
                 "loop_cpu_share": cpu / wall, "process_cpu_share": cpu / wall, "cpu_s": cpu}
 
 
-async def _worker_wave(client: LoadClient, start_ns: int, wave_size: int,
-                       requests: Sequence[WaveRequest]) -> tuple[list[RequestRecord], int, dict[str, Any]]:
-    bodies = [client.body(r) for r in requests]
-    probe = _Probe(asyncio.get_running_loop())
+async def _worker_wave(client: LoadClient, start_ns: int, wave_size: int, requests: Sequence[WaveRequest],
+                       beat: Any = None) -> tuple[list[RequestRecord], int, dict[str, Any]]:
+    bodies = []
+    for k, r in enumerate(requests):
+        bodies.append(client.body(r))
+        if beat is not None and k % 64 == 0:
+            beat[_BEAT] = time.perf_counter_ns()
+    probe = _Probe(asyncio.get_running_loop(), beat)
     while (left := start_ns - time.perf_counter_ns()) > _SPIN_S * 1e9:
         await asyncio.sleep((left / 1e9) - _SPIN_S)
     while time.perf_counter_ns() < start_ns:
         pass
     sent_ns = time.perf_counter_ns()
-    tasks = [asyncio.ensure_future(client.send(r, b, wave_size)) for r, b in zip(requests, bodies, strict=True)]
-    records = list(await asyncio.gather(*tasks))
+
+    def publish(deadline_ns: int) -> None:
+        if beat is not None:
+            beat[_DEADLINE] = deadline_ns
+
+    records = await gather_wave(client, requests, bodies, wave_size, on_tick=publish)
     return records, sent_ns, probe.stop()
 
 
-async def _worker_loop(conn: Connection, setup: WorkerSetup) -> None:
+async def _worker_loop(conn: Connection, setup: WorkerSetup, beat: Any = None) -> None:
     loop = asyncio.get_running_loop()
     async with LoadClient(setup.base_url, protocol=setup.protocol, concurrency=setup.concurrency,
                           model=setup.model, timeout_s=setup.timeout_s, connect_timeout_s=setup.connect_timeout_s,
@@ -172,20 +211,22 @@ async def _worker_loop(conn: Connection, setup: WorkerSetup) -> None:
                 return
             _, start_ns, wave_size, requests = msg
             try:
-                records, sent_ns, check = await _worker_wave(client, start_ns, wave_size, requests)
+                records, sent_ns, check = await _worker_wave(client, start_ns, wave_size, requests, beat)
             except Exception as exc:  # reported to the parent, which fails the wave
                 conn.send(("error", f"{type(exc).__name__}: {exc}"))
                 continue
+            if beat is not None:
+                beat[_BEAT] = time.perf_counter_ns()  # alive while the records are pickled and sent
             conn.send(("ok", records, sent_ns, check))
 
 
-def _worker_main(conn: Connection, setup: WorkerSetup) -> None:
-    """Entry point of one worker process."""
+def _worker_main(conn: Connection, setup: WorkerSetup, beat: Any = None) -> None:
+    """Entry point of one worker process (``beat``: the heartbeat array shared with the parent)."""
     if setup.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {setup.cpu})
     gc.disable()  # reference counting frees records; no collection pause delays a timestamp
     with contextlib.suppress(EOFError, KeyboardInterrupt, BrokenPipeError):
-        aio.run(_worker_loop(conn, setup))
+        aio.run(_worker_loop(conn, setup, beat))
 
 
 @dataclass
@@ -194,6 +235,7 @@ class _Worker:
     process: Any  # multiprocessing.context.SpawnProcess
     conn: Connection
     cpu: int | None
+    beat: Any = None  # shared int64 [heartbeat ns, wave deadline ns] (multiprocessing RawArray)
 
     def died(self) -> str:
         code = self.process.exitcode
@@ -204,7 +246,8 @@ class _Worker:
 def _merge_checks(checks: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The worst worker's loop delay and CPU share (pure)."""
     out: dict[str, Any] = {}
-    for key in ("loop_lag_p50_s", "loop_lag_p99_s", "loop_lag_max_s", "loop_cpu_share", "process_cpu_share"):
+    for key in ("loop_lag_p50_s", "loop_lag_p99_s", "loop_lag_max_s", "loop_cpu_share", "process_cpu_share",
+                "loop_gap_max_s", "client_stall_s"):
         vals = [c[key] for c in checks if c.get(key) is not None]
         out[key] = max(vals) if vals else None
     out["loop_samples"] = sum(int(c.get("loop_samples", 0)) for c in checks)
@@ -252,10 +295,12 @@ class WorkerLoadClient(LoadClient):
                                     self.connect_timeout_s, replace(self.openai, tokenize=None), self.limits, cpu,
                                     self.transport)
                 parent, child = ctx.Pipe()
-                proc = ctx.Process(target=_worker_main, args=(child, setup), name=f"dsv4h-load-{k}", daemon=True)
+                beat = ctx.RawArray("q", 2)
+                proc = ctx.Process(target=_worker_main, args=(child, setup, beat), name=f"dsv4h-load-{k}",
+                                   daemon=True)
                 proc.start()
                 child.close()
-                self._workers.append(_Worker(k, proc, parent, cpu))
+                self._workers.append(_Worker(k, proc, parent, cpu, beat))
             for w in self._workers:
                 msg = await self._recv(w, 60.0)
                 if msg[0] != "ready":
@@ -298,20 +343,64 @@ class WorkerLoadClient(LoadClient):
             if deadline is not None and time.monotonic() > deadline:
                 raise MeasurementError(f"load worker {w.index} (pid {w.process.pid}) did not answer in {timeout_s} s")
 
+    async def _await_wave(self, w: _Worker, start_ns: int, n_requests: int) -> tuple[Any, int]:
+        """The worker's answer to the wave sent to it, and the longest heartbeat gap seen meanwhile (ns).
+        A worker silent longer than ``WORKER_SILENCE_S``, or still busy past its wave's deadline (module
+        docstring), is killed: the answer is then ``("stalled", reason)``. A dead worker raises
+        ``MeasurementError``."""
+        silence_ns, margin_ns = int(WORKER_SILENCE_S * 1e9), int(WAVE_MARGIN_S * 1e9)
+        first_ns = start_ns + 2 * int(self.timeout_s * 1e9) + margin_ns  # before any deadline is published
+        sent_ns, worst = time.perf_counter_ns(), 0
+        while True:
+            try:
+                ready = await asyncio.to_thread(w.conn.poll, 0.25)
+            except (OSError, EOFError):
+                ready = True
+            if ready:
+                try:
+                    return w.conn.recv(), worst
+                except (EOFError, OSError):
+                    await asyncio.to_thread(w.process.join, 1.0)
+                    raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code") from None
+            if not w.process.is_alive():
+                raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code")
+            now = time.perf_counter_ns()
+            gap = now - max(int(w.beat[_BEAT]), sent_ns)
+            worst = max(worst, gap)
+            published = int(w.beat[_DEADLINE])
+            deadline = (published if published > 0 else first_ns) + margin_ns
+            why = None
+            if gap > silence_ns:
+                why = (f"was silent for {gap / 1e9:.1f} s during the wave (no heartbeat for more than "
+                       f"{WORKER_SILENCE_S:g} s: stopped or hung)")
+            elif now > deadline:
+                why = (f"did not answer by the wave deadline, {(deadline - start_ns) / 1e9:.1f} s after the start "
+                       "(its requests' latest limit plus margins)")
+            if why is not None:
+                w.process.kill()  # the pool's own process; SIGKILL ends a stopped one too
+                await asyncio.to_thread(w.process.join, 5.0)
+                return ("stalled", f"load worker {w.index} (pid {w.process.pid}) {why}; the parent killed it and "
+                        f"failed its {n_requests} request(s)"), worst
+
     async def _run_wave(self, requests: Sequence[WaveRequest]) -> list[RequestRecord]:
         if self._broken is not None:
             raise MeasurementError(f"the load worker pool is broken: {self._broken}",
-                                   hint="a worker died in an earlier wave; restart the run")
+                                   hint="a worker died or was killed in an earlier wave; restart the run")
         n, start_ns = len(requests), time.perf_counter_ns() + int(START_LEAD_S * 1e9)
         shares = [list(range(k, n, self.workers)) for k in range(self.workers)]
         for w, idx in zip(self._workers, shares, strict=True):
+            w.beat[_BEAT] = w.beat[_DEADLINE] = 0
             try:
                 w.conn.send(("wave", start_ns, n, [requests[i] for i in idx]))
             except (OSError, ValueError):
                 await asyncio.to_thread(w.process.join, 1.0)
                 self._broken = w.died()
                 raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code") from None
-        results = await asyncio.gather(*(self._recv(w, None) for w in self._workers), return_exceptions=True)
+        answers = await asyncio.gather(*(self._await_wave(w, start_ns, len(idx))
+                                         for w, idx in zip(self._workers, shares, strict=True)),
+                                       return_exceptions=True)
+        results = [a if isinstance(a, BaseException) else a[0] for a in answers]
+        silence = max((a[1] for a in answers if not isinstance(a, BaseException)), default=0) / 1e9
         errors = [r for r in results if isinstance(r, BaseException)]
         errors += [MeasurementError(f"load worker {w.index}: {r[1]}")
                    for w, r in zip(self._workers, results, strict=True)
@@ -319,19 +408,32 @@ class WorkerLoadClient(LoadClient):
         if errors:
             self._broken = str(errors[0])
             raise errors[0]
+        answered: list[Any] = list(results)
         out: list[RequestRecord | None] = [None] * n
-        sent, checks = [], []
-        for idx, (_, recs, sent_ns, check) in zip(shares, results, strict=True):  # type: ignore[misc]
+        sent, checks, stalled = [], [], []
+        end_ns = time.perf_counter_ns()
+        for w, idx, res in zip(self._workers, shares, answered, strict=True):
+            if res[0] == "stalled":  # its requests failed with the reason; the others' records are kept
+                stalled.append(w.index)
+                self._broken = res[1]
+                for i in idx:
+                    r = requests[i]
+                    out[i] = make_record(self.new_decoder(), r.rid, start_ns, end_ns, None, res[1], r.identity(n))
+                continue
+            _, recs, sent_ns, check = res
             for i, rec in zip(idx, recs, strict=True):
                 out[i] = rec
             if idx:
                 sent.append(sent_ns)
                 checks.append(check)
-        self._check = _merge_checks(checks) | {
+        merged = _merge_checks(checks)
+        self._check = merged | {
             "workers": self.workers, "worker_cpus": [w.cpu for w in self._workers],
             "worker_pids": [w.process.pid for w in self._workers],
             "send_skew_s": (max(sent) - min(sent)) / 1e9 if sent else 0.0,
-            "send_start_late_s": (max(sent) - start_ns) / 1e9 if sent else 0.0}
+            "send_start_late_s": (max(sent) - start_ns) / 1e9 if sent else 0.0,
+            "worker_silence_max_s": silence, "stalled_workers": stalled,
+            "client_stall_s": max(silence, merged.get("client_stall_s") or 0.0)}
         return [r for r in out if r is not None]
 
     def take_check(self) -> dict[str, Any] | None:

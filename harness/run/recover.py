@@ -9,7 +9,9 @@ finalized (``kill -9``, a power cut, a full disk). :func:`recover_partial` turns
   formal matrix gets its results computed from the streamed records, with each round's status
   from ``events.jsonl`` (a round that never reported an end is ``incomplete``); an ABBA screen
   keeps its records without a verdict. The run block comes from ``spec.json``, ``plan.json`` and
-  the run-start event.
+  the run-start event. A partial of ``dsv4h import`` (it holds ``import.json``,
+  ``harness.store.peers.IMPORT_MARKER``) stays what it is: kind, claim and protocol class ``external``,
+  status ``partial``, labelled ``recovered``; never a measurement.
 
 Either way the archive is then appended to the ledgers and checked by the evidence rules, as a
 run's own finish does, and a formal matrix can be resumed from it like any partial archive.
@@ -43,6 +45,7 @@ from harness.store.archive import (
     read_json_file,
 )
 from harness.store.ledger import ingested_ids
+from harness.store.peers import IMPORT_MARKER, recovered_import_run
 from harness.store.runblock import RunBlock
 
 RECOVERED_ERROR = "dsv4h ended before finalizing this run; recovered from its partial directory"
@@ -166,6 +169,10 @@ def recover_partial(workspace: Path, partial: Path) -> Recovered:
         if (partial / "manifest.json").is_file():
             path = writer.publish_existing_manifest()
             return Recovered(partial, "renamed", settle(workspace, path))
+        marker = _json(partial, IMPORT_MARKER, None)
+        if isinstance(marker, dict) and marker.get("kind") == "external":  # a killed `dsv4h import`
+            run = recovered_import_run(marker, writer.token, RECOVERED_ERROR)
+            return Recovered(partial, "finalized", finish(writer, workspace, "partial", run))
         spec = _json(partial, "spec.json", {})
         if spec.get("kind", "formal-matrix") == "formal-matrix" and (partial / "plan.json").is_file():
             try:

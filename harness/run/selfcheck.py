@@ -7,7 +7,11 @@ thread's CPU time over the wave's wall time is its *CPU share* (near 1 means the
 saturated). The delays around the instants that define a wave's rate (its window edges) are kept
 apart (``edge_delay_s``): a stall between events moves no measured instant. Against the built-in
 simulator its own late-step counters (``/server_info`` ``internal_states``) are read before and
-after the wave, so lateness is known per wave. The evidence rules ``client-bound`` and
+after the wave, so lateness is known per wave. The longest gap between two probe callbacks
+(``loop_gap_max_s``) shows a loop that ran nothing at all (the process stopped or descheduled: no
+probe is even posted then, so no delay is measured); ``client_stall_s``, the larger of it and the
+longest delay, is the client's worst stall (with load workers: the worst worker's, or the longest
+heartbeat gap the parent saw). The evidence rules ``client-bound``, ``client-stalled`` and
 ``sim-lateness`` judge the rows (``wave_checks.jsonl``, one per wave).
 """
 
@@ -75,16 +79,28 @@ class LoopMonitor:
         if self._thread is not None:
             self._thread.join(timeout=1.0)
             self._thread = None
-        return loop_summary(self.delays_ns, wall_s, cpu_s, pcpu_s)
+        ran = [p + d for p, d in zip(self.posted_ns, self.delays_ns, strict=True)]
+        return loop_summary(self.delays_ns, wall_s, cpu_s, pcpu_s,
+                            gap_s=callback_gap_s([self._t0, *ran, time.perf_counter_ns()], self.interval_s))
 
 
-def loop_summary(delays_ns: Sequence[int], wall_s: float, loop_cpu_s: float, process_cpu_s: float) -> dict[str, Any]:
+def callback_gap_s(ran_ns: Sequence[int], interval_s: float) -> float:
+    """The longest time between consecutive instants ``ran_ns`` beyond one probe interval (pure)."""
+    if len(ran_ns) < 2:
+        return 0.0
+    return max(0.0, float(np.diff(np.asarray(ran_ns, dtype=np.int64)).max()) / 1e9 - interval_s)
+
+
+def loop_summary(delays_ns: Sequence[int], wall_s: float, loop_cpu_s: float, process_cpu_s: float,
+                 gap_s: float | None = None) -> dict[str, Any]:
     """Per-wave self-check numbers (pure): loop delay p50/p99/max in seconds (None without
-    samples), loop-thread CPU seconds and shares of the wall time."""
+    samples), loop-thread CPU seconds and shares of the wall time, the longest gap between probe
+    callbacks (``gap_s``, when known) and the worst stall (the larger of it and the longest delay)."""
     d = np.asarray(delays_ns, dtype=np.float64) / 1e9
     wall = max(wall_s, 1e-9)
+    stall = max(gap_s or 0.0, float(d.max()) if d.size else 0.0)
     return {
-        "wall_s": wall_s, "loop_samples": int(d.size),
+        "wall_s": wall_s, "loop_samples": int(d.size), "loop_gap_max_s": gap_s, "client_stall_s": stall,
         "loop_lag_p50_s": float(np.percentile(d, 50)) if d.size else None,
         "loop_lag_p99_s": float(np.percentile(d, 99)) if d.size else None,
         "loop_lag_max_s": float(d.max()) if d.size else None,
@@ -180,6 +196,7 @@ class WaveSelfCheck:
             self._last[key] = max(vals) if vals else None
         self.probes = ([], [])  # the workers read the streams: this loop's probes say nothing about edges
         self._last |= {k: v for k, v in extra.items() if not k.startswith(("loop_", "process_"))}
+        self._last["loop_gap_max_s"] = extra.get("loop_gap_max_s")  # the workers' loops, not this one's
 
     def note(self, **fields: Any) -> None:
         """Add ``fields`` (e.g. the client transport) to the last summary."""

@@ -19,7 +19,9 @@ class SimOptions(Strict):
     ``time_scale`` multiplies every model duration (not the profile's gather window); ``step_factor``
     multiplies decode step time only (``1/1.1`` makes a +10% faster candidate).  ``fault`` (a
     ``harness.sim.faults`` spec) applies to every ``fault_every``-th ``/generate`` request (only among
-    the first ``fault_first`` requests when set); a request's own ``sim_fault`` field overrides it.
+    the first ``fault_first`` requests when set); with ``request_faults`` (off by default) a request's own
+    ``sim_fault`` field overrides it; without, a request carrying ``sim_fault`` gets HTTP 400 (test hooks
+    are never open to any client: ``harness.sim.faults``).
     ``die_after_requests=N``: when request N+1 arrives the server dies (listener closed, every
     connection cut, nothing more answered); ``die_after_s`` does the same that long after ready.
     ``openai_usage`` says how the OpenAI endpoints report usage (``harness.sim.openai_api``).
@@ -41,6 +43,7 @@ class SimOptions(Strict):
     fault: str | None = None
     fault_every: int = Field(default=1, ge=1)
     fault_first: int | None = Field(default=None, ge=0)
+    request_faults: bool = False  # honour a request body's ``sim_fault`` (tests only; 400 otherwise)
     disable_radix_cache: bool = False
     reuse_port: bool = False  # SO_REUSEPORT: several simulator processes share one port (harness.sim.cluster)
     grid_t0_ns: int | None = Field(default=None, ge=0)  # the cluster's shared step grid anchor (perf_counter_ns)

@@ -78,8 +78,15 @@ def _prompt_ids(body: dict[str, Any], skip_tokenizer_init: bool) -> list[int]:
     return ids
 
 
-def parse_generate(body: Any, profile: SimProfile, *, skip_tokenizer_init: bool) -> GenerateParams:
-    """Validate a ``/generate`` JSON body; raises ``BadRequest`` with a one-line reason."""
+REQUEST_FAULTS_OFF = ("sim_fault is refused: this simulator was not started with request faults allowed "
+                      "(dsv4h sim serve --allow-request-faults, SimOptions(request_faults=True))")
+
+
+def parse_generate(body: Any, profile: SimProfile, *, skip_tokenizer_init: bool,
+                   request_faults: bool = False) -> GenerateParams:
+    """Validate a ``/generate`` JSON body; raises ``BadRequest`` with a one-line reason. A ``sim_fault``
+    field is refused unless ``request_faults`` (the server's option of that name) and its argument is
+    within ``harness.sim.faults.FAULT_MAX``."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     ids = _prompt_ids(body, skip_tokenizer_init)
@@ -109,6 +116,8 @@ def parse_generate(body: Any, profile: SimProfile, *, skip_tokenizer_init: bool)
             f"({min(profile.context_length, profile.max_total_num_tokens)})"
         )
     fault = _opt_str(body, "sim_fault")
+    if fault is not None and not request_faults:
+        raise BadRequest(REQUEST_FAULTS_OFF)
     if fault is not None:
         try:
             parse_fault(fault)

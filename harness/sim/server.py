@@ -4,7 +4,8 @@ Endpoints: ``POST /generate``, ``POST /v1/completions`` and ``/v1/chat/completio
 ``harness.sim.openai_api``), ``GET /server_info`` (and ``/get_server_info``), ``GET /health``
 (and ``/health_generate``), ``GET|POST /flush_cache``, ``GET /v1/models``, ``GET /get_model_info``,
 ``GET /metrics``.  A client that disconnects aborts its request.  Faults (``harness.sim.faults``) and
-death (``die_after_requests`` / ``die_after_s``) are injected here.
+death (``die_after_requests`` / ``die_after_s``) are injected here; a request body's ``sim_fault`` only
+when the server was started with ``request_faults`` (HTTP 400 otherwise).
 """
 
 from __future__ import annotations
@@ -195,7 +196,8 @@ class SimServer:
             return _error("the body is not valid JSON", 400)
         skip = self.options.stream_mode == "skip-tokenizer-init"
         try:
-            params = parse_generate(body, self.profile, skip_tokenizer_init=skip)
+            params = parse_generate(body, self.profile, skip_tokenizer_init=skip,
+                                    request_faults=self.options.request_faults)
         except BadRequest as exc:
             return _error(str(exc), 400)
         fault = self._fault_for(params.fault)

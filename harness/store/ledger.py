@@ -12,7 +12,11 @@ archive a resumed run supersedes, so its cost does not grow with the ledger.
 Writes happen under a lock file and are all-or-nothing per archive: every file is first written to
 ``ledgers/.staging/``, then a commit journal (``.commit.json``) lists the renames, then they are done;
 whoever takes the lock next finishes the renames of a journal left by an interrupted commit and removes
-staged files that never reached one.
+staged files that never reached one. A journal is checked before any rename: each entry must move
+``.staging/<staged name>`` to ``<table>/<archive id or append key>.parquet`` or ``.resumes/<archive id>``
+of this ledger directory (anything else, ``..`` or an absolute path included, is a ``LedgerError`` and
+nothing is renamed), and the staging area must be a real directory, not a symlink, before anything in it
+is deleted. Only an archive id (16 hex digits) ever becomes a marker's name or is read from a marker.
 
 When an archive that resumed another is ingested, the older archive's rows get ``valid = false`` and
 ``superseded_by`` = the newer archive's id (the newer one carries the old records), so filtering on
@@ -40,7 +44,9 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import secrets
+import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -56,7 +62,7 @@ from harness.errors import LedgerError
 from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_dir
 from harness.interrupts import critical, fault_point
 from harness.measure.metrics import flat_list_column, request_timings
-from harness.store.archive import STATE_DIR, Archive, open_verified, resumed_by
+from harness.store.archive import STATE_DIR, Archive, is_archive_id, open_verified, read_regular, resumed_by
 from harness.store.ledger_layout import (
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
@@ -93,7 +99,12 @@ def locked(directory: Path) -> Iterator[None]:
     """Hold the ledger directory's exclusive lock (``.lock``, flock) for the duration; first finish
     any commit an interrupted writer left, then migrate schema-2 tables (module docstring)."""
     directory.mkdir(parents=True, exist_ok=True)
-    with (directory / ".lock").open("w") as fh:
+    try:  # never through a symlink, never truncating: the lock file only ever holds the lock
+        fd = os.open(directory / ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise LedgerError(f"{directory / '.lock'}: cannot open the ledger lock ({exc.strerror or exc}; a symlink?)",
+                          hint="move it aside; dsv4h recreates it") from None
+    with os.fdopen(fd, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         _held[0] += 1
         try:
@@ -106,19 +117,65 @@ def locked(directory: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+_STAGED_RE = re.compile(r"[0-9a-f]{8}-[0-9]{1,9}(\.parquet)?")
+_FINAL_RE = re.compile(r"(?P<table>[a-z]+)/(?P<stem>[0-9a-f]{16}|[0-9]{8}T[0-9]{12}-(?:[0-9a-f]{8}|schema2))"
+                       r"\.parquet|\.resumes/[0-9a-f]{16}")
+
+
+def _final_ok(rel: str) -> bool:
+    """Whether ``rel`` names a file a commit may write (relative to the ledger directory)."""
+    m = _FINAL_RE.fullmatch(rel)
+    return m is not None and (m.group("table") is None or m.group("table") in TABLES)
+
+
+def _journal_renames(journal: Path) -> list[tuple[str, str]]:
+    """The renames of a commit journal, each checked to stay inside the ledger directory: from
+    ``.staging/<staged name>`` to ``<table>/<archive id or append key>.parquet`` or
+    ``.resumes/<archive id>``; a journal with any other entry is a ``LedgerError`` (nothing renamed)."""
+    hint = ("restore the ledgers from a copy, or move the journal aside and re-ingest archives; a journal only "
+            "ever names files of its own ledger directory")
+    try:
+        st = os.lstat(journal)
+        if not stat.S_ISREG(st.st_mode):
+            raise LedgerError(f"{journal}: the commit journal is not a regular file (a symlink?); not replayed",
+                              hint=hint)
+        renames = json.loads(journal.read_text())["renames"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LedgerError(f"{journal}: unreadable commit journal: {exc}",
+                          hint="restore the ledgers from a copy, or delete the journal and re-ingest "
+                          "archives") from None
+    if not isinstance(renames, list):
+        raise LedgerError(f"{journal}: 'renames' is not a list; not replayed", hint=hint)
+    out: list[tuple[str, str]] = []
+    for entry in renames:
+        ok = isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)
+        tmp, final = (entry if ok else ("", ""))
+        staged = tmp.split("/", 1)[1] if tmp.startswith(f"{STAGING}/") else ""
+        if not ok or not _STAGED_RE.fullmatch(staged) or not _final_ok(final):
+            raise LedgerError(f"{journal}: rename {str(entry)[:200]} leaves the ledger directory or names no "
+                              "ledger file; nothing was renamed", hint=hint)
+        out.append((tmp, final))
+    return out
+
+
 def _roll_forward(directory: Path) -> None:
-    """Finish the renames of a commit journal (lock held); drop staged files no journal names."""
+    """Finish the renames of a commit journal (lock held); drop staged files no journal names. Every
+    rename is checked first (:func:`_journal_renames`), and the staging directory must be a real
+    directory (not a symlink) before anything is renamed out of it or deleted in it."""
     journal = directory / JOURNAL
-    if journal.is_file():
-        try:
-            renames = json.loads(journal.read_text())["renames"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise LedgerError(f"{journal}: unreadable commit journal: {exc}",
-                              hint="restore the ledgers from a copy, or delete the journal and re-ingest "
-                              "archives") from None
+    staging = directory / STAGING
+    try:
+        staging_st: os.stat_result | None = os.lstat(staging)
+    except FileNotFoundError:
+        staging_st = None
+    if staging_st is not None and not stat.S_ISDIR(staging_st.st_mode):
+        raise LedgerError(f"{staging}: the staging area is not a directory (a symlink?); nothing was renamed "
+                          "or deleted", hint="move it aside; dsv4h recreates it")
+    if os.path.lexists(journal):
+        renames = _journal_renames(journal)
         parents = set()
         for tmp, final in renames:
-            if (directory / tmp).exists():
+            if os.path.lexists(directory / tmp):
                 (directory / final).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(directory / tmp, directory / final)
                 parents.add((directory / final).parent)
@@ -127,12 +184,13 @@ def _roll_forward(directory: Path) -> None:
             fsync_dir(p)
         journal.unlink()
         fsync_dir(directory)
-    staging = directory / STAGING
-    if staging.is_dir():
+    if staging_st is not None:
         for stray in staging.iterdir():
-            stray.unlink(missing_ok=True)
+            if not stray.is_dir() or stray.is_symlink():
+                stray.unlink(missing_ok=True)
     for stray in directory.glob(".stage-*"):  # staged by a schema-2 writer that never reached its journal
-        stray.unlink(missing_ok=True)
+        if not stray.is_dir() or stray.is_symlink():
+            stray.unlink(missing_ok=True)
 
 
 def commit_files(workspace: Path, files: Mapping[str, pa.Table | bytes]) -> None:
@@ -141,6 +199,10 @@ def commit_files(workspace: Path, files: Mapping[str, pa.Table | bytes]) -> None
     half-way (the next lock holder completes the commit)."""
     if not files:
         return
+    bad = [rel for rel in files if not _final_ok(rel)]
+    if bad:  # the journal must only ever name files its roll-forward accepts
+        raise LedgerError(f"not a ledger file name: {bad[0][:200]!r}; nothing was written",
+                          hint="a ledger file is <table>/<archive id or append key>.parquet or .resumes/<archive id>")
     directory = ledger_dir(workspace)
     staging = directory / STAGING
     staging.mkdir(parents=True, exist_ok=True)
@@ -170,7 +232,7 @@ def recover(workspace: Path) -> None:
     directory = ledger_dir(workspace)
     if _held[0] or not directory.is_dir():
         return
-    if (directory / JOURNAL).is_file() or legacy_tables(directory):
+    if os.path.lexists(directory / JOURNAL) or legacy_tables(directory):
         with locked(directory):
             pass
 
@@ -293,21 +355,45 @@ def superseded_files(workspace: Path, old_id: str, new_id: str) -> dict[str, pa.
 
 def successor_of(workspace: Path, archive_id: str) -> str | None:
     """The archive that resumed ``archive_id``: its ledger marker, else (only when a resume of it was
-    claimed in this workspace) the finalized archive on disk that says so."""
+    claimed in this workspace) the finalized archive on disk that says so. Only an archive id (16
+    hex digits) is ever used as the marker's name or taken from its content: another value is a
+    ``LedgerError`` naming it."""
+    if not is_archive_id(archive_id):
+        raise LedgerError(f"archive id {archive_id[:80]!r} is not 16 hex digits; it is never used as a file name",
+                          hint="archive ids come from verified manifests; this value was forged or damaged")
     marker = ledger_dir(workspace) / RESUMES / archive_id
-    if marker.is_file():
-        return marker.read_text().strip() or None
+    if os.path.lexists(marker):
+        try:
+            text = read_regular(marker, 64).decode("ascii").strip()
+        except (OSError, ValueError) as exc:
+            raise LedgerError(f"{marker}: unreadable resume marker: {exc}",
+                              hint="move it aside and re-ingest the archive that resumed this one") from None
+        if not text:
+            return None
+        if not is_archive_id(text):
+            raise LedgerError(f"{marker}: resume marker names {text[:80]!r}, not an archive id",
+                              hint="move it aside and re-ingest the archive that resumed this one")
+        return text
     if not (workspace / STATE_DIR / "resumed" / archive_id).is_file():
         return None
     found = resumed_by(workspace, archive_id)
-    return found if found is not None and len(found) == 16 and " " not in found else None
+    return found if is_archive_id(found) else None
 
 
 def resume_files(workspace: Path, archive_id: str, resumed_from: str | None) -> dict[str, pa.Table | bytes]:
     """What ingesting (or merging) archive ``archive_id`` that resumed ``resumed_from`` writes beside its
-    own files: the marker, and the older archive's superseded files when it is in the ledger."""
+    own files: the marker, and the older archive's superseded files when it is in the ledger. Both
+    ids must be archive ids (16 hex digits), else ``LedgerError``: a stored value never becomes a path."""
     if not resumed_from:
         return {}
+    for what, value in (("archive id", archive_id), ("resumed_from", resumed_from)):
+        if not is_archive_id(value):
+            raise LedgerError(f"archive {archive_id[:80]}: {what} {str(value)[:80]!r} is not an archive id "
+                              "(16 hex digits); it is never used as a file name",
+                              hint="the archive's run block is damaged or forged; it is not ingested")
+    if resumed_from == archive_id:
+        raise LedgerError(f"archive {archive_id}: resumed_from names the archive itself",
+                          hint="the archive's run block is damaged or forged; it is not ingested")
     out: dict[str, pa.Table | bytes] = {f"{RESUMES}/{resumed_from}": archive_id.encode()}
     out.update(superseded_files(workspace, resumed_from, archive_id))
     return out

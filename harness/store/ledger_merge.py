@@ -1,92 +1,425 @@
-"""Merging ledgers of several workspaces (hosts) into one (edge module: files).
+"""Merging another host's workspace into this one: the storage pieces (edge module: files).
 
-A union keyed by archive id: an archive whose ``runs`` file the target lacks is copied with all its
-files (every archive table and its findings), all or nothing per archive; one the target has is left as
-it is. Governance files are copied by name (their names are unique per append). Resume state is then
-re-applied as ingest applies it: a copied archive that resumed another leaves its marker and supersedes
-the other when the target has it; a copied archive that the target knows was resumed is superseded.
-Merging the same workspace again copies nothing, and merging several in any order gives the same files.
+The other host's directory is untrusted, read-only input. Nothing in it is written, renamed or
+deleted: its commit journal is never replayed, its ``.staging`` never touched, it is never migrated;
+no symlink in it is followed (every entry is checked with ``lstat``, files are opened with
+``O_NOFOLLOW``) and no value read from it becomes a path unless it is an archive id (16 hex digits)
+or a governance file name of the ledger's own grammar.
+
+Rows never travel. An archive table's rows enter this workspace only by ingesting one of the other
+host's archives (``<other>/archives/<archive id>/``) after verifying it: the directory must be a
+plain copy (no symlink or special file anywhere, the manifest's id its name, every file listed with
+its size) before it is copied (:func:`copy_foreign_archive`, into a hidden directory of this
+workspace's ``archives/``, then re-hashed and renamed into place; an archive this workspace already has
+is never overwritten). The orchestration (``harness.run.merge``) then ingests the copy and re-runs the
+evidence rules on it, so every row, its validity included, is re-derived from the archive. The other
+host's ledger files of archive tables are only read to report what is not merged
+(:func:`ledger_refusals`): a file for an archive that was not merged, rows claiming another archive,
+more or fewer rows than its archive gives.
+
+Governance files (:func:`merge_governance`) are parsed (regular files of at most
+:data:`GOVERNANCE_MAX_BYTES`, named by the ledger's grammar), cast to the canonical schema and
+validated (required columns present, every column castable, references to archives naming archives
+of this workspace); a valid file's rows not already here (by content) land in a file of the same
+name (or, when that name is taken, the same time key with a new suffix), so merging twice adds
+nothing. Every refusal is a :class:`Refusal` naming the file and the reason.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from harness.errors import LedgerError
-from harness.interrupts import critical
-from harness.store.ledger import (
-    archive_rows,
-    commit_files,
-    ingested,
-    locked,
-    recover,
-    resume_files,
-    successor_of,
-    supersede,
+from harness.errors import ArchiveError, LedgerError
+from harness.formats import fsync_dir
+from harness.store.archive import (
+    FOREIGN_MANIFEST_MAX_BYTES,
+    MANIFEST,
+    foreign_archive_problems,
+    is_archive_id,
+    open_archive,
+    read_regular,
+    verify_archive,
 )
-from harness.store.ledger_layout import (
+from harness.store.ledger import (
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
+    JOURNAL,
     PER_ARCHIVE,
-    ledger_dir,
-    table_dir,
-    table_files,
+    TABLES,
+    archive_rows,
+    commit_files,
+    ingested_ids,
+    locked,
+    read_table,
+    rows_iso,
 )
+from harness.store.ledger_layout import SCHEMAS, canonical, ledger_dir, table_dir
+
+GOVERNANCE_MAX_BYTES = 64 * 2**20
+LEDGER_FILE_MAX_BYTES = 64 * 2**20
+MERGE_PREFIX = ".merge-"
+GOVERNANCE_FILE_RE = re.compile(r"(?P<key>[0-9]{8}T[0-9]{12})-(?:[0-9a-f]{8}|schema2)\.parquet")
+ARCHIVE_FILE_RE = re.compile(r"(?P<id>[0-9a-f]{16})\.parquet")
+
+# columns a governance row cannot lack (what its writer in harness.governance.io always fills)
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "records": ("record_id", "name", "metric", "recorded_at", "content"),
+    "closures": ("direction", "action", "evidence_archive_id", "reason", "at"),
+    "gates": ("gate", "quantity", "op", "archive_id", "passed", "checked_at"),
+    "freezes": ("action", "path", "sha256", "at", "outcome", "passed"),
+    "historical": ("entry_id",),
+}
+# columns naming archives (a string, or a list of strings): each must be an archive of this workspace
+REFERENCES: dict[str, tuple[str, ...]] = {
+    "records": ("suite_ids", "control_ids"),
+    "closures": ("evidence_archive_id", "closing_archive_id"),
+    "gates": ("archive_id",),
+    "freezes": ("results_archive_id",),
+    "historical": (),
+}
+ACTIONS: dict[str, tuple[str, ...]] = {"closures": ("close", "reopen"), "freezes": ("freeze", "reveal")}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Something of the other host's directory that was not merged: the file and the reason."""
+
+    file: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.reason}"
 
 
 @dataclass
 class MergeResult:
-    """What one merge copied: archive ids, governance files per table, archives already present."""
+    """What one merge did: archives ingested, archives already here, governance rows added per table,
+    and every refusal."""
 
     archives: list[str] = field(default_factory=list)
     governance: dict[str, int] = field(default_factory=dict)
     present: int = 0
+    refusals: list[Refusal] = field(default_factory=list)
 
 
-def merge_workspace(workspace: Path, other: Path) -> MergeResult:
-    """Merge ``other``'s ledgers into ``workspace``'s (module docstring). A schema-2 ``other`` is
-    migrated in place first. Raises ``LedgerError`` when ``other`` has no ledgers or is this workspace."""
-    src = ledger_dir(other)
-    if not src.is_dir():
-        raise LedgerError(f"{other}: no ledgers/ directory to merge",
-                          hint="give the workspace directory that holds ledgers/ (e.g. a copy from another host)")
-    if src.resolve() == ledger_dir(workspace).resolve():
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _real_dir(path: Path) -> bool | None:
+    """True for a directory that is not a symlink, False for anything else, None when absent."""
+    st = _lstat(path)
+    return None if st is None else stat.S_ISDIR(st.st_mode)
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (a refusal is printed as one line)."""
+    return " ".join(str(exc).split())
+
+
+def other_root(workspace: Path, other: Path) -> Path:
+    """The other host's workspace, checked: it holds ``ledgers/`` or ``archives/`` (each a real directory,
+    never a symlink), and it is not this workspace. ``LedgerError`` otherwise."""
+    root = other.resolve()
+    led, arc = root / "ledgers", root / "archives"
+    if not root.is_dir() or (_real_dir(led) is None and _real_dir(arc) is None):
+        raise LedgerError(f"{other}: no ledgers/ directory (nor archives/) to merge",
+                          hint="give the workspace directory that holds ledgers/ and archives/ (e.g. a copy from "
+                          "another host)")
+    if root == workspace.resolve() or (_real_dir(led) and led.resolve() == ledger_dir(workspace).resolve()):
         raise LedgerError(f"{other} is this workspace", hint="merge another host's workspace")
-    recover(other)
-    out = MergeResult()
-    with critical(), locked(ledger_dir(workspace)):
-        for runs_file in table_files(table_dir(other, "runs")):
-            aid = runs_file.stem
-            if ingested(workspace, aid):
-                out.present += 1
-                continue
-            _copy_archive(workspace, other, aid)
-            out.archives.append(aid)
-        for table in GOVERNANCE_TABLES:
-            files = {f"{table}/{p.name}": p.read_bytes() for p in table_files(table_dir(other, table))
-                     if not (table_dir(workspace, table) / p.name).exists()}
-            commit_files(workspace, files)
-            if files:
-                out.governance[table] = len(files)
+    for d in (led, arc):
+        if _real_dir(d) is False:
+            raise LedgerError(f"{d}: not a directory (a symlink?); nothing of another host is followed out of its "
+                              "directory", hint="give a plain copy of the other host's workspace")
+    return root
+
+
+def foreign_archive_dirs(other: Path) -> tuple[list[Path], list[Refusal]]:
+    """The archive directories of ``other/archives`` named by an archive id, sorted, and refusals for
+    every other visible entry (hidden ones, e.g. partial runs, are not archives and are left alone)."""
+    root = other / "archives"
+    if not _real_dir(root):
+        return [], []
+    dirs: list[Path] = []
+    refused: list[Refusal] = []
+    for e in sorted(os.scandir(root), key=lambda e: e.name):
+        if e.name.startswith("."):
+            continue
+        if not is_archive_id(e.name):
+            refused.append(Refusal(e.path, "not an archive (its name is not an archive id, 16 hex digits)"))
+        elif e.is_symlink() or not e.is_dir(follow_symlinks=False):
+            refused.append(Refusal(e.path, "not a directory (a symlink?); links are never followed"))
+        else:
+            dirs.append(Path(e.path))
+    return dirs, refused
+
+
+def _copy_tree(src_fd: int, dst: Path, rel: str, listed: dict[str, int]) -> None:
+    """Copy what ``src_fd`` (a directory opened with O_NOFOLLOW) holds into ``dst``, entry by entry
+    through file descriptors (a link swapped in is never followed); only files ``listed`` (relative
+    path -> size) and the manifest, each at most its listed size."""
+    for e in os.scandir(src_fd):
+        name = f"{rel}{e.name}"
+        st = e.stat(follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            fd = os.open(e.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=src_fd)
+            try:
+                (dst / e.name).mkdir()
+                _copy_tree(fd, dst / e.name, f"{name}/", listed)
+            finally:
+                os.close(fd)
+            continue
+        limit = listed.get(name)
+        if not stat.S_ISREG(st.st_mode) or limit is None:
+            raise ArchiveError(f"{name}: not a file its manifest lists (changed while it was copied?)")
+        fd = os.open(e.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=src_fd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ArchiveError(f"{name}: not a regular file")
+            with open(dst / e.name, "xb") as out:
+                size = 0
+                while chunk := os.read(fd, 1 << 20):
+                    size += len(chunk)
+                    if size > limit:
+                        raise ArchiveError(f"{name}: larger than its manifest says (changed while it was copied?)")
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+        finally:
+            os.close(fd)
+    fsync_dir(dst)
+
+
+def copy_foreign_archive(workspace: Path, src: Path) -> tuple[Path, bool]:
+    """Copy another host's archive directory ``src`` into ``workspace/archives/<id>``: checked first
+    (``foreign_archive_problems``), copied without following links into a hidden ``.merge-*`` directory,
+    re-hashed there (``verify_archive``), then renamed into place. Returns (the archive's path here,
+    whether it was copied now); an archive already here is never overwritten (returned as it is).
+    ``ArchiveError`` naming each problem; nothing is left behind then."""
+    problems = foreign_archive_problems(src)
+    if problems:
+        raise ArchiveError("not a plain copy of an archive: " + "; ".join(problems))
+    root = workspace / "archives"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / src.name
+    if os.path.lexists(final):
+        return final, False
+    manifest = json.loads(read_regular(src / MANIFEST, FOREIGN_MANIFEST_MAX_BYTES))
+    listed = {str(rel): int(meta["bytes"]) for rel, meta in manifest["files"].items()}
+    listed[MANIFEST] = FOREIGN_MANIFEST_MAX_BYTES
+    tmp = root / f"{MERGE_PREFIX}{secrets.token_hex(6)}"
+    tmp.mkdir()
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            _copy_tree(fd, tmp, "", listed)
+        finally:
+            os.close(fd)
+        problems = verify_archive(tmp, check_name=False)
+        if not problems and open_archive(tmp).manifest.get("archive_id") != src.name:
+            problems = ["the copy's manifest names another archive (changed while it was copied?)"]
+        if problems:
+            raise ArchiveError("its copy failed verification: " + "; ".join(problems))
+        if os.path.lexists(final):
+            shutil.rmtree(tmp)
+            return final, False
+        os.rename(tmp, final)
+        fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final, True
+
+
+def discard_copy(path: Path) -> None:
+    """Remove an archive this merge copied and could not ingest (all or nothing per archive)."""
+    shutil.rmtree(path, ignore_errors=True)
+    fsync_dir(path.parent)
+
+
+def _read_foreign_table(path: Path, limit: int, columns: list[str] | None = None) -> pa.Table:
+    """A Parquet file of the other host (a regular file, not a link, at most ``limit`` bytes);
+    ``ValueError`` with the reason otherwise."""
+    st = _lstat(path)
+    if st is None or stat.S_ISLNK(st.st_mode):
+        raise ValueError("a symlink: never followed (what it points to is not read)")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("not a regular file; not read")
+    data = read_regular(path, limit)
+    try:
+        return pq.read_table(pa.BufferReader(data), columns=columns)
+    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"not a readable Parquet file: {one_line(exc)[:200]}") from None
+
+
+def ledger_refusals(workspace: Path, other: Path, merged: set[str], refused: set[str]) -> list[Refusal]:
+    """What of ``other/ledgers`` is not merged, without writing or following anything there: an
+    unfinished commit journal (never replayed), schema-2 files (never migrated here), archive-table
+    files for an archive not among ``merged`` (this workspace's archives after the merge), and files
+    whose rows disagree with what their archive gives (other archive ids, another number of rows).
+    Files of an archive in ``refused`` (whose archive was refused already) are not listed again.
+    Rows of archive tables are never copied: those of merged archives are re-derived from them."""
+    led = other / "ledgers"
+    if not _real_dir(led):
+        return []
+    out: list[Refusal] = []
+    if _lstat(led / JOURNAL) is not None:
+        out.append(Refusal(str(led / JOURNAL), "an unfinished commit of the other host: never replayed here "
+                           "(finish it there with any dsv4h ledger command, then merge again)"))
+    out += [Refusal(str(led / f"{t}.parquet"), "a schema-2 ledger file: never migrated or read here (run "
+                    "'dsv4h ledger migrate' on its host, then merge again)")
+            for t in TABLES if _lstat(led / f"{t}.parquet") is not None]
+    for table in PER_ARCHIVE:
+        d = led / table
+        kind = _real_dir(d)
+        if kind is None:
+            continue
+        if not kind:
+            out.append(Refusal(str(d), "not a directory (a symlink?); never followed"))
+            continue
+        for e in sorted(os.scandir(d), key=lambda e: e.name):
+            if not e.name.startswith((".", "_")) and e.name.removesuffix(".parquet") not in refused:
+                reason = _archive_file_problem(workspace, table, Path(e.path), merged)
+                if reason:
+                    out.append(Refusal(e.path, reason))
     return out
 
 
-def _copy_archive(workspace: Path, other: Path, aid: str) -> None:
-    """Copy one archive's files from ``other`` with resume state re-applied (lock held)."""
-    successor = successor_of(workspace, aid)
+def _archive_file_problem(workspace: Path, table: str, path: Path, merged: set[str]) -> str | None:
+    m = ARCHIVE_FILE_RE.fullmatch(path.name)
+    if m is None:
+        return "not named <archive id>.parquet; not read"
+    aid = m.group("id")
+    if aid not in merged:
+        return (f"no verified archive {aid} was merged from the other host's archives/: its rows are not merged "
+                "(ledger rows only ever come from verified archives)")
+    try:
+        t = _read_foreign_table(path, LEDGER_FILE_MAX_BYTES, ["archive_id"])
+    except (OSError, ValueError) as exc:
+        return f"cannot be read ({one_line(exc)[:200]}); the rows of archive {aid} are re-derived from it"
+    claimed = sorted({str(v) for v in t.column("archive_id").to_pylist()} - {aid})
+    if claimed:
+        return (f"rows claim archive(s) {', '.join(c[:40] for c in claimed[:4])}: not merged (the rows of "
+                f"archive {aid} are re-derived from it)")
+    if table in ARCHIVE_TABLES:
+        mine = archive_rows(workspace, table, aid)
+        want = 0 if mine is None else mine.num_rows
+        if t.num_rows != want:
+            return (f"{t.num_rows} rows where archive {aid} gives {want}: not merged (its rows are re-derived "
+                    "from it)")
+    return None
+
+
+# --- governance -----------------------------------------------------------------------------------
+
+
+def _row_key(row: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in row.items() if k != "ledger_schema_version"}, sort_keys=True, default=str)
+
+
+def _non_null(col: pa.ChunkedArray | pa.Array) -> int:
+    return int(len(col) - col.null_count)
+
+
+def governance_problems(table: str, raw: pa.Table, t: pa.Table, archives: set[str]) -> list[str]:
+    """Why a governance file (``raw`` as read, ``t`` its canonical form) may not land here (pure):
+    a column outside the schema or one whose values cannot be cast (they would be lost), a required
+    column missing or null, an unknown action, a reference to an archive not in ``archives``."""
+    schema = SCHEMAS[table]
+    problems = [f"column {c[:60]!r} is not in the {table} schema" for c in raw.column_names if c not in schema.names]
+    problems += [f"column {c!r} cannot be read as {schema.field(c).type}" for c in raw.column_names
+                 if c in schema.names and c != "ledger_schema_version" and _non_null(raw.column(c)) !=
+                 _non_null(t.column(c))]
+    problems += [f"required column {c!r} is missing or null" for c in REQUIRED[table] if t.column(c).null_count]
+    allowed = ACTIONS.get(table)
+    if allowed:
+        bad = sorted({str(a) for a in t.column("action").to_pylist() if a not in allowed})
+        problems += [f"action {a[:40]!r} is not one of {', '.join(allowed)}" for a in bad]
+    for c in REFERENCES[table]:
+        col = t.column(c)
+        values = pc.list_flatten(col).to_pylist() if pa.types.is_list(col.type) else col.to_pylist()
+        missing = sorted({str(v) for v in values if v is not None and v not in archives})
+        if missing:
+            problems.append(f"{c} names {', '.join(m[:40] for m in missing[:4])}, not an archive of this "
+                            "workspace (merge its archive first)")
+    return problems
+
+
+def merge_governance(workspace: Path, other: Path) -> tuple[dict[str, int], list[Refusal]]:
+    """Add the other host's valid governance rows that this workspace lacks (module docstring):
+    (rows added per table, refusals). One commit; call after the archives are merged."""
+    led = other / "ledgers"
+    if not _real_dir(led):
+        return {}, []
+    added: dict[str, int] = {}
+    refused: list[Refusal] = []
     files: dict[str, pa.Table | bytes] = {}
-    resumed_from: str | None = None
-    for table in PER_ARCHIVE:
-        t = archive_rows(other, table, aid)
-        if t is None:
-            continue
-        if table == "runs" and t.num_rows:
-            resumed_from = t.column("resumed_from")[0].as_py()
-        if successor is not None and table in ARCHIVE_TABLES:
-            t = supersede(t, aid, successor)
-        files[f"{table}/{aid}.parquet"] = t
-    files.update(resume_files(workspace, aid, resumed_from))
-    commit_files(workspace, files)
+    with locked(ledger_dir(workspace)):
+        archives = ingested_ids(workspace)
+        for table in GOVERNANCE_TABLES:
+            d = led / table
+            kind = _real_dir(d)
+            if kind is None:
+                continue
+            if not kind:
+                refused.append(Refusal(str(d), "not a directory (a symlink?); never followed"))
+                continue
+            seen = {_row_key(r) for r in rows_iso(read_table(workspace, table))}
+            for e in sorted(os.scandir(d), key=lambda e: e.name):
+                if e.name.startswith((".", "_")):
+                    continue
+                try:
+                    rel, new = _governance_file(workspace, table, Path(e.path), archives, seen)
+                except (OSError, ValueError) as exc:
+                    refused.append(Refusal(e.path, one_line(exc)[:400]))
+                    continue
+                if new is not None and new.num_rows:
+                    files[rel] = new
+                    added[table] = added.get(table, 0) + new.num_rows
+        commit_files(workspace, files)
+    return added, refused
+
+
+def _governance_file(workspace: Path, table: str, path: Path, archives: set[str],
+                     seen: set[str]) -> tuple[str, pa.Table | None]:
+    """(where it lands, its rows this workspace lacks) for one governance file of the other host;
+    ``ValueError`` naming the reason it is refused. Adds the rows' keys to ``seen``."""
+    m = GOVERNANCE_FILE_RE.fullmatch(path.name)
+    if m is None:
+        raise ValueError(f"not a {table} file name (<yyyymmddThhmmssffffff>-<8 hex>.parquet); not read")
+    raw = _read_foreign_table(path, GOVERNANCE_MAX_BYTES)
+    try:
+        t = canonical(table, raw)
+    except (pa.ArrowException, ValueError, TypeError) as exc:
+        raise ValueError(f"not a {table} table: {one_line(exc)[:200]}") from None
+    problems = governance_problems(table, raw, t, archives)
+    if problems:
+        raise ValueError(f"refused ({len(problems)} problem(s)): " + "; ".join(problems[:6]))
+    keep = []
+    for i, row in enumerate(rows_iso(t)):
+        key = _row_key(row)
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    if not keep:
+        return "", None
+    name = path.name
+    if (table_dir(workspace, table) / name).exists():
+        name = f"{m.group('key')}-{secrets.token_hex(4)}.parquet"
+    return f"{table}/{name}", t.take(pa.array(keep, pa.int64()))

@@ -94,16 +94,19 @@ def sg_event(
     text: bool = True,
     emit_ns: int | None = None,
     extra: dict[str, Any] | None = None,
+    rid: str | None = None,
 ) -> bytes:
-    """One SGLang ``/generate`` event payload (compact JSON, meta_info last)."""
+    """One SGLang ``/generate`` event payload (compact JSON, meta_info last); ``meta_info.id`` is
+    ``rid`` (SGLang echoes the request's rid there), left out when None (nothing to compare)."""
     meta: dict[str, Any] = {
-        "id": "x",
         "finish_reason": finish,
         "prompt_tokens": prompt,
         "weight_version": "default",
         "completion_tokens": ct,
         "cached_tokens": cached,
     }
+    if rid is not None:
+        meta = {"id": rid, **meta}
     if emit_ns is not None:
         meta["sim_emit_ns"] = emit_ns
     obj: dict[str, Any] = {}

@@ -23,7 +23,7 @@ def test_new_fault_kinds_parse() -> None:
 
 def test_retract_holds_the_request_as_queued_then_finishes_it() -> None:
     async def body() -> None:
-        async with serving() as (server, s):
+        async with serving(request_faults=True) as (server, s):
             sched = server.scheduler
             held = {"input_ids": prompt(12, 1), "sampling_params": LONG, "sim_fault": "retract:30"}
             other = {"input_ids": prompt(12, 2), "sampling_params": LONG}
@@ -44,7 +44,7 @@ def test_retract_holds_the_request_as_queued_then_finishes_it() -> None:
 
 def test_retract_alone_is_released_when_nothing_else_runs() -> None:
     async def body() -> None:
-        async with serving() as (_, s):
+        async with serving(request_faults=True) as (_, s):
             st = await asyncio.wait_for(stream(s, {"input_ids": prompt(12), "sampling_params": LONG,
                                                    "sim_fault": "retract:1000"}), timeout=10)
             assert st.done and st.meta["completion_tokens"] == 80
@@ -62,7 +62,7 @@ def test_stall_goes_silent_and_keeps_the_connection_open() -> None:
                 async for chunk in r.content.iter_any():
                     received.append(chunk)
 
-        async with serving() as (server, s):
+        async with serving(request_faults=True) as (server, s):
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(read(s), timeout=0.5)
             body = b"".join(received)
@@ -75,7 +75,7 @@ def test_stall_goes_silent_and_keeps_the_connection_open() -> None:
 
 def test_stall_loop_makes_the_simulator_late() -> None:
     async def body() -> None:
-        async with serving() as (_, s):
+        async with serving(request_faults=True) as (_, s):
             other = asyncio.ensure_future(stream(s, {"input_ids": prompt(12, 2), "sampling_params": LONG}))
             await asyncio.sleep(0.05)
             late = await stream(s, {"input_ids": prompt(12, 1), "sampling_params": {"max_new_tokens": 8},
@@ -107,7 +107,7 @@ def test_fault_first_limits_server_faults_to_the_first_requests() -> None:
 
 def test_ignore_salt_serves_a_repeated_prompt_from_the_cache() -> None:
     async def body() -> None:
-        async with serving() as (_, s):
+        async with serving(request_faults=True) as (_, s):
             req = {"input_ids": prompt(64), "sampling_params": {"max_new_tokens": 1}}
             first = await stream(s, req | {"cache_salt": "a"})
             salted = await stream(s, req | {"cache_salt": "b"})

@@ -34,7 +34,7 @@ async def _raw_stream(s: aiohttp.ClientSession, payload: dict[str, object]) -> t
 @pytest.mark.parametrize("via", ["request", "server"])
 def test_close_mid_stream(via: str) -> None:
     async def body() -> None:
-        opts = {"fault": "close_mid_stream:3"} if via == "server" else {}
+        opts: dict[str, object] = {"fault": "close_mid_stream:3"} if via == "server" else {"request_faults": True}
         payload: dict[str, object] = {"input_ids": prompt(10), "sampling_params": {"max_new_tokens": 20}}
         if via == "request":
             payload["sim_fault"] = "close_mid_stream:3"
@@ -54,7 +54,7 @@ def test_close_mid_stream(via: str) -> None:
 
 def test_error_event_then_done_with_http_200() -> None:
     async def body() -> None:
-        async with serving() as (_, s):
+        async with serving(request_faults=True) as (_, s):
             st = await stream(s, {"input_ids": prompt(10), "sim_fault": "error_event:2",
                                   "sampling_params": {"max_new_tokens": 20}})
             assert st.status == 200
@@ -72,7 +72,7 @@ def test_error_event_then_done_with_http_200() -> None:
 
 def test_slow_first_byte_and_http_500() -> None:
     async def body() -> None:
-        async with serving() as (_, s):
+        async with serving(request_faults=True) as (_, s):
             t0 = time.perf_counter()
             async with s.post("/generate", json={"input_ids": [5], "stream": True, "sim_fault": "slow_first_byte:300",
                                                  "sampling_params": {"max_new_tokens": 2}}) as r:

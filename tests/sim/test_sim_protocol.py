@@ -176,7 +176,7 @@ def test_text_prompt_and_nonstreaming_body() -> None:
         ({"input_ids": [[1, 2]]}, "batches"),
         ({"input_ids": [5], "sampling_params": {"max_new_tokens": 0}}, "max_new_tokens"),
         ({"input_ids": [5], "cache_salt": 3}, "cache_salt"),
-        ({"input_ids": [5], "sim_fault": "nope"}, "unknown fault"),
+        ({"input_ids": [5], "sim_fault": "nope"}, "not started with request faults allowed"),
     ],
 )
 def test_invalid_requests_get_400_json(payload: dict[str, object], fragment: str) -> None:

@@ -1,5 +1,7 @@
-"""Merging ledgers of several hosts (a union keyed by archive id, idempotent, order-free) and the one-time
-migration of schema-2 single-file ledgers (harness.store.ledger_merge, harness.store.ledger_migrate)."""
+"""Merging several hosts' workspaces (their verified archives ingested, a union keyed by archive id,
+idempotent, order-free) and the one-time migration of schema-2 single-file ledgers (harness.run.merge,
+harness.store.ledger_merge, harness.store.ledger_migrate). Hostile other-host directories:
+test_merge_hostile.py."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from testkit import run_block
@@ -17,23 +20,30 @@ import harness.ledger as hl
 from harness.errors import LedgerError
 from harness.governance.io import freeze_file, table_rows
 from harness.records import RequestRecord
-from harness.store.archive import ArchiveWriter, open_archive
+from harness.run.merge import merge_workspace
+from harness.store.archive import ArchiveWriter, open_archive, open_verified
 from harness.store.ledger import ingest_archive, read_table
 from harness.store.ledger_layout import SCHEMAS, WALL
-from harness.store.ledger_merge import merge_workspace
 
 TABLES_OF_ONE = ("cells", "rounds", "waves", "requests", "runs")
 
 
-def make(ws: Path, campaign: str = "m", resumed_from: str | None = None, median: float = 100.0) -> Path:
+def make(ws: Path, campaign: str = "m", resumed_from: str | None = None, median: float = 100.0,
+         carried: Path | None = None) -> Path:
+    """A small archive the evidence rules find nothing blocking in (merge re-runs them); ``carried``:
+    the archive it resumes, whose records it writes first (as a resume does)."""
     w = ArchiveWriter(ws)
+    if carried is not None:
+        w.write_wave(open_archive(carried).records())
     w.write_wave([RequestRecord(rid=f"{campaign}-{median}", send_ns=0, done_ns=10, event_ns=np.array([1]),
                                 event_tokens=np.array([1]), wave_id="c1.r0.w000", cell_id="c1")])
-    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median": median}]))
-    w.write_table("rounds.parquet", pa.Table.from_pylist([{"round_id": "c1.r0", "cell_id": "c1", "rate": median}]))
+    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median": median, "status": "ok",
+                                                          "rounds_required": 1, "round_status": ["ok"]}]))
+    w.write_table("rounds.parquet", pa.Table.from_pylist([{"round_id": "c1.r0", "cell_id": "c1", "rate": median,
+                                                           "status": "ok"}]))
     w.write_table("waves.parquet", pa.Table.from_pylist([{"wave_id": "c1.r0.w000", "phase": "measured"}]))
     return w.finalize(status="complete" if resumed_from else "partial",
-                      run=run_block(campaign=campaign, resumed_from=resumed_from, plan_id="p"))
+                      run=run_block(campaign=campaign, resumed_from=resumed_from, plan_id="p", labels=["simulated"]))
 
 
 def files(ws: Path) -> dict[str, bytes]:
@@ -64,24 +74,29 @@ def test_merge_is_a_union_by_archive_id_and_idempotent(tmp_path: Path) -> None:
     freeze_file(plan, host_a, now=datetime(2026, 11, 30, tzinfo=UTC))
     first = merge_workspace(here, host_a)
     assert sorted(first.archives) == sorted([a1.name, a2.name]) and first.governance == {"freezes": 1}
+    assert first.refusals == []
     merge_workspace(here, host_b)
     once = files(here)
     again = merge_workspace(here, host_a)
-    assert again.archives == [] and again.present == 2 and again.governance == {}
+    assert again.archives == [] and again.present == 2 and again.governance == {} and again.refusals == []
     merge_workspace(here, host_b)
     assert files(here) == once  # merging again changes nothing, byte for byte
     runs = read_table(here, "runs")
     assert runs is not None and runs.num_rows == 4
     assert [r["action"] for r in table_rows(here, "freezes")] == ["freeze"]
-    for p in (a1, a2):  # copied files are the host's files
-        assert (here / "ledgers" / "cells" / f"{p.name}.parquet").read_bytes() == \
-            (host_a / "ledgers" / "cells" / f"{p.name}.parquet").read_bytes()
+    for p in (a1, a2):  # the host's archives are ingested here: copied whole, rows re-derived from them
+        assert open_verified(here / "archives" / p.name).manifest == open_archive(p).manifest
+        for table in ("cells", "rounds", "waves", "requests"):
+            mine, theirs = read_table(here, table), read_table(host_a, table)
+            assert mine is not None and theirs is not None
+            pick = pc.equal(mine.column("archive_id"), p.name)
+            assert mine.filter(pick).equals(theirs.filter(pc.equal(theirs.column("archive_id"), p.name))), table
 
 
 def test_a_resumed_pair_on_two_hosts_merges_the_same_in_either_order(tmp_path: Path) -> None:
     host_old, host_new = tmp_path / "old", tmp_path / "new"
     old = make(host_old, "m", median=100.0)
-    new = make(host_new, "m", resumed_from=old.name, median=101.0)
+    new = make(host_new, "m", resumed_from=old.name, median=101.0, carried=old)
     ingest_archive(host_old, open_archive(old))
     ingest_archive(host_new, open_archive(new))
     states = []
