@@ -252,10 +252,11 @@ def _valid_text(value: Any, where: str) -> str:
     return value
 
 
-def import_sharegpt(out: Path, *, source: Path, tokenizer: Path, n_cases: int | None = None,
-                    max_input: int = 32768, max_output: int = 32768, min_output: int = 1,
-                    name: str | None = None, extend: Path | None = None, overwrite: bool = False,
-                    max_bytes: int = MAX_SHAREGPT_BYTES) -> Corpus:
+def import_sharegpt(  # noqa: PLR0913 - one keyword per `dsv4h corpus import-sharegpt` option
+        out: Path, *, source: Path, tokenizer: Path, n_cases: int | None = None,
+        max_input: int = 32768, max_output: int = 32768, min_output: int = 1,
+        name: str | None = None, extend: Path | None = None, overwrite: bool = False,
+        max_bytes: int = MAX_SHAREGPT_BYTES) -> Corpus:
     """Frozen token-ID cases from a local ShareGPT-format file (module docstring). Turns whose prompt is
     longer than ``max_input`` tokens or whose answer is shorter than ``min_output`` are skipped;
     answers longer than ``max_output`` are capped (``trimmed_tokens`` says by how much).

@@ -324,22 +324,30 @@ class WorkerLoadClient(LoadClient):
         self._workers = []
         await super().__aexit__(et, ev, tb)
 
+    async def _poll(self, w: _Worker) -> tuple[bool, Any]:
+        """(True, the worker's next message) when one arrives within 0.25 s, else (False, None); a dead
+        worker raises ``MeasurementError`` with the reason."""
+        try:
+            ready = await asyncio.to_thread(w.conn.poll, 0.25)
+        except (OSError, EOFError):
+            ready = True
+        if ready:
+            try:
+                return True, w.conn.recv()
+            except (EOFError, OSError):
+                await asyncio.to_thread(w.process.join, 1.0)
+                raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code") from None
+        if not w.process.is_alive():
+            raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code")
+        return False, None
+
     async def _recv(self, w: _Worker, timeout_s: float | None) -> Any:
         """The worker's next message; a dead worker raises ``MeasurementError`` with the reason."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            try:
-                ready = await asyncio.to_thread(w.conn.poll, 0.25)
-            except (OSError, EOFError):
-                ready = True
+            ready, msg = await self._poll(w)
             if ready:
-                try:
-                    return w.conn.recv()
-                except (EOFError, OSError):
-                    await asyncio.to_thread(w.process.join, 1.0)
-                    raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code") from None
-            if not w.process.is_alive():
-                raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code")
+                return msg
             if deadline is not None and time.monotonic() > deadline:
                 raise MeasurementError(f"load worker {w.index} (pid {w.process.pid}) did not answer in {timeout_s} s")
 
@@ -352,18 +360,9 @@ class WorkerLoadClient(LoadClient):
         first_ns = start_ns + 2 * int(self.timeout_s * 1e9) + margin_ns  # before any deadline is published
         sent_ns, worst = time.perf_counter_ns(), 0
         while True:
-            try:
-                ready = await asyncio.to_thread(w.conn.poll, 0.25)
-            except (OSError, EOFError):
-                ready = True
+            ready, msg = await self._poll(w)
             if ready:
-                try:
-                    return w.conn.recv(), worst
-                except (EOFError, OSError):
-                    await asyncio.to_thread(w.process.join, 1.0)
-                    raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code") from None
-            if not w.process.is_alive():
-                raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code")
+                return msg, worst
             now = time.perf_counter_ns()
             gap = now - max(int(w.beat[_BEAT]), sent_ns)
             worst = max(worst, gap)

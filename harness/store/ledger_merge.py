@@ -33,6 +33,7 @@ import re
 import secrets
 import shutil
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -285,20 +286,28 @@ def ledger_refusals(workspace: Path, other: Path, merged: set[str], refused: set
     out += [Refusal(str(led / f"{t}.parquet"), "a schema-2 ledger file: never migrated or read here (run "
                     "'dsv4h ledger migrate' on its host, then merge again)")
             for t in TABLES if _lstat(led / f"{t}.parquet") is not None]
-    for table in PER_ARCHIVE:
+    for table, e in _table_entries(led, PER_ARCHIVE, out):
+        if e.name.removesuffix(".parquet") not in refused:
+            reason = _archive_file_problem(workspace, table, Path(e.path), merged)
+            if reason:
+                out.append(Refusal(e.path, reason))
+    return out
+
+
+def _table_entries(led: Path, tables: Iterable[str], refused: list[Refusal]) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """(table, entry) of every visible file entry of the other host's table directories, in name
+    order; a table directory that is a link (or not a directory) is refused, never followed."""
+    for table in tables:
         d = led / table
         kind = _real_dir(d)
         if kind is None:
             continue
         if not kind:
-            out.append(Refusal(str(d), "not a directory (a symlink?); never followed"))
+            refused.append(Refusal(str(d), "not a directory (a symlink?); never followed"))
             continue
         for e in sorted(os.scandir(d), key=lambda e: e.name):
-            if not e.name.startswith((".", "_")) and e.name.removesuffix(".parquet") not in refused:
-                reason = _archive_file_problem(workspace, table, Path(e.path), merged)
-                if reason:
-                    out.append(Refusal(e.path, reason))
-    return out
+            if not e.name.startswith((".", "_")):
+                yield table, e
 
 
 def _archive_file_problem(workspace: Path, table: str, path: Path, merged: set[str]) -> str | None:
@@ -372,26 +381,18 @@ def merge_governance(workspace: Path, other: Path) -> tuple[dict[str, int], list
     files: dict[str, pa.Table | bytes] = {}
     with locked(ledger_dir(workspace)):
         archives = ingested_ids(workspace)
-        for table in GOVERNANCE_TABLES:
-            d = led / table
-            kind = _real_dir(d)
-            if kind is None:
+        seen: dict[str, set[str]] = {}
+        for table, e in _table_entries(led, GOVERNANCE_TABLES, refused):
+            if table not in seen:
+                seen[table] = {_row_key(r) for r in rows_iso(read_table(workspace, table))}
+            try:
+                rel, new = _governance_file(workspace, table, Path(e.path), archives, seen[table])
+            except (OSError, ValueError) as exc:
+                refused.append(Refusal(e.path, one_line(exc)[:400]))
                 continue
-            if not kind:
-                refused.append(Refusal(str(d), "not a directory (a symlink?); never followed"))
-                continue
-            seen = {_row_key(r) for r in rows_iso(read_table(workspace, table))}
-            for e in sorted(os.scandir(d), key=lambda e: e.name):
-                if e.name.startswith((".", "_")):
-                    continue
-                try:
-                    rel, new = _governance_file(workspace, table, Path(e.path), archives, seen)
-                except (OSError, ValueError) as exc:
-                    refused.append(Refusal(e.path, one_line(exc)[:400]))
-                    continue
-                if new is not None and new.num_rows:
-                    files[rel] = new
-                    added[table] = added.get(table, 0) + new.num_rows
+            if new is not None and new.num_rows:
+                files[rel] = new
+                added[table] = added.get(table, 0) + new.num_rows
         commit_files(workspace, files)
     return added, refused
 
