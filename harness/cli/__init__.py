@@ -10,17 +10,54 @@ it launched and still owns is stopped before it exits (``harness.service.process
 from __future__ import annotations
 
 import errno
+import importlib
 import sys
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer import _click as click  # typer 0.26 vendors click: its own Command/Group/Context
+from typer.core import TyperCommand, TyperGroup
 
 from harness import __version__
 from harness.errors import DsvError
 
+
+class _LazyGroup(TyperGroup):
+    """The root group: a command's module is imported only when that command runs (or shows its own
+    help); the root help screen lists the others from ``SUMMARIES``."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*self.commands, *(n for n in _lazy_names() if n not in self.commands)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands or cmd_name not in SUMMARIES:
+            return self.commands.get(cmd_name)
+        if self._listing:
+            return TyperCommand(cmd_name, help=SUMMARIES[cmd_name])
+        self.add_command(load_command(cmd_name), cmd_name)
+        return self.commands[cmd_name]
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        if args and args[0] not in self.commands and args[0] not in SUMMARIES:
+            for name in _lazy_names():  # a typo: load all, so the suggestions cover every command
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
 app = typer.Typer(
     name="dsv4h",
+    cls=_LazyGroup,
     help="Benchmark an LLM serving stack and govern the evidence: formal matrices, ABBA screens, "
     "hashed archives, Parquet ledgers and reports.\n\nExample: dsv4h campaign run campaigns/demo-matrix.yaml",
     no_args_is_help=True,
@@ -46,16 +83,14 @@ _registered = False
 
 
 def _register() -> None:
-    # Sub-command groups live in their own modules; imported here so `dsv4h --help` lists them.
-    import importlib
-
+    """Mount every sub-command eagerly (tests and documentation walks use the whole tree). The
+    console script does not call this: it loads only the command it runs (``_LazyGroup``)."""
     global _registered
     if _registered:
         return
     _registered = True
     for module, name in _GROUPS:
-        mod = importlib.import_module(f"harness.cli.{module}")
-        app.add_typer(mod.app, name=name)
+        app.add_typer(importlib.import_module(f"harness.cli.{module}").app, name=name)
     for module, name in _COMMANDS:
         mod = importlib.import_module(f"harness.cli.{module}")
         app.command(name)(getattr(mod, name))
@@ -88,6 +123,66 @@ _COMMANDS: list[tuple[str, str]] = [
     ("freeze_cmd", "reveal"),
     ("peers_cmd", "export"),
 ]
+
+
+# The first paragraph of each command's help, as `dsv4h --help` lists it: the root help screen is
+# drawn from these without importing the command modules (which pull in pandas, pyarrow, aiohttp).
+# tests/cli/test_cli_startup.py keeps them equal to the commands' own help.
+SUMMARIES: dict[str, str] = {
+    "abba": "Run an ABBA screen: A1 -> B1 -> B2 -> A2 with independently started control services.",
+    "freeze": "Record FILE's SHA-256, size, path and wall time in the freezes ledger (before the results "
+              "exist).",
+    "reveal": "Check FILE was frozen, unchanged, before the results archive was created (exit 7 if not).",
+    "export": "Write an archive (measured or imported) in a peer tool's format or as CSV.",
+    "import": "Import a peer tool's result as an archive of claim class 'external' (its own metric "
+              "definitions\nnamed, the source file hashed and kept; never combined with measured claims). "
+              "A file that is not the\ntool's result, or whose fields have the wrong types, ranges or "
+              "counts, is refused with one error\nnaming the field; nothing is written then.",
+    "campaign": "Formal matrix campaigns.",
+    "archive": "Hashed result archives.",
+    "ledger": "Parquet ledgers (open them with pandas.read_parquet).",
+    "evidence": "Evidence rules (GUIDE section 3) as findings.",
+    "gpu": "GPU owners and memory, read with amd-smi, NVML (pynvml) or nvidia-smi.",
+    "corpus": "Frozen token-ID corpora: build from source files with a tokenizer, verify against the "
+              "manifest, show what is inside.",
+    "sim": "Run the built-in SGLang-compatible simulator (results against it are labelled 'simulated').",
+    "service": "Service profiles: print launch commands; start, check and stop owned services by hand.",
+    "patches": "Model patches (model_patches/series.yaml) on an installed SGLang tree: status, apply, "
+               "revert. Apply is idempotent and all-or-nothing; a tree that differs from the series' "
+               "base is refused.",
+    "report": "Reports: verify archives, freeze a snapshot, render figures and tables.",
+    "oracle": "Oracles: exact fixed-input greedy completions (sentinels) checked, captured and repeated "
+              "against a service.",
+    "compare": "Numeric comparisons (report 10.3, kernel level): bitwise equality, max abs error, "
+               "relative L2, cosine, NaN/Inf counts.",
+    "record": "Records: a three-suite median with its same-build control and the gates it passed.",
+    "closure": "Closures: rejected directions with their evidence; reopened only with new evidence.",
+    "gate": "Gates: a quantity of one archive compared with a threshold (campaigns/gates/*.yaml).",
+    "sweep": "Open-loop rate sweeps (Poisson/gamma/constant arrivals, goodput under SLOs).",
+}
+
+
+def _lazy_names() -> list[str]:
+    """Every lazily loaded command, in the order `dsv4h --help` lists them (commands, then groups)."""
+    return [name for _, name in _COMMANDS] + ["import"] + [name for _, name in _GROUPS]
+
+
+def load_command(name: str) -> click.Command:
+    """The click command for one top-level name, built exactly as ``_register`` mounts it (a holder
+    Typer with a callback always becomes a group, so a sub-app stays a group)."""
+    holder = typer.Typer(add_completion=False)
+    holder.callback()(_root)
+    groups = dict((n, m) for m, n in _GROUPS)
+    if name in groups:
+        holder.add_typer(importlib.import_module(f"harness.cli.{groups[name]}").app, name=name)
+    elif name == "import":
+        holder.command(name)(importlib.import_module("harness.cli.peers_cmd").import_)
+    else:
+        module = dict((n, m) for m, n in _COMMANDS)[name]
+        holder.command(name)(getattr(importlib.import_module(f"harness.cli.{module}"), name))
+    group = typer.main.get_command(holder)
+    assert isinstance(group, TyperGroup)
+    return group.commands[name]
 
 
 _ERRNO_HINTS = {
@@ -127,9 +222,10 @@ def report_error(message: str, hint: str | None) -> None:
     command wrote to stdout is flushed first, so in a shared log the error starts its own line
     after the output it concerns."""
     sys.stdout.flush()
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    # soft-wrapped: a message or hint that carries a command, an id or a path stays one line
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     if hint:
-        err_console.print(f"[bold]hint:[/] {escape(hint)}", highlight=False)
+        err_console.print(f"[bold]hint:[/] {escape(hint)}", highlight=False, soft_wrap=True)
 
 
 def main() -> None:
@@ -138,7 +234,6 @@ def main() -> None:
     from harness.interrupts import exit_status, install, received
     from harness.service.process import stop_all_live
 
-    _register()
     install()
     try:
         app()

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
-console = Console()
+
+class PlainConsole(Console):
+    """A console whose plain-text lines are never hard-wrapped: a ``print`` of strings or
+    :class:`~rich.text.Text` defaults to ``soft_wrap=True``, so a line that carries a command, an id
+    or a path stays one line (the terminal folds it for display; a copy or a log keeps it whole).
+    Tables and other renderables still fit the console width."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if kwargs.get("soft_wrap") is None and all(isinstance(o, str | Text) for o in objects):
+            kwargs["soft_wrap"] = True
+        super().print(*objects, **kwargs)
+
+
+console = PlainConsole()
 
 WorkspaceOpt = Annotated[
     Path,

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from harness.aio import new_event_loop
+from harness.cli.common import PlainConsole
 from harness.cli.listing import CsvOpt, JsonOpt, emit
 from harness.sim import (
     PROFILES,
@@ -93,7 +93,7 @@ def profiles_cmd(json_out: JsonOpt = False, csv_out: CsvOpt = False) -> None:
 
     Example: dsv4h sim profiles
     """
-    console = Console()
+    console = PlainConsole()
     if json_out or csv_out:
         rows = [{"profile": prof.name, "tier": batch, "resident_decode_tok_s": analytic_decode_rate(prof, batch),
                  "step_ms": 1000 * batch / analytic_decode_rate(prof, batch),

@@ -7,7 +7,8 @@ archive's content and the optional inputs: ``memory.parquet`` (GPU memory sample
 ``oracles.json``, ``sweep.json``, ``environment.json``, evidence findings
 (``harness.evidence.io.check_archive``, imported lazily) and
 the ``historical`` ledger table (``<workspace>/ledgers/historical/*.parquet``). Absent optional inputs
-are skipped silently.
+are skipped silently. Which archives a resumed run superseded is read from every archive of the
+workspace (a run block's ``resumed_from``), selected or not, as the ledger's ``superseded_by`` is.
 """
 
 from __future__ import annotations
@@ -161,4 +162,19 @@ def collect(workspace: Path, config: ReportConfig, *,
     source = "harness.evidence.rules" if fn is not None else ("disabled" if not config.findings else "unavailable")
     contents = [load_content(a, findings_fn=fn, memory=config.memory) for a in selected]
     historical = read_historical(workspace) if config.historical else None
-    return freeze(contents, config, historical=historical, findings_source=source)
+    return freeze(contents, config, historical=historical, findings_source=source,
+                  superseded=superseded_in(all_archives))
+
+
+def superseded_in(archives: Sequence[Archive]) -> dict[str, str]:
+    """Archive id -> the id of the archive of ``archives`` that resumed it (the ledger's
+    ``superseded_by``); archives whose run block cannot be read are skipped (they fail verification)."""
+    out: dict[str, str] = {}
+    for a in sorted(archives, key=lambda x: x.archive_id):
+        try:
+            prev = a.run.resumed_from
+        except (ArchiveError, ValueError, TypeError):  # pragma: no cover - an unreadable run block
+            continue
+        if prev and prev != a.archive_id:
+            out.setdefault(prev, a.archive_id)
+    return out

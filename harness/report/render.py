@@ -33,7 +33,7 @@ from markupsafe import Markup
 from harness.errors import ArchiveError, SpecError
 from harness.report import figures as figs
 from harness.report.snapshot import load_snapshot
-from harness.report.summary import count_noun, describe, slo_text, summary_card
+from harness.report.summary import count_noun, describe, slo_text, summary_card, superseded_text
 from harness.report.views import corpus_ranges, historical_table, oracle_when
 
 REPORT_HTML = "report.html"
@@ -218,25 +218,37 @@ def latency_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: int(r["concurrency"] or 0))
 
 
+def _labelled(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """``entry`` whose shown status says ``SUPERSEDED by <id>, not a result`` when a resumed run
+    superseded its archive, ``INVALID, not a result`` when it is marked invalid (every template prints
+    the status beside the archive's tables and in the archive list)."""
+    out = dict(entry)
+    if entry.get("superseded_by"):
+        out["status"] = f"{entry.get('status')}; SUPERSEDED by {entry['superseded_by']}, not a result"
+    elif superseded_text(entry):
+        out["status"] = f"{entry.get('status')}; INVALID, not a result"
+    return out
+
+
 def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the templates need, derived from the snapshot alone (pure)."""
     findings = list(snapshot.get("findings") or [])
     by_archive: dict[str, list[Mapping[str, Any]]] = {}
     for f in findings:
         by_archive.setdefault(str(f["archive_id"]), []).append(f)
-    archives = list(snapshot.get("archives") or [])
+    archives = [_labelled(a) for a in snapshot.get("archives") or []]
     counts = {a["archive_id"]: {s: sum(1 for f in by_archive.get(a["archive_id"], []) if f["severity"] == s)
                                 for s in ("blocking", "warning", "info")} for a in archives}
     formal = [{**e, "rows": pd_rows(e, by_archive.get(e["archive_id"], [])),
                "findings": by_archive.get(e["archive_id"], []), "figure": f"formal-{e['archive_id']}",
                "latency_rows": latency_rows(e), "counts": count_note(e),
                "latency_figure": f"latency-{e['archive_id']}" if figs.has_latency(e) else None}
-              for e in snapshot.get("formal") or []]
+              for e in map(_labelled, snapshot.get("formal") or [])]
     screens = [{**e, "findings": by_archive.get(e["archive_id"], []), "figure": f"abba-{e['archive_id']}"}
-               for e in snapshot.get("screens") or []]
+               for e in map(_labelled, snapshot.get("screens") or [])]
     memory = [{**e, "figure": f"memory-{e['archive_id']}"} for e in snapshot.get("memory") or []]
     sweeps = [{**e, "findings": by_archive.get(e["archive_id"], []), "figure": f"sweep-{e['archive_id']}"}
-              for e in snapshot.get("sweeps") or []]
+              for e in map(_labelled, snapshot.get("sweeps") or [])]
     services_by: dict[str, list[Mapping[str, Any]]] = {}
     for s in snapshot.get("services") or []:
         services_by.setdefault(str(s["archive_id"]), []).append(s)

@@ -33,7 +33,7 @@ from harness.report.snapshot_sections import (
 )
 from harness.store.runblock import read_run_block
 
-__all__ = ["MILESTONE_EXCLUDED_CLASSES", "freeze", "historical_figure_groups"]
+__all__ = ["MILESTONE_EXCLUDED_CLASSES", "freeze", "historical_figure_groups", "supersessions"]
 
 
 def _num(x: Any) -> float | None:
@@ -215,34 +215,61 @@ def historical_figure_groups(rows: Sequence[Mapping[str, Any]], spec: Historical
             for k in order[:spec.max_panels]]
 
 
+def supersessions(contents: Sequence[ArchiveContent],
+                  known: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Superseded archive id -> the id of the archive that resumed it (and carries its records), from
+    the ``resumed_from`` of each content's run block, merged with ``known`` (the same map read from
+    the whole workspace, so a successor left out of the report's selection still counts). Pure."""
+    out = {str(k): str(v) for k, v in (known or {}).items() if k and v}
+    for c in contents:
+        prev = read_run_block(c.manifest, f"archive {c.archive_id}").resumed_from
+        if prev and prev != c.archive_id:
+            out.setdefault(str(prev), c.archive_id)
+    return out
+
+
+def _validity(entry: dict[str, Any], successor: str | None) -> dict[str, Any]:
+    """``entry`` with ``valid`` (False once a resumed run superseded the archive) and ``superseded_by``."""
+    entry["valid"] = successor is None
+    entry["superseded_by"] = successor
+    return entry
+
+
 def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
            historical: Sequence[Mapping[str, Any]] | None = None,
-           findings_source: str = "harness.evidence.rules") -> dict[str, Any]:
+           findings_source: str = "harness.evidence.rules",
+           superseded: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Build the snapshot document from verified archive contents (any order; the snapshot is
     sorted by created_wall, then archive id) and the historical ledger rows (``None`` = no ledger).
 
     ``findings_source`` names where findings came from (``harness.evidence.rules``, or ``unavailable``
-    when the evidence module could not be imported). Pure: the same inputs give the same snapshot.
+    when the evidence module could not be imported). ``superseded`` maps an archive id to the archive
+    that resumed it (read from the whole workspace by :func:`harness.report.collect.collect`); the
+    selected contents' own ``resumed_from`` are added (:func:`supersessions`). Every archive, matrix,
+    screen and sweep entry carries ``valid`` and ``superseded_by``: a superseded archive's values are
+    never a result (its successor carries its records). Pure: the same inputs give the same snapshot.
     """
     ordered = sorted(contents, key=lambda c: (read_run_block(c.manifest).created_wall, c.archive_id))
+    successors = supersessions(ordered, superseded)
     archives, formal, screens, sweeps, memory, findings = [], [], [], [], [], []
     services, corpora, oracles = [], [], []
     for c in ordered:
-        base = _archive_entry(c)
+        succ = successors.get(c.archive_id)
+        base = _validity(_archive_entry(c), succ)
         archives.append(base)
         kind, proto = base["kind"], base["protocol_class"]
         if kind == "abba" or proto == "abba-screen":
             scr = _screen_entry(c, base)
             if scr is not None:
-                screens.append(scr)
+                screens.append(_validity(scr, succ))
         elif kind == "formal-matrix" or proto == "formal":
             frm = _formal_entry(c, base)
             if frm is not None:
-                formal.append(frm)
+                formal.append(_validity(frm, succ))
         elif kind == "rate-sweep" or proto == "rate-sweep":
             swp = sweep_entry(c, base)
             if swp is not None:
-                sweeps.append(swp)
+                sweeps.append(_validity(swp, succ))
         if config.memory:
             mem = memory_entry(c, base["simulated"])
             if mem is not None:

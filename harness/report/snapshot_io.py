@@ -12,6 +12,9 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
       ``oracles[].when``/``phase`` (sentinels before/after measurement), ``corpora[]`` tokenizer SHA-256,
       vocabulary size, observed ``input_tokens``/``token_ids`` ranges and ``recorded``. Version 1 snapshots
       still load and render (the added keys read as absent).
+  3 - (2026-12-02) ``valid`` and ``superseded_by`` on every ``archives``, ``formal``, ``screens`` and
+      ``sweeps`` entry (``superseded_by``: the archive that resumed this one and carries its records;
+      its values are never a result). Older snapshots read as valid.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from harness.errors import SpecError
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "json_value", "load_snapshot", "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SNAPSHOT_FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")

@@ -9,7 +9,9 @@ snapshot into the report's description sentences: they name only what the snapsh
 
 Units: rates in tokens per second (prefill: input, decode: output), sweep rates and goodput in requests
 per second, ABBA effects in percent (10.0 = +10 %). A cell carrying a blocking finding is never a key
-number.
+number, nor is any value of an archive a resumed run superseded (``superseded_by`` in the snapshot: its
+successor carries its records, so its numbers are not a result); every key number names its archive
+id (16 hex digits, whole) in its detail, and the card lists the superseded archives apart.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["count_noun", "describe", "slo_text", "summary_card"]
+__all__ = ["archive_note", "count_noun", "describe", "is_valid", "slo_text", "summary_card", "superseded_text"]
 
 SEVERITIES = ("blocking", "warning", "info")
 
@@ -52,6 +54,25 @@ def _best_cell(entry: Mapping[str, Any], workload: str, blocked: set[str]) -> tu
     return best, len(left_out)
 
 
+def is_valid(entry: Mapping[str, Any]) -> bool:
+    """Whether a snapshot entry (archive, matrix, screen, sweep) holds results: not superseded by a
+    resumed run and not marked invalid (snapshots before format 3 read as valid)."""
+    return not entry.get("superseded_by") and entry.get("valid", True) is not False
+
+
+def archive_note(entry: Mapping[str, Any]) -> str:
+    """``archive 0123456789abcdef`` and, when the archive did not complete, its status."""
+    status = entry.get("status")
+    note = f"archive {entry.get('archive_id')}"
+    return note if status in (None, "complete") else f"{note} ({status})"
+
+
+def superseded_text(entry: Mapping[str, Any]) -> str:
+    """``superseded by <id>`` for a superseded entry, else an empty string."""
+    by = entry.get("superseded_by")
+    return f"superseded by {by}" if by else ("invalid" if entry.get("valid", True) is False else "")
+
+
 def _formal_numbers(entry: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     blocked = _blocked_cells(findings, str(entry.get("archive_id")))
     out = []
@@ -61,7 +82,8 @@ def _formal_numbers(entry: Mapping[str, Any], findings: Sequence[Mapping[str, An
         if best is None:
             continue
         n_ok = sum(1 for s in best.get("round_status") or [] if s == "ok")
-        detail = f"C{best.get('concurrency')}, median of {count_noun(n_ok, 'ok round', 'ok rounds')}"
+        detail = f"{archive_note(entry)}; C{best.get('concurrency')}, median of " \
+                 f"{count_noun(n_ok, 'ok round', 'ok rounds')}"
         if left_out:
             detail += f"; {count_noun(left_out, 'cell', 'cells')} with a blocking finding left out"
         out.append({"subject": entry.get("campaign"), "quantity": what, "value": float(best["median"]),
@@ -86,7 +108,8 @@ def _sweep_numbers(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not _finite(knee.get("goodput")) or not _finite(knee.get("rate")):
         return []
     return [{"subject": entry.get("campaign"), "quantity": "goodput at the knee", "value": float(knee["goodput"]),
-             "unit": "req/s", "detail": f"offered {float(knee['rate']):g} req/s; SLO {slo_text(entry.get('slo'))}",
+             "unit": "req/s", "detail": f"{archive_note(entry)}; offered {float(knee['rate']):g} req/s; "
+                                        f"SLO {slo_text(entry.get('slo'))}",
              "claim_class": entry.get("claim_class"), "protocol_class": entry.get("protocol_class"),
              "archive_id": entry.get("archive_id"), "simulated": bool(entry.get("simulated"))}]
 
@@ -131,8 +154,10 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     Keys: ``what`` (counts of archives, formal matrices, screens, sweeps, simulated and measured
     archives, campaign names, claim and protocol classes, historical entries or None without a ledger),
     ``where`` (backends, distinct services, hosts), ``key_numbers`` (one row per number: subject,
-    quantity, value, unit, detail, claim and protocol class, archive id, simulated), ``verdicts`` (one
-    per ABBA screen: verdict, ratio/drift/spread in percent, separation), ``statuses`` (archive status ->
+    quantity, value, unit, detail naming the archive, claim and protocol class, archive id, simulated;
+    valid archives only), ``verdicts`` (one per valid ABBA screen: verdict, ratio/drift/spread in
+    percent, separation), ``superseded`` (archives a resumed run superseded or marked invalid: id,
+    campaign, status, superseded_by, label; none of their values is a key number), ``statuses`` (archive status ->
     count), ``findings`` (severity -> count, and ``source``), ``oracles`` (checks, failed, and counts
     before/after measurement).
     """
@@ -153,8 +178,11 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "protocol_classes": _sorted_set([a.get("protocol_class") for a in archives]),
         "historical_entries": None if historical is None else len(historical),
     }
-    numbers = [n for e in formal for n in _formal_numbers(e, findings)]
-    numbers += [n for e in sweeps for n in _sweep_numbers(e)]
+    numbers = [n for e in formal if is_valid(e) for n in _formal_numbers(e, findings)]
+    numbers += [n for e in sweeps if is_valid(e) for n in _sweep_numbers(e)]
+    superseded = [{"archive_id": a.get("archive_id"), "campaign": a.get("campaign"), "status": a.get("status"),
+                   "superseded_by": a.get("superseded_by"), "label": superseded_text(a)}
+                  for a in archives if not is_valid(a)]
     statuses: dict[str, int] = {}
     for a in archives:
         statuses[str(a.get("status"))] = statuses.get(str(a.get("status")), 0) + 1
@@ -163,7 +191,8 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "what": what,
         "where": _where(snapshot),
         "key_numbers": numbers,
-        "verdicts": [_verdict(e) for e in screens],
+        "verdicts": [_verdict(e) for e in screens if is_valid(e)],
+        "superseded": superseded,
         "statuses": dict(sorted(statuses.items())),
         "findings": counts | {"total": len(findings), "source": snapshot.get("findings_source")},
         "oracles": {"checks": len(oracles), "failed": sum(1 for o in oracles if not o.get("passed")),
@@ -213,6 +242,13 @@ def describe(snapshot: Mapping[str, Any]) -> list[str]:
                    f"{count_noun(what['measured'], 'is', 'are')} measured (backends {backends}); they are never mixed.")
     elif what["archives"]:
         out.append(f"Every archive was measured on a live service (backends {backends}).")
+    if card["superseded"]:
+        listed = "; ".join(f"{x['archive_id']} ({x['campaign']}, {x['status']}) {x['label']}"
+                           for x in card["superseded"])
+        out.append(f"{count_noun(len(card['superseded']), 'archive was', 'archives were')} superseded by a resumed "
+                   f"run and {'is' if len(card['superseded']) == 1 else 'are'} not a result (the successor carries "
+                   f"the records; no key number comes from {'it' if len(card['superseded']) == 1 else 'them'}): "
+                   f"{listed}.")
     if what["historical_entries"]:
         out.append(f"The historical ledger adds {count_noun(what['historical_entries'], 'entry', 'entries')} "
                    "measured elsewhere, shown apart with their original protocol labels.")

@@ -54,9 +54,9 @@ _ENVIRONMENT = {"synthetic": True, "hostname": "synthetic-host", "machine": "x86
                 "gpus": {"source": "synthetic", "devices": [{"index": 0, "memory_total_bytes": 150_000_000_000}]}}
 
 
-def _finish(writer: ArchiveWriter, run: dict[str, Any]) -> Archive:
+def _finish(writer: ArchiveWriter, run: dict[str, Any], status: str = "complete") -> Archive:
     block = RunBlock.model_validate({"run_token": "synthetic"} | run)
-    return open_archive(writer.finalize(status="complete", run=block))
+    return open_archive(writer.finalize(status=status, run=block))
 
 
 def _with_latency(cell: CellResult) -> CellResult:
@@ -75,12 +75,16 @@ def _with_latency(cell: CellResult) -> CellResult:
     return replace(cell, latency=lat)
 
 
-def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix", seed: int = 0,
+def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix", seed: int = 0,  # noqa: PLR0913 - test data knobs
                          tiers: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), rounds: int = 3,
                          created_wall: str = "2026-11-29T12:00:00+0000", memory_devices: int = 0,
                          memory_samples: int = 0, oracles: bool = False,
-                         failed_round: tuple[str, int, int] | None = None) -> Archive:
+                         failed_round: tuple[str, int, int] | None = None, rate_scale: float = 1.0,
+                         archive_status: str = "complete", resumed_from: str | None = None) -> Archive:
     """A finalized formal-matrix archive with prefill and decode cells for ``tiers``.
+
+    ``rate_scale`` multiplies every rate (an interrupted run's lower numbers); ``archive_status`` is the
+    archive's status and ``resumed_from`` the id of the archive this run resumed (which it supersedes).
 
     ``failed_round=(workload, concurrency, round_index)`` marks that round ``failed`` (kept, out of
     the median). ``memory_devices``/``memory_samples`` add a ``memory.parquet``; ``oracles`` adds an
@@ -95,7 +99,7 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
             cells_spec.append((cid, wl, c))
             base = PAPER_PREFILL[c] if wl == "prefill" else PAPER_RESIDENT[c]
             for k in range(rounds):
-                rate = float(base * (1 + rng.normal(0, 0.004)))
+                rate = float(base * rate_scale * (1 + rng.normal(0, 0.004)))
                 secs = 30.0 + k
                 http = float((PAPER_HTTP[c] if wl == "decode" else 1.0 * c) * (1 + rng.normal(0, 0.004)))
                 status = "failed" if failed_round == (wl, c, k) else "ok"
@@ -138,8 +142,8 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
              "output_hash16": "6f41fe2f01d52507", "first_divergence": None} for when in ("before", "after")]})
     run = {"campaign": campaign, "kind": "formal-matrix", "claim_class": "native-ar", "protocol_class": "formal",
            "backend": "sim", "created_wall": created_wall, "labels": ["simulated", "synthetic"],
-           "service_name": "synthetic", "error": None}
-    return _finish(w, run)
+           "service_name": "synthetic", "error": None, "resumed_from": resumed_from}
+    return _finish(w, run, archive_status)
 
 
 def write_abba_archive(workspace: Path, *, campaign: str = "synthetic-abba", seed: int = 0,

@@ -53,7 +53,7 @@ from harness.run.session import (
 )
 from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
-from harness.service.manager import RunningService
+from harness.service.manager import RunningService, check_port_free, port_field
 from harness.service.memory import MemorySampler
 from harness.store.archive import Archive, ArchiveWriter, already_resumed, open_verified, resumed_by
 from harness.store.runblock import RunBlock
@@ -197,6 +197,7 @@ def prepare_campaign(loaded: LoadedSpec, workspace: Path, resume: Archive | None
     state = _resume_state(resume, plan) if resume is not None else _State()
     texts = prompt_texts(spec.service)
     openai_options(spec.service)  # a missing tokenizer is refused before anything starts
+    check_port_free(spec.service, port_field(loaded.source))  # a taken port: refused before the archive opens
     return CampaignInputs(loaded, spec, corpora, sentinels, plan, governance, resume, state, texts)
 
 

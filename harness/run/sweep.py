@@ -52,6 +52,7 @@ from harness.run.session import (
     storage_error,
 )
 from harness.service.identity import identity_hash
+from harness.service.manager import check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 
@@ -309,5 +310,6 @@ def run_sweep(spec_path: Path, workspace: Path, *, reporter: Reporter = silent) 
     spec = spec.model_copy(update={"oracles": [str((spec_path.parent / p).resolve()) if not Path(p).is_absolute()
                                                else p for p in spec.oracles]})
     corpus = load_corpus(corpus_path)
+    check_port_free(spec.service, port_field(spec_path))  # a taken port: refused before the archive opens
     return SweepRunner(spec, corpus, workspace, raw=spec_path.read_bytes(), source=str(spec_path),
                        reporter=reporter).run()

@@ -8,6 +8,8 @@ compares that configuration with the profile (pure) so a mismatch refuses the ru
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import IdentityMismatch, ServerUnreachable, ServiceDied, ServiceError
+from harness.formats import read_yaml
 from harness.inputs.spec import ClaimClass, ServiceProfile
 from harness.service.command import (
     WITNESS_ENV,
@@ -127,6 +130,42 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def port_field(spec_path: Path | None) -> str:
+    """Where the spec at ``spec_path`` sets its service's port, for an error message: ``'service.port'
+    in SPEC``, or the profile file that the spec's ``service`` names."""
+    where = str(spec_path) if spec_path is not None else "the spec"
+    if spec_path is not None:
+        with contextlib.suppress(Exception):  # only words for a message: the spec was validated already
+            data = read_yaml(spec_path)
+            if isinstance(data, dict) and isinstance(data.get("service"), str):
+                return f"'port' in the service profile {data['service']} (named by 'service' in {where})"
+    return f"'service.port' in {where}"
+
+
+def check_port_free(profile: ServiceProfile, field: str) -> None:
+    """Refuse a service whose fixed ``port`` is already taken on its host, before anything is written
+    (no archive, no ledger rows for a service that would never start). ``field`` names where the
+    spec set the port (e.g. ``'service.port' in spec.yaml``). An attached service, port 0 or none
+    (a free one is picked), or a host this machine cannot bind (a remote node) is left to the launch."""
+    if profile.backend == "attach" or not profile.port:
+        return
+    try:
+        family, _, _, _, addr = socket.getaddrinfo(profile.host, profile.port, type=socket.SOCK_STREAM)[0]
+    except OSError:
+        return
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no clash
+        try:
+            probe.bind(addr)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return
+            raise ServiceError(
+                f"port {profile.host}:{profile.port} is already in use (set by {field})",
+                hint=f"pick another port there, set it to 0 (or leave it out) to have a free one picked, or "
+                     f"stop the process using port {profile.port}") from None
 
 
 def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:

@@ -78,6 +78,7 @@ class SimServer:
         )
         self._server_fault: Fault | None = parse_fault(options.fault) if options.fault else None
         self._generate_count = 0
+        self._clients_gone = 0  # streams whose client went away before the end (``sim_clients_gone``)
         self._ready = False
         self._stopped = False
         self._created = int(time.time())
@@ -222,6 +223,11 @@ class SimServer:
             if not req.finished:
                 self.scheduler.abort(req.rid)
 
+    def _client_gone(self) -> None:
+        """Count a stream whose client closed the connection before its end: a normal end, never an
+        error (no traceback in the log); ``/server_info`` reports the count as ``sim_clients_gone``."""
+        self._clients_gone += 1
+
     def _request(self, params: GenerateParams, arrival: float) -> SimRequest:
         return SimRequest(
             rid=params.rid or uuid.uuid4().hex,
@@ -270,8 +276,8 @@ class SimServer:
                     break
             await resp.write(DONE_EVENT)
             await resp.write_eof()
-        except ConnectionResetError:
-            pass
+        except ConnectionResetError:  # the client went away: a normal end of the request, counted
+            self._client_gone()
         finally:
             if not req.finished:
                 self.scheduler.abort(req.rid)
@@ -279,10 +285,10 @@ class SimServer:
 
     async def _stream(self, request: web.Request, req: SimRequest, fault: Fault | None) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
         enc = EventEncoder(req.rid, self.options.stream_mode, req.prompt_len)
         events = 0
         try:
+            await resp.prepare(request)  # the client may be gone already (aiohttp's ClientConnectionResetError)
             while True:
                 chunk = await req.queue.get()
                 if fault is None and events >= 1 and req.sink is None and chunk.finish is None and req.queue.empty():
@@ -313,7 +319,8 @@ class SimServer:
                     break
             await resp.write(DONE_EVENT)
             await resp.write_eof()
-        except ConnectionResetError:
+        except ConnectionResetError:  # the client went away: a normal end of the request, counted
+            self._client_gone()
             self.scheduler.abort(req.rid)
         return resp
 
@@ -346,6 +353,7 @@ class SimServer:
 
     async def _server_info(self, request: web.Request) -> web.Response:
         info = server_info(self.options, self.scheduler, self._generate_count, self.port)
+        info["internal_states"][0]["sim_clients_gone"] = self._clients_gone  # this process's count
         if self.grid_step_s is not None:
             info["dsv4h_simulator"]["grid_step_s"] = self.grid_step_s
             info["internal_states"][0]["sim_grid_t0_ns"] = self.options.grid_t0_ns

@@ -216,9 +216,9 @@ def test_cache_salt() -> None:
 def test_shipped_corpora(name: str, n_cases: int, lo: int, hi: int, tokenizer: str) -> None:
     path = CORPORA / name
     assert verify_corpus(path) == []
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # the work done, not the wall time a busy machine stretches
     c = load_corpus(path)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     assert c.name == name and len(c) == n_cases and c.token_range == (lo, hi)
     assert [x.case_id for x in c.cases] == [f"c{i:03d}" for i in range(n_cases)]
     assert all(lo <= x.n_tokens <= hi for x in c.cases)

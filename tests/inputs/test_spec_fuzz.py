@@ -122,7 +122,7 @@ def _valid_plan(plan: Plan) -> None:
 def test_mutated_specs_give_clean_errors_or_valid_plans(tmp_path_factory: Any, text: str) -> None:
     path = tmp_path_factory.mktemp("fuzz") / "spec.yaml"
     path.write_text(text, encoding="utf-8")
-    t = time.monotonic()
+    t = time.process_time()  # CPU work: a busy machine stretches only the wall time
     try:
         loaded = load_spec(path)
         if not isinstance(loaded.spec, AbbaSpec):
@@ -132,7 +132,7 @@ def test_mutated_specs_give_clean_errors_or_valid_plans(tmp_path_factory: Any, t
     else:
         err = None
     assert err is None or (err.message and err.exit_code in (2, 3, 8))
-    assert time.monotonic() - t < 5.0, "loading and planning must stay fast"
+    assert time.process_time() - t < 5.0, "loading and planning must stay fast"
 
 
 @st.composite
@@ -159,7 +159,7 @@ def numeric_specs(draw: st.DrawFn) -> str:
 def test_specs_at_their_limits_plan_quickly(tmp_path_factory: Any, text: str) -> None:
     path = tmp_path_factory.mktemp("edge") / "spec.yaml"
     path.write_text(text, encoding="utf-8")
-    t = time.monotonic()
+    t = time.process_time()  # CPU work: a busy machine stretches only the wall time
     try:
         loaded = load_spec(path)
         assert not isinstance(loaded.spec, AbbaSpec)
@@ -169,4 +169,4 @@ def test_specs_at_their_limits_plan_quickly(tmp_path_factory: Any, text: str) ->
     else:
         err = None
     assert err is None or (err.exit_code == 2 and ("than or equal" in err.message or "tier" in err.message))
-    assert time.monotonic() - t < 5.0
+    assert time.process_time() - t < 5.0

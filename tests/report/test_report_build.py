@@ -17,6 +17,7 @@ from harness.report.build import build_from_snapshot, build_report, build_time_n
 from harness.report.collect import collect, evidence_checker
 from harness.report.config import ReportConfig, Selection
 from harness.report.render import normalize_build_time
+from harness.report.snapshot import SNAPSHOT_FORMAT_VERSION
 
 runner = CliRunner()
 
@@ -29,7 +30,7 @@ def test_outputs_and_snapshot_contents(built: tuple[Path, dict[str, str], Path])
                  "historical"):
         assert {f"figures/{stem}.{ext}" for ext in ("png", "svg", "pdf")} <= names
     snap = json.loads((out / "results.json").read_text())
-    assert snap["snapshot_format_version"] == 2
+    assert snap["snapshot_format_version"] == SNAPSHOT_FORMAT_VERSION
     assert {a["archive_id"] for a in snap["archives"]} == set(ids.values())
     manifest = (ws / "archives" / ids["f1"] / "manifest.json").read_bytes()
     import hashlib

@@ -68,12 +68,15 @@ def test_summary_card_key_numbers_verdicts_and_counts() -> None:
     # C64 decode (1327.10) carries a blocking finding on one of its rounds: the best usable cell is C32
     assert (decode["quantity"], decode["value"], decode["unit"]) == ("best resident decode cell median", 1041.78,
                                                                      "output tok/s")
-    assert decode["detail"] == "C32, median of 3 ok rounds; 1 cell with a blocking finding left out"
+    assert decode["detail"] == ("archive ffffffffffffffff; C32, median of 3 ok rounds; 1 cell with a blocking finding "
+                                "left out")
     assert (decode["claim_class"], decode["protocol_class"], decode["archive_id"]) == ("native-ar", "formal", "f" * 16)
-    assert (prefill["value"], prefill["detail"]) == (10413.87, "C16, median of 3 ok rounds")  # NaN C64 ignored
+    assert prefill["value"] == 10413.87  # NaN C64 ignored
+    assert prefill["detail"] == "archive ffffffffffffffff; C16, median of 3 ok rounds"
     assert (knee["value"], knee["unit"], knee["protocol_class"], knee["simulated"]) == (3.96, "req/s", "rate-sweep",
                                                                                          True)
-    assert knee["detail"] == "offered 4 req/s; SLO TTFT <= 1000 ms, TPOT <= 50 ms"
+    assert knee["detail"] == ("archive 5555555555555555; offered 4 req/s; "
+                              "SLO TTFT <= 1000 ms, TPOT <= 50 ms")
     (verdict,) = card["verdicts"]
     assert (verdict["verdict"], verdict["ratio_pct"], verdict["drift_pct"], verdict["spread_pct"]) == (
         "faster", 10.769, -0.25, 0.4)

@@ -9,6 +9,7 @@ import pytest
 
 from harness.errors import SpecError
 from harness.inputs.spec import AbbaSpec, loaded_abba
+from harness.measure.abba import NOISE_MULTIPLE
 from harness.run.abba import run_abba
 from harness.store.archive import verify_archive
 
@@ -35,9 +36,14 @@ def test_known_ten_percent_candidate(tmp_path: Path) -> None:
     out = run_abba(loaded_abba(spec(1 / 1.1), REPO), tmp_path)
     r = out.result
     assert out.status == "complete"
-    band = max(abs(r.drift_pct), abs(r.spread_pct)) + 1.5
-    assert abs(r.ratio_pct - 10.0) <= band, (r.ratio_pct, r.drift_pct, r.spread_pct)
-    assert r.verdict == "faster"
+    noise = max(abs(r.drift_pct), abs(r.spread_pct))
+    assert abs(r.ratio_pct - 10.0) <= noise + 1.5, (r.ratio_pct, r.drift_pct, r.spread_pct)
+    # The known gain is claimed, unless the legs' own drift/spread (a busy machine) is large enough
+    # that the rule must withhold the claim; it is never reported as no gain or a loss.
+    if noise * NOISE_MULTIPLE < abs(r.ratio_pct):
+        assert r.verdict == "faster", (r.verdict, r.reason)
+    else:
+        assert r.verdict == "inconclusive", (r.verdict, r.reason)
     # A1 and A2 are different processes; B1 and B2 share one
     pids = {leg: s["pid"] for leg, s in out.leg_services.items()}
     assert pids["A1"] != pids["A2"] and pids["B1"] == pids["B2"]

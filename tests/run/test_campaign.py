@@ -197,3 +197,28 @@ def test_closed_direction_refused_and_plan_labels(tmp_path: Path) -> None:
     plan.write_text("changed after the freeze\n")
     out2 = run_campaign(write_spec(tmp_path, pre, "pre2.yaml"), ws)
     assert "exploratory" in out2.archive.manifest["run"]["labels"]
+
+
+def test_port_in_use_names_port_and_field_and_leaves_no_archive(tmp_path: Path) -> None:
+    """A service port that is taken: one error naming host:port and the spec field, a hint, no
+    asyncio noise, no results table, no archive (partial or final) and no ledger rows."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        spec = write_spec(tmp_path, SPEC.replace("startup_timeout_s: 60}", f"startup_timeout_s: 60, port: {port}}}"))
+        ws = tmp_path / "ws"
+        proc = subprocess.run([sys.executable, "-m", "harness.cli", "campaign", "run", str(spec), "-w", str(ws)],
+                              capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    assert f"127.0.0.1:{port}" in errors[0] and "'service.port'" in errors[0], errors[0]
+    assert "hint:" in proc.stderr and "stop the process" in proc.stderr
+    assert "Task was destroyed" not in proc.stdout + proc.stderr
+    assert "--resume" not in proc.stdout + proc.stderr
+    assert "Resident" not in proc.stdout  # no (empty) results table
+    assert not (ws / "archives").exists() or list((ws / "archives").iterdir()) == []
+    assert not ws.exists() or list(ws.rglob("*.parquet")) == []  # no ledger rows

@@ -43,11 +43,20 @@ def test_usage_per_chunk_is_exact_and_matches_the_model(tmp_path: Path) -> None:
     assert recs and {r.count_method for r in recs} == {"usage-per-chunk"}
     assert all(r.completion_tokens == 48 and int(r.event_tokens[-1]) == 48 for r in recs)
     prof = get_profile("fast")
+    # waves the run itself flags as timed on a machine that fell behind (the simulator late, the
+    # client's loop bound or lagging): there a lower rate is the machine's, not the counting's
+    flagged = {w for f in out.findings if f.rule in ("sim-lateness", "client-bound", "client-lag") for w in f.rows}
     for cell in out.results.cells:
         assert cell.status == "complete"
         # the client's counts come from the server's usage: the resident rate is the model's
-        # (the generous band covers a busy 2-core CI machine; the native-path test is the tight one)
-        assert cell.median == pytest.approx(analytic_decode_rate(prof, cell.concurrency), rel=0.10)
+        # (the band covers a quiet 2-core CI machine; the native-path test is the tight one) ...
+        want = analytic_decode_rate(prof, cell.concurrency)
+        waves = {r.wave_id for r in recs if r.cell_id == cell.cell_id}
+        if waves & flagged:
+            # ... a busy machine only slows the waves it flags: counts never inflate a rate
+            assert 0 < cell.median <= 1.10 * want, (cell.cell_id, cell.median, want)
+        else:
+            assert cell.median == pytest.approx(want, rel=0.10), (cell.cell_id, sorted(flagged))
 
 
 @pytest.mark.slow

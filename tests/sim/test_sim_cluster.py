@@ -111,9 +111,12 @@ def test_two_processes_share_one_step_grid_and_report_all_counters() -> None:
     assert total["sim_generate_requests"] == 8
     assert total["sim_late_steps"] == sum(r["sim_late_steps"] for r in rows)
     t0, step = int(total["sim_grid_t0_ns"]), 20_000_000
-    # every event leaves in the first half of a step after its grid instant, whichever process wrote it
+    # every event leaves in the first half of a step after its grid instant, whichever process wrote it;
+    # on a busy machine an event may leave later only in a step the servers report late (a step emits
+    # at most one event per running request: 8 here)
     phases = [(int(ev["meta_info"]["sim_emit_ns"]) - t0) % step for st in streams for ev in st.events]
-    assert max(phases) < step // 2, max(phases)
+    off_grid = sum(p >= step // 2 for p in phases)
+    assert off_grid <= 8 * int(total["sim_late_steps"]), (off_grid, total["sim_late_steps"], max(phases))
 
 
 

@@ -9,11 +9,22 @@ bursting, and a rate is also accepted after discounting exactly that reported lo
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import aiohttp
 import pytest
-from sim_helpers import prompt, resident_rate, run, session, spawned, stream, token_timeline
+from sim_helpers import (
+    Stream,
+    parse_sse,
+    prompt,
+    resident_rate,
+    run,
+    session,
+    spawned,
+    stream,
+    token_timeline,
+)
 
 from harness.sim import analytic_decode_rate, analytic_prefill_rate, get_profile
 from harness.sim.batching import prefill_forward_s
@@ -36,6 +47,17 @@ async def _wave(s: aiohttp.ClientSession, concurrency: int, max_new: int) -> tup
     assert all(st.done and st.meta["completion_tokens"] == max_new for st in streams)
     rate, window = resident_rate([token_timeline(st.events) for st in streams])
     return rate, window, lost
+
+
+async def _post(s: aiohttp.ClientSession, body: bytes) -> Stream:
+    """POST an already encoded streaming ``/generate`` body and read the whole response."""
+    async with s.post("/generate", data=body, headers={"Content-Type": "application/json"}) as resp:
+        raw = await resp.read()
+        status = resp.status
+    if status != 200 or not raw.startswith(b"data: "):
+        return Stream(status, [], False, raw)
+    events, done = parse_sse(raw)
+    return Stream(status, events, done, raw)
 
 
 def _check(rate: float, window: float, lost: float, want: float, label: str) -> None:
@@ -83,26 +105,45 @@ def test_prefill_rate_matches_model() -> None:
     Server side (model timing): with 8 prompts the first tokens come in two groups of 4 (chunk budget 32768),
     one 32768-token forward apart.  Client side (GUIDE formula, prompt tokens / first send to last
     first token): within 5% of ``analytic_prefill_rate``, the rest being HTTP and JSON overhead.
+    On a busy machine the server reports the model time it lost; the rate is then judged after
+    discounting exactly that loss, and the grouping bounds widen by it (as ``_check`` does).
     """
     prof = get_profile("paper-tp8")
     scale = 0.25
 
-    async def body(url: str, n: int) -> tuple[float, list[int]]:
+    async def body(url: str, n: int, attempt: int) -> tuple[float, list[int], float, float]:
         async with session(url) as s:
-            payloads = [{"input_ids": prompt(8192, seed=i), "cache_salt": f"fresh-{n}-{i}",
-                         "sampling_params": {"max_new_tokens": 1}} for i in range(n)]
+            # encoded before the clock starts: the client's JSON work is not the server's prefill
+            bodies = [json.dumps({"input_ids": prompt(8192, seed=i), "cache_salt": f"fresh-{n}-{attempt}-{i}",
+                                  "sampling_params": {"max_new_tokens": 1}, "stream": True}).encode()
+                      for i in range(n)]
+            lost0 = await _lost(s)
             t0 = time.perf_counter_ns()
-            streams = await asyncio.gather(*(stream(s, p) for p in payloads))
-        assert all(st.meta["cached_tokens"] == 0 for st in streams)
+            streams = await asyncio.gather(*(_post(s, b) for b in bodies))
+            lost = await _lost(s) - lost0
+        assert all(st.status == 200 and st.meta["cached_tokens"] == 0 for st in streams)
         firsts = sorted(int(st.events[0]["meta_info"]["sim_emit_ns"]) for st in streams)
-        return n * 8192 / ((firsts[-1] - t0) / 1e9), firsts
+        window = (firsts[-1] - t0) / 1e9
+        return n * 8192 / window, firsts, window, lost
 
     with spawned("--profile", "paper-tp8", "--time-scale", str(scale)) as (_, url):
         for n in (1, 2, 8):
-            got, firsts = run(body(url, n))
             want = analytic_prefill_rate(prof, n, 8192, time_scale=scale)
-            assert abs(got / want - 1) < 0.05, (n, got, want)
+            # A busy machine only adds time (to the client's send, the server's parse, the stream's
+            # read): the best of three attempts with fresh salts estimates the rate, and no attempt
+            # may beat the model.
+            tries = [run(body(url, n, a)) for a in range(3)]
+            assert all(t[0] < 1.05 * want for t in tries), (n, [t[0] for t in tries], want)
+            got, firsts, window, lost = max(tries, key=lambda t: t[0])
+            if abs(got / want - 1) < 0.05:
+                continue
+            assert lost > 0, f"n={n}: {got:.0f} tok/s vs model {want:.0f} and the server reports no lateness"
+            if lost > 0.2 * window:
+                pytest.skip(f"machine too loaded: n={n} lost {lost:.3f} s of a {window:.3f} s window")
+            corrected = n * 8192 / (window - lost)
+            assert abs(corrected / want - 1) < 0.05, (n, got, corrected, want, lost, window)
     forward = prefill_forward_s(prof, 32768, time_scale=scale)
-    assert (firsts[-1] - firsts[0]) / 1e9 == pytest.approx(forward, rel=0.03)
-    assert firsts[3] - firsts[0] < 0.05 * forward * 1e9
-    assert firsts[7] - firsts[4] < 0.05 * forward * 1e9
+    slack = lost * 1e9  # the model time the server reports it lost in the last (n=8) batch
+    assert abs((firsts[-1] - firsts[0]) / 1e9 - forward) <= 0.03 * forward + lost, (firsts, forward, lost)
+    assert firsts[3] - firsts[0] < 0.05 * forward * 1e9 + slack
+    assert firsts[7] - firsts[4] < 0.05 * forward * 1e9 + slack
