@@ -43,7 +43,12 @@ def test_workers_merge_records_in_order() -> None:
         assert [r.rid for r in recs] == [f"r{i}" for i in range(6)]
         assert all(r.error is None and int(r.event_tokens[-1]) == 12 for r in recs)
         assert all(r.concurrency == 6 for r in recs)
-        assert check is not None and check["workers"] == 2 and 0 <= check["send_skew_s"] < 0.05
+        # the workers start together: every request is sent before the shortest one ends, so the wave
+        # has a common resident window (a bound relative to the wave itself, which a busy machine
+        # stretches alike, not a wall-clock constant)
+        shortest_s = min((r.done_ns - r.send_ns) / 1e9 for r in recs)
+        assert check is not None and check["workers"] == 2 and 0 <= check["send_skew_s"] < shortest_s, \
+            (check["send_skew_s"], shortest_s)
         assert check["loop_lag_p99_s"] is not None and len(check["worker_pids"]) == 2
 
     with running_simulator(profile="fast") as url:
