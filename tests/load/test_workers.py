@@ -47,8 +47,8 @@ def test_workers_merge_records_in_order() -> None:
         # has a common resident window (a bound relative to the wave itself, which a busy machine
         # stretches alike, not a wall-clock constant)
         shortest_s = min((r.done_ns - r.send_ns) / 1e9 for r in recs)
-        assert check is not None and check["workers"] == 2 and 0 <= check["send_skew_s"] < shortest_s, \
-            (check["send_skew_s"], shortest_s)
+        assert check is not None and check["workers"] == 2
+        assert 0 <= check["send_skew_s"] < shortest_s, (check["send_skew_s"], shortest_s)
         assert check["loop_lag_p99_s"] is not None and len(check["worker_pids"]) == 2
 
     with running_simulator(profile="fast") as url:

@@ -78,7 +78,13 @@ def parse_sse(raw: bytes) -> tuple[list[dict[str, Any]], bool]:
 
 async def stream(session: aiohttp.ClientSession, payload: dict[str, Any]) -> Stream:
     """POST a streaming ``/generate`` and read the whole response."""
-    async with session.post("/generate", json={**payload, "stream": True}) as resp:
+    return await stream_encoded(session, json.dumps({**payload, "stream": True}).encode())
+
+
+async def stream_encoded(session: aiohttp.ClientSession, body: bytes) -> Stream:
+    """POST an already encoded streaming ``/generate`` body (encoded before a clock starts) and read
+    the whole response."""
+    async with session.post("/generate", data=body, headers={"Content-Type": "application/json"}) as resp:
         raw = await resp.read()
         status = resp.status
     if status != 200 or not raw.startswith(b"data: "):

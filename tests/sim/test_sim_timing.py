@@ -15,14 +15,13 @@ import time
 import aiohttp
 import pytest
 from sim_helpers import (
-    Stream,
-    parse_sse,
     prompt,
     resident_rate,
     run,
     session,
     spawned,
     stream,
+    stream_encoded,
     token_timeline,
 )
 
@@ -47,17 +46,6 @@ async def _wave(s: aiohttp.ClientSession, concurrency: int, max_new: int) -> tup
     assert all(st.done and st.meta["completion_tokens"] == max_new for st in streams)
     rate, window = resident_rate([token_timeline(st.events) for st in streams])
     return rate, window, lost
-
-
-async def _post(s: aiohttp.ClientSession, body: bytes) -> Stream:
-    """POST an already encoded streaming ``/generate`` body and read the whole response."""
-    async with s.post("/generate", data=body, headers={"Content-Type": "application/json"}) as resp:
-        raw = await resp.read()
-        status = resp.status
-    if status != 200 or not raw.startswith(b"data: "):
-        return Stream(status, [], False, raw)
-    events, done = parse_sse(raw)
-    return Stream(status, events, done, raw)
 
 
 def _check(rate: float, window: float, lost: float, want: float, label: str) -> None:
@@ -119,7 +107,7 @@ def test_prefill_rate_matches_model() -> None:
                       for i in range(n)]
             lost0 = await _lost(s)
             t0 = time.perf_counter_ns()
-            streams = await asyncio.gather(*(_post(s, b) for b in bodies))
+            streams = await asyncio.gather(*(stream_encoded(s, b) for b in bodies))
             lost = await _lost(s) - lost0
         assert all(st.status == 200 and st.meta["cached_tokens"] == 0 for st in streams)
         firsts = sorted(int(st.events[0]["meta_info"]["sim_emit_ns"]) for st in streams)
