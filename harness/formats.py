@@ -323,3 +323,51 @@ def atomic_write_dir(out_dir: Path, files: Mapping[str, bytes], *, overwrite: bo
         raise
     fsync_dir(out_dir.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+# --- reading files handed to us (another host's, a peer tool's, a dataset) ------------------------------
+
+
+class UnreadableFile(ValueError):
+    """A file refused before its content is read: not a regular file, or over the size limit."""
+
+
+def file_kind(mode: int) -> str:
+    """What a stat mode is, in words (for a refusal)."""
+    import stat
+
+    return "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+        "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a symlink" if stat.S_ISLNK(mode) else \
+        "a regular file" if stat.S_ISREG(mode) else "a special file"
+
+
+def open_regular(path: Path, max_bytes: int, *, follow_symlinks: bool = True) -> int:
+    """A read-only descriptor of ``path`` once the opened file is a regular file of at most
+    ``max_bytes`` (``UnreadableFile`` naming what it is, or its size, otherwise; the descriptor is
+    closed then). Opened non-blocking, so a FIFO without a writer never hangs the caller; with
+    ``follow_symlinks=False`` a symlink is refused by the open itself (``OSError``)."""
+    import stat
+
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(f"not a regular file ({file_kind(st.st_mode)})")
+        if st.st_size > max_bytes:
+            raise UnreadableFile(f"{st.st_size} bytes, more than the {max_bytes} accepted")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path, max_bytes: int, *, follow_symlinks: bool = True) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (:func:`open_regular`); a file that grows
+    past the limit while read is ``UnreadableFile`` too."""
+    fd = open_regular(path, max_bytes, follow_symlinks=follow_symlinks)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UnreadableFile(f"more than the {max_bytes} bytes accepted (it grew while read)")
+    return data

@@ -132,3 +132,28 @@ def test_json_safe_known_answers() -> None:
     when = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
     assert json_safe({"a": float("nan"), 1: (float("inf"), 2.5), "t": when, "n": [None, "x"]}) == \
         {"a": None, "1": [None, 2.5], "t": "2026-12-01T02:00:00+00:00", "n": [None, "x"]}
+
+
+def test_read_regular_refuses_what_is_not_a_plain_file(tmp_path: Path) -> None:
+    """A FIFO (without a writer: no hang), a directory, a file over the limit and, when links are not
+    followed, a symlink are refused before any content is read."""
+    import os
+
+    from harness.formats import UnreadableFile, read_regular
+
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"abc")
+    assert read_regular(plain, 3) == b"abc"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UnreadableFile, match=r"not a regular file \(a FIFO\)"):
+        read_regular(fifo, 10)
+    with pytest.raises(UnreadableFile, match=r"not a regular file \(a directory\)"):
+        read_regular(tmp_path, 10)
+    with pytest.raises(UnreadableFile, match="3 bytes, more than the 2 accepted"):
+        read_regular(plain, 2)
+    link = tmp_path / "link"
+    link.symlink_to(plain)
+    assert read_regular(link, 3) == b"abc"
+    with pytest.raises(OSError):
+        read_regular(link, 3, follow_symlinks=False)

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import CorpusError
+from harness.formats import UnreadableFile, read_regular
 from harness.hashing import ids_sha256, sha256_file, sha256_json
 from harness.inputs.corpus import FORMAT_VERSION, Corpus, load_corpus
 from harness.inputs.corpus_write import case_id_for, encode_case_line, history_steps, write_corpus
@@ -154,34 +153,21 @@ MAX_SHAREGPT_BYTES = 256 << 20  # per file: read and parsed whole; --max-bytes r
 
 
 def _read_regular(path: Path, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes``; a FIFO, a device or a directory is refused
-    before it is read (opened non-blocking, so a FIFO without a writer does not hang the import)."""
+    """The bytes of a regular file of at most ``max_bytes`` (``formats.read_regular``: a FIFO, a device
+    or a directory is refused before it is read, and a FIFO without a writer does not hang)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_regular(path, max_bytes)
+    except UnreadableFile as exc:
+        if str(exc).startswith("not a regular file"):
+            raise CorpusError(f"{path}: {exc}; a ShareGPT file is read whole",
+                              hint="pass the JSON file itself (copy a stream to a file first)") from None
+        raise CorpusError(f"{path}: over the ShareGPT import limit of {max_bytes} bytes ({exc}; the file is "
+                          "parsed whole, several times its size in memory)",
+                          hint="raise the limit with --max-bytes if this machine has the memory, or split "
+                          "the file") from None
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read a ShareGPT JSON file: {exc.strerror or exc}",
                           hint="pass a JSON list of {id, conversations: [{from, value}]}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
-                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
-            raise CorpusError(f"{path}: not a regular file ({what}); a ShareGPT file is read whole",
-                              hint="pass the JSON file itself (copy a stream to a file first)")
-        size = os.fstat(fd).st_size
-        if size > max_bytes:
-            raise CorpusError(f"{path}: {size} bytes is over the ShareGPT import limit of {max_bytes} bytes "
-                              "(the file is parsed whole, several times its size in memory)",
-                              hint=f"raise the limit with --max-bytes {size} if this machine has the memory, or "
-                              "split the file")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(max_bytes + 1)
-        if len(data) > max_bytes:  # it grew while being read
-            raise CorpusError(f"{path}: grew past the ShareGPT import limit of {max_bytes} bytes while read",
-                              hint="import a file that is not being written")
-        return data
-    finally:
-        os.close(fd)
 
 
 def _conversations(path: Path, max_bytes: int) -> list[dict[str, Any]]:

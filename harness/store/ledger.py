@@ -59,10 +59,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from harness.errors import LedgerError
-from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_dir
+from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_dir, read_regular
 from harness.interrupts import critical, fault_point
 from harness.measure.metrics import flat_list_column, request_timings
-from harness.store.archive import STATE_DIR, Archive, is_archive_id, open_verified, read_regular, resumed_by
+from harness.store.archive import STATE_DIR, Archive, is_archive_id, open_verified, resumed_by
 from harness.store.ledger_layout import (
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
@@ -364,7 +364,7 @@ def successor_of(workspace: Path, archive_id: str) -> str | None:
     marker = ledger_dir(workspace) / RESUMES / archive_id
     if os.path.lexists(marker):
         try:
-            text = read_regular(marker, 64).decode("ascii").strip()
+            text = read_regular(marker, 64, follow_symlinks=False).decode("ascii").strip()
         except (OSError, ValueError) as exc:
             raise LedgerError(f"{marker}: unreadable resume marker: {exc}",
                               hint="move it aside and re-ingest the archive that resumed this one") from None

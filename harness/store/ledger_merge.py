@@ -43,16 +43,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.errors import ArchiveError, LedgerError
-from harness.formats import fsync_dir
-from harness.store.archive import (
-    FOREIGN_MANIFEST_MAX_BYTES,
-    MANIFEST,
-    foreign_archive_problems,
-    is_archive_id,
-    open_archive,
-    read_regular,
-    verify_archive,
-)
+from harness.formats import fsync_dir, read_regular
+from harness.store.archive import MANIFEST, is_archive_id, open_archive, verify_archive
+from harness.store.archive_foreign import FOREIGN_MANIFEST_MAX_BYTES, foreign_archive_problems
 from harness.store.ledger import (
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
@@ -221,7 +214,7 @@ def copy_foreign_archive(workspace: Path, src: Path) -> tuple[Path, bool]:
     final = root / src.name
     if os.path.lexists(final):
         return final, False
-    manifest = json.loads(read_regular(src / MANIFEST, FOREIGN_MANIFEST_MAX_BYTES))
+    manifest = json.loads(read_regular(src / MANIFEST, FOREIGN_MANIFEST_MAX_BYTES, follow_symlinks=False))
     listed = {str(rel): int(meta["bytes"]) for rel, meta in manifest["files"].items()}
     listed[MANIFEST] = FOREIGN_MANIFEST_MAX_BYTES
     tmp = root / f"{MERGE_PREFIX}{secrets.token_hex(6)}"
@@ -262,7 +255,7 @@ def _read_foreign_table(path: Path, limit: int, columns: list[str] | None = None
         raise ValueError("a symlink: never followed (what it points to is not read)")
     if not stat.S_ISREG(st.st_mode):
         raise ValueError("not a regular file; not read")
-    data = read_regular(path, limit)
+    data = read_regular(path, limit, follow_symlinks=False)
     try:
         return pq.read_table(pa.BufferReader(data), columns=columns)
     except (pa.ArrowException, OSError, ValueError, TypeError) as exc:

@@ -58,7 +58,6 @@ import math
 import os
 import secrets
 import shutil
-import stat
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,7 +70,7 @@ import pyarrow.parquet as pq
 import pydantic_core
 
 from harness.errors import ArchiveError
-from harness.formats import fsync_dir
+from harness.formats import UnreadableFile, fsync_dir, open_regular
 from harness.interrupts import fault_point
 from harness.service.environment import clock_anchor
 from harness.store.archive import PARTIAL_PREFIX, Archive, ArchiveWriter, open_archive
@@ -145,18 +144,12 @@ class _Source:
 
     def __init__(self, path: Path, tool: str, max_bytes: int) -> None:
         self.path, self.tool, self.max_bytes = path, tool, max_bytes
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens without a writer
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) \
-                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a file"
-                raise refuse(path, tool, f"not a regular file ({what})")
-            if st.st_size > max_bytes:
-                raise self._too_large(st.st_size)
-        except BaseException:
-            os.close(fd)
-            raise
+            fd = open_regular(path, max_bytes)  # non-blocking: a FIFO opens without a writer, then is refused
+        except UnreadableFile as exc:
+            if str(exc).startswith("not a regular file"):
+                raise refuse(path, tool, str(exc)) from None
+            raise self._too_large(path.stat().st_size) from None
         self.fh: IO[bytes] = os.fdopen(fd, "rb", buffering=_COPY_CHUNK)
         self.sha256 = ""
         self.bytes = 0
