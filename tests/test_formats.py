@@ -155,5 +155,5 @@ def test_read_regular_refuses_what_is_not_a_plain_file(tmp_path: Path) -> None:
     link = tmp_path / "link"
     link.symlink_to(plain)
     assert read_regular(link, 3) == b"abc"
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="symbolic links"):
         read_regular(link, 3, follow_symlinks=False)
