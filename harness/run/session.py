@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from harness.errors import ArchiveError, DsvError, RunInterrupted
 from harness.evidence.findings import Finding
 from harness.evidence.io import apply_findings, check_archive
-from harness.evidence.rules import serves_simulator
+from harness.evidence.rules_client import serves_simulator
 from harness.governance.io import analysis_plan_status, check_direction
 from harness.inputs.spec import AbbaSpec, CampaignSpec, ClaimClass, ServiceProfile
 from harness.inputs.sweep_spec import SweepSpec
