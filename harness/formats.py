@@ -282,11 +282,13 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None, exclusive:
     _publish(tmp, path, exclusive=exclusive)
 
 
-def atomic_write_table(path: Path, table: pa.Table) -> None:
-    """Write a Parquet table (zstd) durably and atomically (module policy)."""
+def atomic_write_table(path: Path, table: pa.Table, *, use_dictionary: bool = True) -> None:
+    """Write a Parquet table (zstd) durably and atomically (module policy). ``use_dictionary=False``
+    for columns of mostly unique values (e.g. float latencies): dictionary pages would only grow the
+    writer's hash tables, about five times the table's size in memory."""
     tmp = _tmp_for(path)
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression="zstd", use_dictionary=use_dictionary)
         with tmp.open("rb+") as fh:
             os.fsync(fh.fileno())
     except BaseException:
