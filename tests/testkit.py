@@ -64,9 +64,10 @@ def tiny_sweep_spec(directory: Path, name: str = "sweep-test") -> Path:
 
 
 def quick_decode_run(directory: Path, name: str, tier: int) -> tuple[Any, Path]:
-    """A short formal matrix on the simulator (profile ``fast``, one decode tier, 3 rounds of 0.2 s
-    resident, 32 tokens), run in process into ``directory/ws``: (the run outcome, the workspace).
-    Asserts that it completed."""
+    """A short formal matrix on the simulator (profile ``fast`` at ``time_scale`` 3: decode steps of
+    15-54 ms, so a busy machine keeps the simulator on its model and the cells valid; one decode tier,
+    3 rounds of 0.2 s resident, 32 tokens), run in process into ``directory/ws``: (the run outcome, the
+    workspace). Asserts that it completed."""
     from harness.run.campaign import run_campaign
 
     root = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ def quick_decode_run(directory: Path, name: str, tier: int) -> tuple[Any, Path]:
     spec.write_text(f"""
 name: {name}
 claim_class: native-ar
-service: {{backend: sim, sim: {{profile: fast}}, startup_timeout_s: 60}}
+service: {{backend: sim, sim: {{profile: fast, time_scale: 3}}, startup_timeout_s: 60}}
 corpora: {{decode: {root / 'corpora' / 'sim-code-512'}}}
 decode: {{tiers: [{tier}], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max_new_tokens: 32}}
 """)

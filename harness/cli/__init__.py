@@ -119,6 +119,7 @@ _GROUPS: list[tuple[str, str]] = [
 
 _COMMANDS: list[tuple[str, str]] = [
     ("abba_cmd", "abba"),
+    ("bench_cmd", "bench"),
     ("freeze_cmd", "freeze"),
     ("freeze_cmd", "reveal"),
     ("peers_cmd", "export"),
@@ -130,6 +131,7 @@ _COMMANDS: list[tuple[str, str]] = [
 # tests/cli/test_cli_startup.py keeps them equal to the commands' own help.
 SUMMARIES: dict[str, str] = {
     "abba": "Run an ABBA screen: A1 -> B1 -> B2 -> A2 with independently started control services.",
+    "bench": "Quick screen of a running server with the peers' flags: random token-ID prompts, closed loop.",
     "freeze": "Record FILE's SHA-256, size, path and wall time in the freezes ledger (before the results "
               "exist).",
     "reveal": "Check FILE was frozen, unchanged, before the results archive was created (exit 7 if not).",
@@ -141,7 +143,7 @@ SUMMARIES: dict[str, str] = {
     "campaign": "Formal matrix campaigns.",
     "archive": "Hashed result archives.",
     "ledger": "Parquet ledgers (open them with pandas.read_parquet).",
-    "evidence": "Evidence rules (GUIDE section 3) as findings.",
+    "evidence": "Evidence rules (docs/evidence-rules.md) as findings.",
     "gpu": "GPU owners and memory, read with amd-smi, NVML (pynvml) or nvidia-smi.",
     "corpus": "Frozen token-ID corpora: build from source files with a tokenizer, verify against the "
               "manifest, show what is inside.",

@@ -8,10 +8,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace, resolve_workspace
+from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, esc, existing_workspace, resolve_workspace
 from harness.cli.listing import Col, CsvOpt, JsonOpt, emit
-from harness.cli.render import pd_table
+from harness.cli.render import cells_at, latency_table, pd_table
 from harness.errors import ArchiveError
+from harness.measure.latency import parse_percentiles
 from harness.measure.results import CellResult
 from harness.store.archive import find_archive, iter_archives, iter_partials, open_archive, verify_archive
 
@@ -41,11 +42,13 @@ def verify_cmd(archive: Annotated[str, typer.Argument(help="archive directory or
 
 @app.command("show")
 def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or id")],
-             workspace: WorkspaceOpt = Path()) -> None:
-    """Summarise an archive: run, service, status and its P/D table.
+             workspace: WorkspaceOpt = Path(), percentiles: PercentilesOpt = None) -> None:
+    """Summarise an archive: run, service, status, its P/D table and, for a run with latency, its latency
+    table (--percentiles: recomputed from the archive's records at those percentiles).
 
-    Example: dsv4h archive show 3f2a9c01
+    Example: dsv4h archive show 3f2a9c01 --percentiles 50,90,95,99
     """
+    ps = None if percentiles is None else parse_percentiles(percentiles)
     a = open_archive(find_archive(archive, _ws(workspace)))
     problems = verify_archive(a.path)
     run = a.run.to_json()
@@ -68,12 +71,44 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
                  for c in a.json("results.json")["cells"]]
         if cells:
             console.print(pd_table(cells, title=esc(run.get("campaign", "")), simulated=a.run.simulated))
+            if ps is not None:
+                status = {str(r["round_id"]): str(r["status"]) for r in a.json("results.json").get("rounds", [])}
+                cells = cells_at(cells, a.records(), status, ps)
+            lat = latency_table(cells, title=esc(run.get("campaign", "")), simulated=a.run.simulated,
+                                percentiles=ps)
+            if lat is not None:
+                console.print(lat)
+    if a.has("sweep.json"):
+        from harness.cli.sweep_cmd import sweep_cell_line, sweep_latency_table
+
+        sweep = a.json("sweep.json")
+        for c in sweep.get("cells", []):
+            console.print(esc(sweep_cell_line(c)))
+        if ps is not None and sweep.get("cells"):
+            console.print(sweep_latency_table(sweep["cells"], sweep.get("rounds", []), a.records(), ps,
+                                              title=esc(run.get("campaign", ""))))
+    if a.has("external.json"):
+        _show_import(a.json("external.json"))
     svc = a.json("service.json").get("services", []) if (a.path / "service.json").exists() else []
     for s in svc:
         info = s.get("server_info", {})
         console.print(esc(f"service #{s.get('start_index')}: {s.get('backend')} {s.get('url')} pid "
                           f"{(s.get('process') or {}).get('pid')} model {info.get('model_path')} "
                           f"tp {info.get('tp_size')} version {info.get('version')}"))
+
+
+def _show_import(ext: dict[str, Any]) -> None:
+    """An import's figures as the peer tool computed them (harness.store.peers_figures)."""
+    from harness.store.peers_figures import FIGURES, import_figures
+
+    f = import_figures(ext)
+    t = Table.grid(padding=(0, 2))
+    for k in ("tool", "source_file", "n_requests", "duration_s", "data_origin", "server_version"):
+        t.add_row(k, esc(f[k]))
+    for k in FIGURES:
+        t.add_row(k, "-" if f[k] is None else f"{f[k]:.4g}", esc(f"({f['keys'][k]})" if k in f["keys"] else ""))
+    console.print(f"[bold]imported result[/] (numbers as {esc(f['tool'])} computed them; not a dsv4h measurement)")
+    console.print(t)
 
 
 @app.command("list")

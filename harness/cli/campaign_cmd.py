@@ -1,19 +1,21 @@
-"""``dsv4h campaign plan|run``: formal matrix campaigns."""
+"""``dsv4h campaign plan|run|schema``: formal matrix campaigns (and specs of every kind)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from harness.cli.common import WorkspaceOpt, console, resolve_workspace, startup_sweep
+from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_sweep
 from harness.cli.listing import CsvOpt, JsonOpt, emit
 from harness.cli.progress import LiveReporter
-from harness.cli.render import PLAN_COLS, latency_table, pd_table, plan_rows, plan_table
+from harness.cli.render import PLAN_COLS, cells_at, latency_table, pd_table, plan_rows, plan_table
 from harness.errors import ArchiveError, SpecError
 from harness.formats import read_yaml
-from harness.inputs.spec import AbbaSpec, CampaignSpec, load_spec
+from harness.inputs.spec import SPEC_KINDS, AbbaSpec, CampaignSpec, kinds_hint, load_spec
+from harness.measure.latency import parse_percentiles
 from harness.run.campaign import load_corpora, make_plan, run_campaign
 
 app = typer.Typer(help="Formal matrix campaigns.\n\nExample: dsv4h campaign run campaigns/demo-matrix.yaml",
@@ -62,15 +64,17 @@ def run_cmd(
                                                "(path or id) into a new archive")] = None,
     workers: Annotated[str | None, typer.Option(
         "--workers", help="client worker processes per wave: N or auto (replaces the spec's load.workers)")] = None,
+    percentiles: PercentilesOpt = None,
 ) -> None:
     """Run a campaign. A formal matrix: one fresh service, cells in order, warmups excluded, three
     measured rounds per cell. A spec of kind abba runs an ABBA screen (as 'dsv4h abba'); one of kind
     rate-sweep runs a rate sweep (as 'dsv4h sweep run'). Either way a hashed archive is written and
     the ledgers appended.
 
-    Example: dsv4h campaign run campaigns/demo-matrix.yaml --workspace ./ws
+    Example: dsv4h campaign run campaigns/demo-matrix.yaml --workspace ./ws --percentiles 50,90,95,99
     """
     ws = resolve_workspace(workspace)
+    ps = None if percentiles is None else parse_percentiles(percentiles)
     if spec_kind(spec) == "rate-sweep":
         from harness.cli.sweep_cmd import run_sweep_spec
 
@@ -78,7 +82,7 @@ def run_cmd(
             raise SpecError(f"{spec}: kind rate-sweep takes neither --resume nor --workers",
                             hint="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'")
         console.print(f"{spec}: kind rate-sweep: running it as 'dsv4h sweep run {spec}' does")
-        run_sweep_spec(spec, ws)
+        run_sweep_spec(spec, ws, percentiles=ps)
         return
     loaded = load_spec(spec)
     if isinstance(loaded.spec, AbbaSpec):
@@ -105,7 +109,11 @@ def run_cmd(
     simulated = outcome.archive.run.simulated
     console.print(pd_table(outcome.results.cells, title=f"{outcome.plan.campaign}: formal native P/D matrix",
                            simulated=simulated))
-    lat = latency_table(outcome.results.cells, title=outcome.plan.campaign, simulated=simulated)
+    cells = outcome.results.cells
+    if ps is not None:
+        cells = tuple(cells_at(cells, outcome.archive.records(), {r.round_id: r.status for r in outcome.results.rounds},
+                               ps))
+    lat = latency_table(cells, title=outcome.plan.campaign, simulated=simulated, percentiles=ps)
     if lat is not None:
         console.print(lat)
     console.print(f"archive {outcome.archive.archive_id} ({outcome.status}) at {outcome.archive.path}")
@@ -120,6 +128,35 @@ def run_cmd(
         raise outcome.error
     if outcome.status != "complete":
         raise ArchiveError(f"archive {outcome.archive.archive_id} is {outcome.status}")
+
+
+@app.command("schema")
+def schema_cmd(
+    kind: Annotated[str | None, typer.Option(
+        "--kind", help="one spec kind: " + ", ".join(SPEC_KINDS) + " (default: every kind, a oneOf)")] = None,
+    markdown: Annotated[bool, typer.Option(
+        "--markdown", help="print the field reference (docs/spec-reference.md) instead")] = False,
+) -> None:
+    """Print the JSON Schema of every spec kind (a oneOf; --kind for one) for editors, or with
+    --markdown the field reference docs/spec-reference.md holds (type, default, unit, meaning).
+
+    Save it; a spec starting with this line is then checked and completed by the YAML language server:
+
+    # yaml-language-server: $schema=spec.schema.json
+
+    Example: dsv4h campaign schema > spec.schema.json
+    """
+    from harness.inputs.spec_reference import json_schema, reference_markdown
+
+    if kind is not None and kind not in SPEC_KINDS:
+        raise SpecError(f"--kind '{kind}' is not known", hint=kinds_hint("--kind "))
+    if markdown:
+        if kind is not None:
+            raise SpecError("--markdown covers every kind; --kind selects a JSON Schema",
+                            hint="drop --kind: dsv4h campaign schema --markdown")
+        typer.echo(reference_markdown(), nl=False)
+        return
+    typer.echo(json.dumps(json_schema(kind), indent=2))
 
 
 def spec_kind(spec: Path) -> str:

@@ -31,6 +31,10 @@ WorkspaceOpt = Annotated[
                  "(default: $DSV4H_WORKSPACE or the current directory)."),
 ]
 
+PercentilesOpt = Annotated[str | None, typer.Option(
+    "--percentiles", help="Latency percentiles to print, comma-separated numbers in (0, 100], e.g. "
+    "50,90,95,99 (recomputed from the archive's records; default: the stored p50/p99 table).")]
+
 
 def default_workspace() -> Path:
     """``$DSV4H_WORKSPACE`` or the current directory."""

@@ -14,7 +14,7 @@ from harness.evidence.findings import Finding
 from harness.evidence.io import apply_findings, check_archive
 from harness.store.archive import find_archive, iter_archives, open_verified
 
-app = typer.Typer(help="Evidence rules (GUIDE section 3) as findings.\n\nExample: dsv4h evidence check -w ws",
+app = typer.Typer(help="Evidence rules (docs/evidence-rules.md) as findings.\n\nExample: dsv4h evidence check -w ws",
                   no_args_is_help=True)
 
 _STYLE = {"blocking": "bold red", "warning": "yellow", "info": "dim"}

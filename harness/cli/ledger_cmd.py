@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pandas as pd
 import typer
 
 from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace
-from harness.cli.listing import Col, CsvOpt, JsonOpt, emit
+from harness.cli.listing import MISSING, Col, CsvOpt, JsonOpt, emit, ms, num
+from harness.cli.listing import table as render_table
 from harness.errors import LedgerError
 from harness.store.archive import find_archive, iter_archives, open_archive
 from harness.store.ledger import TABLES, ingest_archive, read_table
@@ -24,8 +26,93 @@ _DEFAULT_COLS = {
               "valid"],
     "rounds": ["archive_id", "workload", "concurrency", "round_index", "status", "rate_tok_s",
                "http_output_tok_s", "valid"],
+    "waves": ["wave_id", "phase", "n_requests", "n_failed", "valid"],
     "runs": ["archive_id", "campaign", "kind", "claim_class", "data_origin", "archive_status"],
 }
+
+_ID = Col("archive_id", "archive id", ident=True)
+_VALID = Col("valid", "valid")
+
+
+def _r(key: str, header: str, fmt: Callable[[Any], str] = num) -> Col:
+    return Col(key, header, "right", fmt=fmt)
+
+
+def _req_s(value: Any) -> str:
+    return num(value, 2)
+
+
+# cells, rounds and waves, one table per row kind: each kind's rates under their own names (a prefill cell's
+# median is an input rate; its HTTP output rate of one token per request is not shown)
+_KIND_COLS: dict[tuple[str, str], tuple[Col, ...]] = {
+    ("cells", "decode"): (_ID, _r("concurrency", "C"), Col("status", "status"),
+                          _r("median_tok_s", "resident tok/s median"), _r("http_output_tok_s", "HTTP output tok/s"),
+                          Col("data_origin", "origin"), _VALID),
+    ("cells", "prefill"): (_ID, _r("concurrency", "C"), Col("status", "status"),
+                           _r("median_tok_s", "input tok/s median"), _r("observed_min_tok_s", "min"),
+                           _r("observed_max_tok_s", "max"), Col("data_origin", "origin"), _VALID),
+    ("cells", "sweep"): (_r("arrival_rate_req_s", "rate"), Col("status", "status"),
+                         _r("output_throughput_median_tok_s", "out tok/s"),
+                         _r("request_throughput_median_req_s", "req/s", _req_s),
+                         _r("goodput_median_req_s", "goodput", _req_s),
+                         _r("ttft_p50_s", "TTFT p50", ms), _r("tpot_p50_s", "TPOT p50", ms),
+                         _r("itl_p50_s", "ITL p50", ms), _r("e2e_p50_s", "E2E p50", ms), _VALID),
+    ("rounds", "decode"): (_ID, _r("concurrency", "C"), _r("round_index", "round"), Col("status", "status"),
+                           _r("rate_tok_s", "resident tok/s"), _r("http_output_tok_s", "HTTP output tok/s"),
+                           _VALID),
+    ("rounds", "prefill"): (_ID, _r("concurrency", "C"), _r("round_index", "round"), Col("status", "status"),
+                            _r("rate_tok_s", "input tok/s"), _VALID),
+    ("rounds", "sweep"): (_r("arrival_rate_req_s", "rate"), _r("round_index", "round"),
+                          Col("status", "status"), _r("output_throughput_tok_s", "out tok/s"),
+                          _r("request_throughput_req_s", "req/s", _req_s), _r("goodput_req_s", "goodput", _req_s),
+                          _r("ttft_p50_s", "TTFT p50", ms), _r("tpot_p50_s", "TPOT p50", ms),
+                          _r("e2e_p50_s", "E2E p50", ms), _VALID),  # a round's ITL: --columns itl_p50_s
+    ("waves", "decode"): (_ID, Col("wave_id", "wave id", ident=True), Col("phase", "phase"),
+                          _r("resident_output_tok_s", "resident tok/s"), _r("http_output_tok_s", "HTTP output tok/s"),
+                          _VALID),
+    ("waves", "prefill"): (_ID, Col("wave_id", "wave id", ident=True), Col("phase", "phase"),
+                           _r("prefill_input_tok_s", "input tok/s"), _VALID),
+}
+_KIND_TITLES = {"decode": "decode (resident and HTTP output tok/s)", "prefill": "prefill (input tok/s)"}
+
+
+def row_kind(row: Mapping[str, Any]) -> str:
+    """A cells/rounds/waves row's kind: ``sweep`` (a rate sweep's), ``prefill``, ``decode`` or ``other``."""
+    if row.get("protocol_class") == "rate-sweep" or row.get("kind") == "rate-sweep" or row.get("workload") == "sweep":
+        return "sweep"
+    return str(row.get("workload")) if row.get("workload") in ("prefill", "decode") else "other"
+
+
+def sweep_status(row: Mapping[str, Any]) -> str:
+    """A sweep cell's status: the recorded one, else ``ok/planned ok`` from its round counts; a
+    schedule not kept is said."""
+    status = row.get("status")
+    if status is None and row.get("rounds_ok") is not None and row.get("rounds_planned") is not None:
+        status = f"{int(row['rounds_ok'])}/{int(row['rounds_planned'])} ok"
+    text = MISSING if status is None else str(status)
+    return text + ("; schedule NOT kept" if row.get("schedule_kept") is False else "")
+
+
+def kind_tables(table_name: str, rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, tuple[Col, ...],
+                                                                                  list[dict[str, Any]]]]:
+    """``rows`` of ``cells``, ``rounds`` or ``waves`` as (title, columns, rows) tables, one per row kind
+    (:func:`row_kind`: decode, prefill, sweep, other); a rate sweep's rows one table per archive, its id
+    in the title (so the sweep's columns fit 80); ``other`` rows keep the table's default columns."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        kind = row_kind(r)
+        key = (kind, str(r.get("archive_id")) if kind == "sweep" else "")
+        groups.setdefault(key, []).append(dict(r) | ({"status": sweep_status(r)} if kind == "sweep" else {}))
+    out = []
+    order = {"decode": 0, "prefill": 1, "sweep": 2}
+    for (kind, archive), mine in sorted(groups.items(), key=lambda kv: order.get(kv[0][0], 3)):
+        cols = _KIND_COLS.get((table_name, kind)) or tuple(
+            Col(c, _HEADERS.get(c, c), ident=c in _IDS) for c in _DEFAULT_COLS.get(table_name, []))
+        n = f"{len(mine)} row" + ("s" if len(mine) != 1 else "")
+        title = (f"{table_name}: rate sweep {archive} ({mine[0].get('campaign')}), {n}" if kind == "sweep"
+                 else f"{table_name}: {_KIND_TITLES.get(kind, kind)}, {n}")
+        out.append((title, cols, mine))
+    return out
 
 
 def _ws(workspace: Path) -> Path:
@@ -42,7 +129,10 @@ def show_cmd(
     csv_out: CsvOpt = False,
 ) -> None:
     """Print the most recent rows of a ledger table (ids are never cut; --json and --csv print every
-    column of those rows unless --columns picks some).
+    column of those rows unless --columns picks some). Cells, rounds and waves print one table per
+    kind, each with its own rates: decode (resident and HTTP output tok/s), prefill (input tok/s),
+    rate sweep (per archive: offered rate, status, output tok/s, req/s, goodput, latency p50 in ms).
+    Numbers never in exponent form; a missing value prints as an em dash.
 
     Example: dsv4h ledger show --table rounds -n 30
     """
@@ -63,12 +153,19 @@ def show_cmd(
     if missing:
         raise LedgerError(f"ledger table '{table}' has no column(s) {', '.join(missing)}",
                           hint=f"columns: {', '.join(map(str, df.columns))}")
-    rows = [{c: _plain(row[c]) for c in cols} for _, row in df[cols].iterrows()]
+    title = f"{esc(table)}: {t.num_rows} rows, last {len(df)} shown"
+    if not (machine or columns) and table in ("cells", "rounds", "waves"):
+        every = [{c: _plain(v) for c, v in rec.items()} for rec in df.to_dict("records")]
+        console.print(title)
+        for ktitle, kcols, krows in kind_tables(table, every):
+            note = "rate: offered req/s; latency p50 in ms" if "rate sweep" in ktitle else None
+            console.print(render_table(krows, kcols, title=esc(ktitle), caption=note))
+        return
+    rows = [{c: _plain(v) for c, v in rec.items()} for rec in df[cols].to_dict("records")]
     spec = [Col(c, _HEADERS.get(c, c), ident=c in _IDS,
                 justify="right" if pd.api.types.is_numeric_dtype(df[c]) and df[c].dtype != bool else "left")
             for c in cols]
-    emit(console, rows, spec, json_out=json_out, csv_out=csv_out,
-         title=f"{esc(table)}: {t.num_rows} rows, last {len(df)} shown")
+    emit(console, rows, spec, json_out=json_out, csv_out=csv_out, title=title)
 
 
 _IDS = {"archive_id", "cell_id", "round_id", "wave_id", "rid", "plan_id", "superseded_by", "entry_id", "record_id"}

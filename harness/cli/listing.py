@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli.common import esc
-from harness.formats import json_default, json_safe
+from harness.formats import finite_float, fixed_point, json_default, json_safe
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the rows as a JSON array (every field)")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="print the rows as CSV, header first (every field)")]
@@ -35,13 +36,30 @@ class Col:
     style: str | None = None
 
 
+MISSING = "—"
+
+
+def num(value: Any, decimals: int | None = None, *, scale: float = 1.0) -> str:
+    """The one number format of every listing: ``value * scale`` in fixed point, thousands separated,
+    never an exponent (``1,280``, ``375.3``, ``4.18``, ``0.0237``; ``decimals`` forces the places);
+    :data:`MISSING` for None, NaN, infinities and non-numbers."""
+    return fixed_point(value, decimals, scale=scale, missing=MISSING)
+
+
+def ms(value: Any) -> str:
+    """Seconds shown as milliseconds (:func:`num`), one place from 1 ms, none from 100 ms (``1,280``,
+    ``23.7``, ``0.512``)."""
+    a = abs(finite_float(value, 1e3))
+    return num(value, 0 if a >= 100 else 1 if a >= 1 else None, scale=1e3)
+
+
 def _cell(col: Col, value: Any) -> str:
     if col.fmt is not None:
         return col.fmt(value)
-    if value is None:
-        return ""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
     if isinstance(value, float):
-        return f"{value:,.2f}"
+        return num(value)
     return esc(value)
 
 

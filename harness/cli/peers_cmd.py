@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import WorkspaceOpt, console, resolve_workspace
+from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace
 from harness.store.archive import find_archive, open_verified
 from harness.store.peers import MAX_IMPORT_BYTES, TOOLS, Tool, import_peer
-from harness.store.peers_export import EXPORTS, export_archive
+from harness.store.peers_export import EXPORTS, INDEX, export_cells
 
 
 def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result file (AIPerf: its profile_export.jsonl "
@@ -29,20 +29,44 @@ def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result 
     """
     if tool not in TOOLS:
         raise typer.BadParameter(f"--tool must be one of {', '.join(TOOLS)}")
+    from harness.run.session import settle
+
     tool_name: Tool = tool
-    arch = import_peer(source, tool_name, resolve_workspace(workspace), name=name, max_bytes=max_bytes)
-    console.print(f"imported {source} as external archive {arch.archive_id}")
+    ws = resolve_workspace(workspace)
+    arch = import_peer(source, tool_name, ws, name=name, max_bytes=max_bytes)
+    done = settle(ws, arch.path)  # ledger rows and evidence at once, as after a campaign run
+    ext = arch.json("external.json")
+    server = ext.get("server") or {}
+    who = (f"the server reported {server.get('version')} (dsv4h simulator)" if ext.get("data_origin") == "simulated"
+           else f"the server reported {server.get('version')}" if server.get("reported_by")
+           else "the file does not say which server it measured")
+    console.print(f"imported {esc(source)} as external archive {arch.archive_id}")
+    console.print(f"data origin: {ext.get('data_origin')} ({esc(who)}); ledgers: "
+                  + (", ".join(f"{k} +{v}" for k, v in sorted(done.ledger_rows.items())) or "nothing new"))
 
 
 def export(archive: Annotated[str, typer.Argument(help="archive id or path")],
            fmt: Annotated[str, typer.Option("--format", help=f"one of {', '.join(EXPORTS)}")],
-           out: Annotated[Path, typer.Option("--out", help="file to write")],
-           workspace: WorkspaceOpt = Path()) -> None:
+           out: Annotated[Path, typer.Option("--out", help="file to write (a directory for one file per cell)")],
+           workspace: WorkspaceOpt = Path(),
+           cell: Annotated[str | None, typer.Option("--cell", help="export only this cell (its id)")] = None,
+           files_per_cell: Annotated[bool, typer.Option("--files-per-cell", help="one file per cell into the "
+                                                        "directory --out, plus index.json")] = False) -> None:
     """Write an archive (measured or imported) in a peer tool's format or as CSV.
 
-    Example: dsv4h export ARCHIVE --format sglang-bench --out result.jsonl -w ws
+    Each cell is its own run (never one summary over a whole matrix): sglang-bench one JSONL line per cell, guidellm one
+    benchmark per cell, CSV rows with cell_id, workload, concurrency and data_origin; vllm-bench (or
+    --files-per-cell) one file per cell into the directory --out, plus index.json. Every run carries
+    the archive id, claim class and data origin (simulated, measured, or an import's external/unknown).
+
+    Example: dsv4h export ARCHIVE --format vllm-bench --out exported/ -w ws
     """
     if fmt not in EXPORTS:
         raise typer.BadParameter(f"--format must be one of {', '.join(EXPORTS)}")
     arch = open_verified(find_archive(archive, resolve_workspace(workspace)))
-    console.print(f"wrote {export_archive(arch, fmt, out)}")
+    done = export_cells(arch, fmt, out, cell=cell, files_per_cell=files_per_cell)
+    origins = sorted({str(c["data_origin"]) for c in done.cells})
+    what = "1 run" if len(done.cells) == 1 else f"{len(done.cells)} cells ({done.layout})"
+    console.print(f"wrote {esc(done.path)}: {what}, data origin {', '.join(origins)}")
+    if done.layout == "directory":
+        console.print(f"index: {esc(done.path / INDEX)}")

@@ -49,6 +49,17 @@ def eta_s(total: float, done: float, elapsed_s: float, *, planned_seconds: bool)
     return remaining if planned_seconds else None
 
 
+def live_line(t: Any, workload: str) -> str:
+    """The running wave's live tally (a ``harness.load.live.LiveTally``) as one line, labelled
+    provisional: output tokens received, requests with their first token of all, requests ended and,
+    for decode, the resident window so far and its rate (the recorded figures come from the records
+    after the wave)."""
+    line = f"live (provisional): {t.tokens:,} tok  {t.first}/{t.n} first {t.done} done"
+    if workload == "prefill":
+        return line
+    return line + f"  resident +{t.resident_s:.1f} s  {fmt(t.rate)} tok/s"
+
+
 def cell_fraction(cell: Any, rounds_done: int, waves: int, resident_s: float) -> float:
     """Share of a cell's measured work done (0..1): finished rounds plus the running round's share
     (prefill: its waves of ``waves_per_round``; decode: resident seconds of ``min_resident_seconds``)."""
@@ -96,9 +107,12 @@ class _Status:
         text.append(Text("  ").join(rounds) if rounds else Text("warmup", style="cyan"))
         nan = float("nan")
         cell = s["plan_cell"]
+        live = s.get("live")
         if "round" not in s:
             text.append(f"\nwarmup: {s.get('warmups_done', 0)}/{cell.warmup_waves} waves done (kept, never counted)",
                         style="dim")
+            if live is not None:
+                text.append("\n" + live_line(live, cell.workload), style="dim")
             return text
         text.append(f"\nround {s.get('round', '-')}  wave {s.get('waves', 0)}  ")
         if cell.workload == "prefill":
@@ -106,13 +120,16 @@ class _Status:
         else:
             text.append(f"resident {fmt(s.get('resident_s', 0.0), 1)}/{cell.min_resident_seconds or 0:g} s  "
                         f"rate {fmt(s.get('rate', nan))}  HTTP {fmt(s.get('http', nan))} tok/s")
+        if live is not None:
+            text.append("\n" + live_line(live, cell.workload), style="dim")
         return text
 
 
 class LiveReporter:
     """A run ``Reporter`` drawn with rich's progress components: an overall bar with elapsed time
     and an ETA from the plan's estimate, a bar for the current cell, the running round's status
-    and rates (all ticking at 4 Hz), and one printed line per finished round."""
+    and rates, the running wave's live tally (``wave-live``, provisional; all ticking at 4 Hz), and
+    one printed line per finished round."""
 
     def __init__(self, console: Console, title: str = "campaign",
                  get_time: Callable[[], float] | None = None) -> None:
@@ -164,7 +181,9 @@ class LiveReporter:
                 self.progress.update(self.overall, completed=self.done_s)
             return
         done_rounds = sum(1 for st in s["rounds"].values() if st in ("ok", "short", "failed"))
-        frac = cell_fraction(s["plan_cell"], done_rounds, s.get("round_waves", 0), s.get("resident_s", 0.0))
+        live = s.get("live") if "round" in s else None  # a warmup wave's window counts for nothing
+        resident = s.get("resident_s", 0.0) + (live.resident_s if live is not None else 0.0)
+        frac = cell_fraction(s["plan_cell"], done_rounds, s.get("round_waves", 0), resident)
         if self.cell_task is not None:
             self.progress.update(self.cell_task, completed=frac * s["plan_cell"].rounds)
         if self.overall is not None and i < len(self.estimates):
@@ -194,6 +213,15 @@ class LiveReporter:
                 if self.progress is not None and self.cell_task is not None:
                     self.progress.update(self.cell_task, completed=cell.rounds)
 
+    def _live(self, d: dict[str, Any]) -> None:
+        """A running wave's provisional tally (``wave-live``, ~4 Hz): shown under the round line."""
+        if "rounds" not in self.state:
+            return
+        self.state["live"] = d["tally"]
+        if d.get("phase") == "measured" and "round" not in self.state:  # the first round's first wave
+            self.state["rounds"][d["round"]] = "running"
+            self.state["round"] = f"{d['round'] + 1}/{d['cell'].rounds}"
+
     def __call__(self, kind: str, **d: Any) -> None:
         if kind == "plan":
             self._plan(d["plan"])
@@ -214,13 +242,17 @@ class LiveReporter:
         elif kind == "cell-skipped":
             self._cell_end(d["cell"], skipped=True)
             self.console.print(f"[dim]{d['cell'].label}: already complete in the resumed archive[/]")
+        elif kind == "wave-live":
+            self._live(d)
         elif kind == "warmup-done":
             self.state["warmups_done"] = d["wave"] + 1
+            self.state.pop("live", None)
         elif kind == "wave-done":
             k = d["round"]
             if self.state.get("round_key") != (k, d["attempt"]):
                 self.state.update(round_key=(k, d["attempt"]), round_waves=0)
             self.state["rounds"][k] = "running"
+            self.state.pop("live", None)
             self.state.update(round=f"{k + 1}/{d['cell'].rounds}" + (f" (attempt {d['attempt'] + 1})" if d["attempt"]
                                                                      else ""),
                               waves=d["wave"] + 1, round_waves=d["wave"] + 1, resident_s=d["resident_s"],
@@ -228,6 +260,7 @@ class LiveReporter:
         elif kind == "round-done":
             if "rounds" in self.state:
                 self.state["rounds"][d["round"]] = str(d["status"])
+                self.state.pop("live", None)
                 nxt = d["round"] + 2
                 self.state.update(round_waves=0, resident_s=0.0, waves=0, rate=float("nan"), http=float("nan"),
                                   round=f"{nxt}/{d['cell'].rounds} starting" if nxt <= d["cell"].rounds else "done")
@@ -284,6 +317,9 @@ class AbbaLive(_OneBar):
             self.status = Text(f"leg {d['leg']}: wave {wave + 1} resident {fmt(res)} tok/s, HTTP {fmt(http)} tok/s")
             if self.task is not None:
                 self.progress.advance(self.task)
+        elif kind == "wave-live":  # the running wave's provisional tally, ~4 Hz
+            what = "warmup" if d["phase"] == "warmup" else f"wave {d['wave'] + 1}"
+            self.status = Text(f"leg {d['leg']}: {what} {live_line(d['tally'], 'decode')}", style="cyan")
         self.live.refresh()
 
 
@@ -309,8 +345,13 @@ class SweepLive(_OneBar):
             what = "warmup" if d["round_index"] < 0 else f"round {d['round_index'] + 1}"
             self.status = Text(f"{d['rate']:g} req/s {what}: {d['n']} requests in flight", style="cyan")
         elif kind == "sweep-round-done":
+            from harness.cli.listing import ms, num  # the listings' number format (never an exponent)
+
             row = d["row"]
-            self.console.print(f"{row['rate']:g} req/s round {row['round_index']}: {row['n_ok']}/{row['n_requests']} "
-                               f"ok, goodput {row['goodput']:.2f} req/s, client lag p99 "
-                               f"{row['client_lag_p99_s'] * 1e3:.1f} ms")
+            self.console.print(
+                f"{num(row['rate'])} req/s round {row['round_index']}: {row['n_ok']}/{row['n_requests']} ok, "
+                f"{num(row.get('request_throughput'), 2)} req/s, output {num(row.get('output_throughput'))} tok/s, "
+                f"goodput {num(row.get('goodput'), 2)} req/s, TTFT p50 {ms(row.get('ttft_p50_s'))} ms, "
+                f"TPOT p50 {ms(row.get('tpot_p50_s'))} ms, ITL p50 {ms(row.get('itl_p50_s'))} ms, "
+                f"E2E p50 {ms(row.get('e2e_p50_s'))} ms, client lag p99 {ms(row.get('client_lag_p99_s'))} ms")
         self.live.refresh()

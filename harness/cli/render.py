@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.table import Table
 
 from harness.cli.listing import Col, table
 from harness.inputs.plan import Plan
-from harness.measure.results import CellResult
+from harness.measure import latency as lat
+from harness.measure.results import CellResult, cell_latency_at
+from harness.records import RequestRecord
 
 
 def fmt(x: float, digits: int = 2) -> str:
@@ -74,31 +76,76 @@ def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Tab
     return t
 
 
-def _ms(cell: CellResult, key: str) -> str:
+def _ms_of(cols: Mapping[str, float], key: str) -> str:
     """Milliseconds, short enough for 80 columns: one decimal below 100 ms, whole ms above."""
-    v = cell.latency.get(key)
+    v = cols.get(key)
     if v is None or math.isnan(v):
         return "—"
     ms = v * 1000
     return f"{ms:.1f}" if ms < 100 else f"{ms:.0f}"
 
 
-def latency_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Table | None:
+def _ms(cell: CellResult, key: str) -> str:
+    return _ms_of(cell.latency, key)
+
+
+LATENCY_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E"))
+
+
+def latency_grid(rows: Sequence[tuple[str, str, Mapping[str, float]]], percentiles: Sequence[float], *,
+                 title: str, caption: str, head: str = "C") -> Table:
+    """Latency (milliseconds) one line per metric of each row group: ``rows`` are (workload letter or
+    "", concurrency, latency columns of harness.measure.latency), columns the chosen ``percentiles``
+    (``p<value>``), mean and n; ``head`` heads the second column. A percentile the columns lack reads as
+    an em dash."""
+    t = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    names = [lat.percentile_name(p) for p in percentiles]
+    letters = any(letter for letter, _, _ in rows)  # no workload column when no row has one
+    for col in ("", head, "metric", *names, "mean", "n")[0 if letters else 1:]:
+        t.add_column(col, justify="left" if col in ("", "metric") else "right", no_wrap=True)
+    for letter, conc, cols in rows:
+        for key, label in LATENCY_METRICS:
+            n = cols.get(f"{key}_n")
+            cells = [conc, label, *(_ms_of(cols, f"{key}_{name}_s") for name in names),
+                     _ms_of(cols, f"{key}_mean_s"), "—" if n is None or math.isnan(n) else f"{n:.0f}"]
+            t.add_row(*([letter] if letters else []), *cells)
+    return t
+
+
+def latency_table(cells: Sequence[CellResult], *, title: str, simulated: bool,
+                  percentiles: Sequence[float] | None = None) -> Table | None:
     """The companion to Table 2: latency percentiles (milliseconds) of each cell's measured requests
-    (harness.measure.latency: dsv4h definitions, ITL per token). None when no cell has latency."""
+    (harness.measure.latency: dsv4h definitions, ITL per token). None when no cell has latency. With
+    ``percentiles`` one line per metric and cell (:func:`latency_grid`): those percentiles, mean and n,
+    read from the cells' latency columns (stored: p50 p90 p99; others must have been computed)."""
     rows = [c for c in cells if c.latency and c.latency.get("ttft_n")]
     if not rows:
         return None
     label = " [bold yellow](SIMULATED)[/]" if simulated else ""
-    t = Table(title=f"{title}: latency (ms){label}", title_justify="left",
-              caption="D decode, P prefill cells. Over every measured request of the cell's ok rounds. "
-                      "TPOT = (last - first token event) "
-                      "/ tokens after the first event; ITL per token. max is observed, not a bound. "
-                      "Peer (bench-serving) ITL/TPOT are in the ledgers as *_bench_*.", caption_justify="left")
+    caption = ("D decode, P prefill cells. Over every measured request of the cell's ok rounds. "
+               "TPOT = (last - first token event) "
+               "/ tokens after the first event; ITL per token. max is observed, not a bound. "
+               "Peer (bench-serving) ITL/TPOT are in the ledgers as *_bench_*.")
+    ordered = sorted(rows, key=lambda c: (c.workload, c.concurrency))
+    if percentiles is not None:
+        return latency_grid([(c.workload[0].upper(), str(c.concurrency), c.latency) for c in ordered], percentiles,
+                            title=f"{title}: latency (ms){label}", caption=caption)
+    t = Table(title=f"{title}: latency (ms){label}", title_justify="left", caption=caption, caption_justify="left")
     for col in ("", "C", "TTFT\np50", "TTFT\np99", "TPOT\np50", "ITL\np50", "ITL\np99", "E2E\np50", "E2E\np99"):
         t.add_column(col, justify="left" if not col else "right", no_wrap=True)
-    for c in sorted(rows, key=lambda c: (c.workload, c.concurrency)):
+    for c in ordered:
         t.add_row(c.workload[0].upper(), str(c.concurrency), _ms(c, "ttft_p50_s"), _ms(c, "ttft_p99_s"),
                   _ms(c, "tpot_p50_s"), _ms(c, "itl_p50_s"), _ms(c, "itl_p99_s"), _ms(c, "e2e_p50_s"),
                   _ms(c, "e2e_p99_s"))
     return t
+
+
+def cells_at(cells: Sequence[CellResult], records: Sequence[RequestRecord], round_status: Mapping[str, str],
+             percentiles: Sequence[float]) -> list[CellResult]:
+    """``cells`` with their latency recomputed at ``percentiles`` from the run's records (measured
+    requests of ok rounds, as stored), for ``--percentiles`` on tables printed after a run or from an
+    archive; a cell without such requests keeps its stored columns."""
+    from dataclasses import replace
+
+    at = cell_latency_at(records, round_status, percentiles)
+    return [replace(c, latency=at[c.cell_id]) if c.cell_id in at else c for c in cells]

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
-from harness.cli.common import WorkspaceOpt, console, resolve_workspace
-from harness.cli.listing import Col, CsvOpt, JsonOpt, emit
+from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace
+from harness.cli.listing import Col, CsvOpt, JsonOpt, emit, ms, num
+from harness.cli.render import latency_grid
 from harness.inputs.corpus import load_corpus
 from harness.inputs.sweep_spec import load_sweep
+from harness.measure.latency import parse_percentiles
+from harness.measure.results import cell_latency_at
+from harness.records import RequestRecord
 from harness.run.sweep import make_sweep_plan, run_sweep
 
 app = typer.Typer(help="Open-loop rate sweeps (Poisson/gamma/constant arrivals, goodput under SLOs).\n\n"
@@ -30,8 +36,8 @@ def plan_cmd(spec: Annotated[Path, typer.Argument(help="rate-sweep YAML file")],
     rows = [{"plan_id": plan.plan_id, "rate_req_s": r.rate,
              "round": "warmup" if r.round_index < 0 else str(r.round_index), "requests": len(r.offsets_s),
              "span_s": r.offsets_s[-1] if r.offsets_s else 0.0, "process": s.arrivals.process} for r in plan.rounds]
-    cols = (Col("rate_req_s", "rate req/s", "right", fmt=lambda v: f"{v:g}"), Col("round", "round"),
-            Col("requests", "requests", "right"), Col("span_s", "planned span s", "right"))
+    cols = (Col("rate_req_s", "rate req/s", "right", fmt=num), Col("round", "round"),
+            Col("requests", "requests", "right"), Col("span_s", "planned span s", "right", fmt=num))
     emit(console, rows, cols, json_out=json_out, csv_out=csv_out, title=f"sweep plan {plan.plan_id}")
     if not (json_out or csv_out):
         console.print(f"plan id {plan.plan_id}; process {s.arrivals.process}; protocol class rate-sweep")
@@ -39,15 +45,28 @@ def plan_cmd(spec: Annotated[Path, typer.Argument(help="rate-sweep YAML file")],
 
 @app.command("run")
 def run_cmd(spec: Annotated[Path, typer.Argument(help="rate-sweep YAML file")],
-            workspace: WorkspaceOpt = Path()) -> None:
-    """Run a rate sweep into a hashed archive and the ledgers; print one line per rate.
+            workspace: WorkspaceOpt = Path(), percentiles: PercentilesOpt = None) -> None:
+    """Run a rate sweep into a hashed archive and the ledgers; print one line per rate (and with
+    --percentiles a latency table per rate at those percentiles, from the archive's records).
 
-    Example: dsv4h sweep run campaigns/sweep-demo.yaml -w ws
+    Example: dsv4h sweep run campaigns/sweep-demo.yaml -w ws --percentiles 50,90,95,99
     """
-    run_sweep_spec(spec, resolve_workspace(workspace))
+    run_sweep_spec(spec, resolve_workspace(workspace),
+                   percentiles=None if percentiles is None else parse_percentiles(percentiles))
 
 
-def run_sweep_spec(spec: Path, ws: Path) -> None:
+def sweep_latency_table(cells: Sequence[Mapping[str, Any]], rounds: Sequence[Mapping[str, Any]],
+                        records: Sequence[RequestRecord], percentiles: Sequence[float], *, title: str) -> Table:
+    """Latency of each offered rate (its measured requests of ok rounds) at ``percentiles``, in ms."""
+    at = cell_latency_at(records, {str(r["round_id"]): str(r["status"]) for r in rounds}, percentiles)
+    rows = [("", num(c.get("rate")), at.get(str(c["cell_id"]), {})) for c in cells]
+    return latency_grid(rows, percentiles, title=f"{title}: latency per offered rate (ms)",
+                        caption="Rows by offered rate (req/s). Over the measured requests of each rate's ok rounds; "
+                        "TPOT = (last - first token event) / tokens after the first event; ITL per token.",
+                        head="rate req/s")
+
+
+def run_sweep_spec(spec: Path, ws: Path, *, percentiles: Sequence[float] | None = None) -> None:
     """Run the rate sweep of ``spec`` into workspace ``ws`` and print its progress and outcome (the one
     path of 'dsv4h sweep run' and of 'dsv4h campaign run' given a ``kind: rate-sweep`` spec). Raises the
     run's error after the archive is finalized."""
@@ -58,14 +77,25 @@ def run_sweep_spec(spec: Path, ws: Path) -> None:
     with SweepLive(console) as live:
         out = run_sweep(spec, ws, reporter=live)
     for c in out.cells:
-        console.print(f"rate {c['rate']:g}: request throughput {c['request_throughput_median']:.2f} req/s, "
-                      f"goodput {c['goodput_median']:.2f} req/s, TTFT p50 {c['ttft_p50_s'] * 1e3:.1f} ms, "
-                      f"schedule {'kept' if c['schedule_kept'] else 'NOT kept'}")
+        console.print(sweep_cell_line(c))
+    if percentiles is not None:
+        console.print(sweep_latency_table(out.cells, out.rounds, out.finished.archive.records(), percentiles,
+                                          title=out.finished.archive.run.campaign))
     if out.finished.findings:
         console.print(findings_table(list(out.finished.findings), "evidence findings"))
     console.print(f"archive {out.finished.archive.archive_id} ({out.finished.archive.status})")
     if out.error is not None:
         raise out.error
+
+
+def sweep_cell_line(c: Mapping[str, Any]) -> str:
+    """One rate's console line: medians of its ok rounds (request and output throughput, goodput) and its
+    pooled latency in ms (TTFT p50/p99, TPOT, ITL and E2E p50), and whether its schedule was kept."""
+    return (f"rate {num(c.get('rate'))}: request throughput {num(c.get('request_throughput_median'), 2)} req/s, "
+            f"output {num(c.get('output_throughput_median'))} tok/s, goodput {num(c.get('goodput_median'), 2)} "
+            f"req/s, TTFT p50 {ms(c.get('ttft_p50_s'))} p99 {ms(c.get('ttft_p99_s'))} ms, "
+            f"TPOT p50 {ms(c.get('tpot_p50_s'))} ms, ITL p50 {ms(c.get('itl_p50_s'))} ms, "
+            f"E2E p50 {ms(c.get('e2e_p50_s'))} ms, schedule {'kept' if c.get('schedule_kept') else 'NOT kept'}")
 
 
 @app.command("report")

@@ -1,4 +1,4 @@
-"""A tiny Llama model directory made locally, for vLLM's CPU build (GUIDE section 8).
+"""A tiny Llama model directory made locally, for vLLM's CPU build (docs/hosts.md#vllm-cpu-build).
 
 No weights are shipped: vLLM loads it with ``--load-format dummy``. The directory holds a
 ``config.json`` for a 2-layer Llama (hidden 128, vocab 512) and the committed 512-token BPE
@@ -50,7 +50,7 @@ def make_tiny_llama(directory: Path) -> Path:
 
 
 def vllm_cpu_args(max_model_len: int = 1024) -> list[str]:
-    """The launch flags that run the tiny model on vLLM's CPU build (GUIDE section 8)."""
+    """The launch flags that run the tiny model on vLLM's CPU build (docs/hosts.md#vllm-cpu-build)."""
     return ["--load-format", "dummy", "--dtype", "float32", "--enforce-eager", "--max-model-len",
             str(max_model_len), "--enable-prefix-caching", "--enable-prompt-tokens-details"]
 

@@ -5,7 +5,7 @@ ledger rows ``valid = false``), a message, a remedy and the ids of the rows it i
 plain data (``ArchiveData``), so tests build small archives by hand. Findings are deterministic:
 sorted by rule, then rows.
 
-Rule ids (GUIDE section 3 and the record notes):
+Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
   formal-rounds        formal cell with fewer than its required ok rounds, or a round not ok
   resident-short       round whose resident windows are shorter than the spec minimum or too few steps
   prefill-cached       prefill request served from the prefix cache (cached_tokens > 0) or unverified
@@ -24,7 +24,8 @@ Rule ids (GUIDE section 3 and the record notes):
   client-bound         the harness's own event loop was late or saturated during a measured wave (any server)
   client-stalled       the client stalled (loop delay, a loop that ran nothing, or a silent load worker)
                        for longer than the wave's own step scale allows: the wave is invalid
-  sim-lateness         the simulator fell behind its model (late steps) during a measured wave
+  sim-lateness         the simulator fell behind its model (late steps) during a measured wave; from 1%
+                       of its window lost the wave and its cell are invalid
   token-counts         output tokens counted approximately (no exact per-chunk counts from the server)
   token-count-mismatch a per-chunk count that disagrees with the server's final usage
 

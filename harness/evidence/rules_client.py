@@ -157,8 +157,10 @@ def _late_steps(info: Any) -> int | None:
 
 
 SIM_LATENESS_FRACTION = 0.01
-"""sim-lateness: a warning when the model time a wave lost is at least this fraction of its window
-(resident window for decode, prefill window for prefill: the most its rate can be off); below, info."""
+"""sim-lateness tolerance: the model time a measured wave may lose to a late simulator, as a fraction of
+its window (resident window for decode, prefill window for prefill). Lost model time stretches the
+window it falls in, so it is the most the wave's rate can be off (1% lost: the rate is at most about
+1% low). A wave that lost at least this much is invalid (blocking, with its cell); below, info."""
 
 
 def _decode_only(c: dict[str, Any], decode_waves: set[str]) -> dict[str, Any]:
@@ -171,33 +173,49 @@ def _decode_only(c: dict[str, Any], decode_waves: set[str]) -> dict[str, Any]:
 
 
 def rule_sim_lateness(d: ArchiveData) -> list[Finding]:
-    """Measured waves during which the simulator fell behind its own model (it counts late steps):
-    their rates are not the model's (a warning from 1% of the window lost, info below). A decode
-    wave counts only late decode steps (:func:`_decode_only`). Archives without per-wave counters
-    are judged from the simulator's counters before and after the run."""
+    """Measured waves during which the simulator fell behind its own model (it counts late steps and
+    the model time they lost, ``sim_lateness_s``). A wave that lost at least ``SIM_LATENESS_FRACTION``
+    of its window (or whose window is unknown) is invalid: blocking, naming the wave and its cell, so
+    the round and cell built from it are invalid and every other cell stays valid. Below the tolerance
+    the finding is info: a valid cell's rate is then off by less than that fraction. A decode wave
+    counts only late decode steps (:func:`_decode_only`). Archives without per-wave counters are
+    judged from the simulator's counters before and after the run (a warning: no wave can be named)."""
     decode_waves = {str(w["wave_id"]) for w in d.waves if w.get("workload") == "decode"}
     rows = [_decode_only(c, decode_waves) for c in d.extra.get("wave_checks", [])
             if c.get("sim_late_steps") is not None]
     late = [c for c in rows if c.get("phase") == "measured" and int(c["sim_late_steps"]) > 0]
-    remedy = ("rates taken while the simulator was late are not the model's: rerun on an idle machine (or "
-              "raise the simulator's time_scale)")
+    tol = f"{SIM_LATENESS_FRACTION:.0%}"
+    remedy = (f"a wave whose simulator lost {tol} or more of its window is invalid (its rate can be off by that "
+              f"much, so it is not the model's); below {tol} a valid cell's rate is within about {tol} of the model. "
+              "Rerun on an idle machine (or raise the simulator's time_scale)")
     windows = {str(w["wave_id"]): _num(w.get("prefill_seconds") if w.get("workload") == "prefill"
                                        else w.get("resident_seconds")) for w in d.waves}
+    cell_of = {str(w["wave_id"]): str(w["cell_id"]) for w in d.waves if w.get("cell_id") is not None}
 
     def material(c: dict[str, Any]) -> bool:  # NaN windows count as material
         return not _num(c.get("sim_lateness_s")) < SIM_LATENESS_FRACTION * windows.get(str(c["wave_id"]), math.nan)
 
     out: list[Finding] = []
-    levels: tuple[tuple[Severity, str, bool], ...] = (("warning", "at least", True), ("info", "under", False))
-    for severity, size, is_material in levels:
+    levels: tuple[tuple[Severity, bool], ...] = (("blocking", True), ("info", False))
+    for severity, is_material in levels:
         mine = [c for c in late if material(c) == is_material]
-        if mine:
-            steps = sum(int(c["sim_late_steps"]) for c in mine)
-            lost = sum(_num(c.get("sim_lateness_s")) or 0.0 for c in mine)
+        if not mine:
+            continue
+        steps = sum(int(c["sim_late_steps"]) for c in mine)
+        lost = sum(_num(c.get("sim_lateness_s")) or 0.0 for c in mine)
+        waves = [str(c["wave_id"]) for c in mine]
+        cells = sorted({cell_of[w] for w in waves if w in cell_of})
+        what = (f"{len(mine)} measured wave(s) ran while the simulator fell behind its model ({steps} late step(s), "
+                f"{lost:.3f} s of model time lost, ")
+        if is_material:
             out.append(_f(d.archive_id, "sim-lateness", severity,
-                          f"{len(mine)} measured wave(s) ran while the simulator fell behind its model ({steps} "
-                          f"late step(s), {lost:.3f} s of model time lost, {size} {SIM_LATENESS_FRACTION:.0%} of "
-                          f"the window; e.g. {mine[0]['wave_id']})", remedy, [str(c["wave_id"]) for c in mine]))
+                          what + f"at least {tol} of the window; e.g. {mine[0]['wave_id']}): their rates are not "
+                          f"the model's; invalid cell(s): {', '.join(cells) or 'none named'}", remedy,
+                          [*waves, *cells]))
+        else:
+            out.append(_f(d.archive_id, "sim-lateness", severity,
+                          what + f"under {tol} of the window; e.g. {mine[0]['wave_id']}): within the tolerance",
+                          remedy, waves))
     if late or rows:
         return out
     for i, s in enumerate(d.services):

@@ -1,6 +1,6 @@
 """Evidence governance (pure): records, closures, gates, freeze-before-reveal, historical entries.
 
-The record notes' governance (GUIDE section 2 "Record governance", section 3 rules) made exact:
+The record notes' governance (docs/evidence-rules.md: "Record governance" and the numbered rules) made exact:
 
 - **Records.** A record is the median of >= ``MIN_SUITES`` independent suite medians (distinct
   archives, distinct service starts, all complete, same claim class, formal protocol, the same

@@ -61,31 +61,46 @@ ClaimClass = Literal["native-ar", "speculative-full-target", "speculative-approx
 ProtocolClass = Literal["formal", "abba-screen", "rate-sweep"]
 Backend = Literal["sim", "sglang", "vllm", "command", "attach"]
 TIERS = (1, 2, 4, 8, 16, 32, 64)
+# Every value a spec's ``kind`` may take, in the order the docs list them (one place: the CLI's
+# unknown-kind hint, the JSON Schema and docs/spec-reference.md all read it).
+SPEC_KINDS = ("formal-matrix", "abba", "rate-sweep")
+
+
+def kinds_hint(lead: str = "kind: ") -> str:
+    """``use kind: formal-matrix, kind: abba or kind: rate-sweep`` (``lead`` before each kind), built
+    from ``SPEC_KINDS``."""
+    named = [f"{lead}{k}" for k in SPEC_KINDS]
+    return "use " + ", ".join(named[:-1]) + " or " + named[-1]
 
 
 class SimSettings(Strict):
     """Options of the built-in simulator when ``backend: sim``."""
 
-    profile: str = Field("paper-tp8", max_length=128)
+    profile: str = Field("paper-tp8", max_length=128, description="built-in simulator profile name "
+                         "(harness/sim/profile_files/)")
     profile_file: str | None = Field(
         None, max_length=_PATH, description="a simulator profile YAML file (relative to the spec; "
         "harness/sim/profile_files/ holds the built-ins as examples); replaces 'profile' when set")
-    stream_mode: Literal["cumulative", "delta", "skip-tokenizer-init"] = "cumulative"
+    stream_mode: Literal["cumulative", "delta", "skip-tokenizer-init"] = Field(
+        "cumulative", description="how the simulator streams text: cumulative, delta, or token ids only")
     openai_usage: Literal["honor", "final-only", "none"] = Field(
         "honor", description="usage in the simulator's OpenAI streams: per chunk when asked (vLLM-like), "
         "final-only, or none (text deltas only, like transformers serve)")
-    stream_interval: int = Field(1, ge=1, le=10_000)
-    time_scale: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False)
+    stream_interval: int = Field(1, ge=1, le=10_000, description="decode steps per streamed event (tokens)")
+    time_scale: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False,
+                              description="multiplies every simulated duration (ratio)")
     step_factor: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False,
-                               description="multiplies decode step time; 1/1.1 = +10% faster")
-    die_after_requests: int | None = Field(None, ge=1, le=10**9, description="fault injection for tests")
+                               description="multiplies decode step time; 1/1.1 = +10% faster (ratio)")
+    die_after_requests: int | None = Field(None, ge=1, le=10**9,
+                                           description="fault injection for tests: exit after N requests (count)")
     fault: str | None = Field(None, description="fault injection for tests: a simulator fault spec "
                               "(harness.sim.faults, e.g. error_event:3), checked when the simulator starts")
-    fault_every: int = Field(1, ge=1, description="apply the fault to every N-th generate request")
-    fault_first: int | None = Field(None, ge=0, description="apply the fault only among the first N requests")
+    fault_every: int = Field(1, ge=1, description="apply the fault to every N-th generate request (count)")
+    fault_first: int | None = Field(None, ge=0,
+                                    description="apply the fault only among the first N requests (count)")
     processes: int = Field(1, ge=1, le=64, description="simulator processes on one port and one step grid "
                            "(harness.sim.cluster): for event rates one process cannot emit (about 20k events/s "
-                           "each); needs a profile whose decode step does not depend on the batch (scale-20ms)")
+                           "each); needs a profile whose decode step does not depend on the batch (count)")
 
 
 class OpenAISettings(Strict):
@@ -96,11 +111,13 @@ class OpenAISettings(Strict):
     ``count_method`` pins one. Every record says which method produced its counts.
     """
 
-    prompt_format: Literal["token-ids", "text"] = "token-ids"
-    continuous_usage_stats: bool = True
-    return_token_ids: bool = False
-    send_cache_salt: bool = False
-    count_method: Literal["auto", "usage-per-chunk", "token-ids", "chunks", "retokenized"] = "auto"
+    prompt_format: Literal["token-ids", "text"] = Field(
+        "token-ids", description="send prompts as token ids or as text decoded with 'tokenizer'")
+    continuous_usage_stats: bool = Field(True, description="ask for usage on every streamed chunk")
+    return_token_ids: bool = Field(False, description="ask the server for the token ids of every chunk")
+    send_cache_salt: bool = Field(False, description="send a cache salt (the server must accept the field)")
+    count_method: Literal["auto", "usage-per-chunk", "token-ids", "chunks", "retokenized"] = Field(
+        "auto", description="how output tokens are counted (auto: the best the stream offers)")
     chat_template: str | None = Field(
         None, description="what the server applies to chat messages (recorded; e.g. 'model default')")
 
@@ -116,20 +133,22 @@ class ServiceProfile(Strict):
     name: str = Field("service", pattern=NAME_PATTERN,
                       description="a name (letters, digits, '.', '_', '-'; at most 64 characters): it names "
                       "log files and state in the workspace")
-    backend: Backend = "sim"
-    url: str | None = Field(None, max_length=_PATH)
-    protocol: Literal["sglang", "vllm", "openai-completions", "openai-chat"] | None = None
-    openai: OpenAISettings = Field(default_factory=lambda: OpenAISettings())  # noqa: PLW0108 - mypy needs the call
+    backend: Backend = Field("sim", description="how the service is started (or attached to)")
+    url: str | None = Field(None, max_length=_PATH, description="base URL of the server ('attach' needs it)")
+    protocol: Literal["sglang", "vllm", "openai-completions", "openai-chat"] | None = Field(
+        None, description="HTTP protocol spoken (default: vllm for backend vllm, else sglang)")
+    openai: OpenAISettings = Field(default_factory=lambda: OpenAISettings(),  # noqa: PLW0108 - mypy needs the call
+                                   description="settings for the openai-* protocols")
     tokenizer: str | None = Field(
         None, description="tokenizer (directory or tokenizer.json) that decodes corpus ids into text prompts "
         "and re-tokenizes streamed text; needed for text prompts, chat and re-tokenized counting")
-    model_path: str | None = Field(None, max_length=_PATH)
-    served_model_name: str | None = Field(None, max_length=_PATH)
-    tp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
-    ep_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
-    dp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
-    host: str = Field("127.0.0.1", max_length=255)
-    port: int | None = Field(None, ge=0, le=65535)
+    model_path: str | None = Field(None, max_length=_PATH, description="model weights ('sglang'/'vllm' need it)")
+    served_model_name: str | None = Field(None, max_length=_PATH, description="model name the server reports")
+    tp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="tensor-parallel size (count)")
+    ep_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="expert-parallel size (count)")
+    dp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="data-parallel size (count)")
+    host: str = Field("127.0.0.1", max_length=255, description="address the server listens on")
+    port: int | None = Field(None, ge=0, le=65535, description="TCP port (default: a free one) (port)")
     python: str | None = Field(None, max_length=_PATH,
                                description="interpreter that runs the engine (default: this one)")
     command: list[str] | None = Field(
@@ -138,34 +157,44 @@ class ServiceProfile(Strict):
     health_path: str = Field("/health", pattern=r"^/", max_length=_PATH,
                              description="GET path answering 200 once the server is ready (e.g. /v1/models)")
     # SGLang launch settings (None = leave the engine's default; see harness.service.command)
-    mem_fraction_static: float | None = Field(None, gt=0, le=1)
-    max_total_tokens: int | None = Field(None, ge=1, le=1 << 40, description="KV pool size in tokens")
-    chunked_prefill_size: int | None = Field(None, ge=1, le=1 << 31)
-    max_running_requests: int | None = Field(None, ge=1, le=1 << 24)
-    max_prefill_tokens: int | None = Field(None, ge=1, le=1 << 31)
-    cuda_graph_bs: list[int] | None = Field(None, max_length=_LIST)
-    attention_backend: str | None = Field(None, max_length=256)
-    moe_backend: str | None = Field(None, max_length=256)
-    page_size: int | None = Field(None, ge=1, le=1 << 20)
-    disable_radix_cache: bool = False
-    trust_remote_code: bool = False
-    numa: Literal["none", "interleave"] = "none"
-    nnodes: int = Field(1, ge=1, le=1024)
-    node_rank: int | None = Field(None, ge=0, le=1023)
-    dist_init_addr: str | None = Field(None, max_length=512)
+    mem_fraction_static: float | None = Field(None, gt=0, le=1,
+                                              description="GPU memory share for weights and KV (ratio)")
+    max_total_tokens: int | None = Field(None, ge=1, le=1 << 40, description="KV pool size (tokens)")
+    chunked_prefill_size: int | None = Field(None, ge=1, le=1 << 31, description="prefill chunk size (tokens)")
+    max_running_requests: int | None = Field(None, ge=1, le=1 << 24,
+                                             description="requests the engine runs at once (count)")
+    max_prefill_tokens: int | None = Field(None, ge=1, le=1 << 31,
+                                           description="tokens in one prefill batch (tokens)")
+    cuda_graph_bs: list[int] | None = Field(None, max_length=_LIST,
+                                            description="batch sizes captured as CUDA graphs (count)")
+    attention_backend: str | None = Field(None, max_length=256, description="engine attention backend")
+    moe_backend: str | None = Field(None, max_length=256, description="engine MoE backend")
+    page_size: int | None = Field(None, ge=1, le=1 << 20, description="KV cache page size (tokens)")
+    disable_radix_cache: bool = Field(False, description="turn the engine's prefix cache off")
+    trust_remote_code: bool = Field(False, description="let the engine run the model's own code")
+    numa: Literal["none", "interleave"] = Field("none", description="NUMA memory policy of the engine process")
+    nnodes: int = Field(1, ge=1, le=1024, description="hosts the service spans (count)")
+    node_rank: int | None = Field(None, ge=0, le=1023, description="this host's rank among nnodes (index)")
+    dist_init_addr: str | None = Field(None, max_length=512, description="host:port of the multi-node rendezvous")
     gpus: list[int | str] | None = Field(
         None, max_length=_LIST,
-        description="GPU indices/UUIDs the service uses (default: *_VISIBLE_DEVICES from env, else all)")
-    gpu_owners_source: Literal["auto", "amd-smi", "nvidia-smi", "nvml", "none"] = "auto"
+        description="GPU indices/UUIDs the service uses (default: *_VISIBLE_DEVICES from env, else all) (index)")
+    gpu_owners_source: Literal["auto", "amd-smi", "nvidia-smi", "nvml", "none"] = Field(
+        "auto", description="tool that lists GPU owner processes")
     check_gpu_owners: bool | None = Field(
         None, description="refuse unrelated GPU owners before launch and before every cell/leg "
         "(default: on for every backend but sim)")
-    memory_sample_interval_s: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False)
-    extra_args: list[str] = Field(default_factory=list, max_length=_LIST)
-    env: dict[str, str] = Field(default_factory=dict, max_length=_LIST)
+    memory_sample_interval_s: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False,
+                                            description="period of GPU memory samples (seconds)")
+    extra_args: list[str] = Field(default_factory=list, max_length=_LIST,
+                                  description="more arguments appended to the engine's argv")
+    env: dict[str, str] = Field(default_factory=dict, max_length=_LIST,
+                                description="environment variables set for the engine")
     patches: str | None = Field(None, max_length=_PATH, description="path of a model_patches series file")
-    sim: SimSettings = Field(default_factory=lambda: SimSettings())  # noqa: PLW0108 - mypy needs the call
-    startup_timeout_s: float = Field(900.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    sim: SimSettings = Field(default_factory=lambda: SimSettings(),  # noqa: PLW0108 - mypy needs the call
+                             description="simulator settings (backend sim)")
+    startup_timeout_s: float = Field(900.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                     description="longest wait for the server to become healthy (seconds)")
     expect: dict[str, Any] = Field(
         default_factory=dict, max_length=_LIST,
         description="server_info keys the running server must report (identity verification)",
@@ -199,22 +228,26 @@ class ServiceProfile(Strict):
 class CorporaSpec(Strict):
     """Paths of frozen corpora (relative to the spec file, or to the working directory)."""
 
-    decode: str | None = Field(None, max_length=_PATH)
-    prefill: str | None = Field(None, max_length=_PATH)
+    decode: str | None = Field(None, max_length=_PATH, description="corpus of the decode cells")
+    prefill: str | None = Field(None, max_length=_PATH, description="corpus of the prefill cells")
 
 
 class DecodeSpec(Strict):
     """Formal decode cells: duration-driven rounds of natural-EOS waves."""
 
-    tiers: list[int] = Field(default_factory=lambda: list(TIERS))
-    rounds: int = Field(3, ge=1, le=MAX_ROUNDS)
-    min_resident_seconds: float = Field(30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    warmup_waves: int = Field(1, ge=0, le=1000)
-    max_new_tokens: int = Field(2048, ge=1, le=MAX_NEW_TOKENS)
-    ignore_eos: bool = False
-    temperature: float = Field(0.0, ge=0, le=100, allow_inf_nan=False)
-    cache_salt: Literal["fresh", "none"] = "fresh"
-    max_waves_per_round: int = Field(200, ge=1, le=MAX_WAVES)
+    tiers: list[int] = Field(default_factory=lambda: list(TIERS),
+                             description="concurrencies measured, one cell each (requests in flight)")
+    rounds: int = Field(3, ge=1, le=MAX_ROUNDS, description="measured rounds per cell (count)")
+    min_resident_seconds: float = Field(30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                        description="common resident window a round must reach (seconds)")
+    warmup_waves: int = Field(1, ge=0, le=1000, description="unmeasured waves before each cell (count)")
+    max_new_tokens: int = Field(2048, ge=1, le=MAX_NEW_TOKENS, description="cap on every answer (tokens)")
+    ignore_eos: bool = Field(False, description="keep generating past EOS up to max_new_tokens")
+    temperature: float = Field(0.0, ge=0, le=100, allow_inf_nan=False,
+                               description="sampling temperature; 0 = greedy (ratio)")
+    cache_salt: Literal["fresh", "none"] = Field("fresh", description="a fresh cache salt per request, or none")
+    max_waves_per_round: int = Field(200, ge=1, le=MAX_WAVES,
+                                     description="waves after which a round stops short of its window (count)")
 
     @field_validator("tiers")
     @classmethod
@@ -225,12 +258,14 @@ class DecodeSpec(Strict):
 class PrefillSpec(Strict):
     """Formal prefill cells: one output token, cache defeated, ``cached_tokens == 0`` verified."""
 
-    tiers: list[int] = Field(default_factory=lambda: list(TIERS))
-    rounds: int = Field(3, ge=1, le=MAX_ROUNDS)
-    waves_per_round: int = Field(1, ge=1, le=10_000)
-    warmup_waves: int = Field(1, ge=0, le=1000)
-    max_new_tokens: int = Field(1, ge=1, le=MAX_NEW_TOKENS)
-    cache_defeat: Literal["salt", "flush"] = "salt"
+    tiers: list[int] = Field(default_factory=lambda: list(TIERS),
+                             description="concurrencies measured, one cell each (requests in flight)")
+    rounds: int = Field(3, ge=1, le=MAX_ROUNDS, description="measured rounds per cell (count)")
+    waves_per_round: int = Field(1, ge=1, le=10_000, description="waves in each measured round (count)")
+    warmup_waves: int = Field(1, ge=0, le=1000, description="unmeasured waves before each cell (count)")
+    max_new_tokens: int = Field(1, ge=1, le=MAX_NEW_TOKENS, description="output per request (tokens)")
+    cache_defeat: Literal["salt", "flush"] = Field("salt", description="how the prefix cache is defeated: a "
+                                                   "fresh salt per request, or a flush before each wave")
 
     @field_validator("tiers")
     @classmethod
@@ -255,7 +290,7 @@ class ReopenSpec(Strict):
 
     evidence: str = Field(min_length=1, max_length=_PATH,
                           description="archive id/path of NEW evidence (not the closing archive)")
-    reason: str = Field(min_length=1, max_length=_TEXT)
+    reason: str = Field(min_length=1, max_length=_TEXT, description="why this evidence reopens the direction")
 
 
 class ClientLimits(Strict):
@@ -265,9 +300,12 @@ class ClientLimits(Strict):
     token), once its server streams more output tokens than ``max_new_tokens``, or once one SSE
     event grows past ``max_event_bytes`` without ending. Silence is bounded by ``request_timeout_s``."""
 
-    deadline_factor: float = Field(4.0, ge=1, le=1000, allow_inf_nan=False)
-    deadline_grace_s: float = Field(60.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
-    max_event_bytes: int = Field(4 << 20, ge=1024, le=MAX_EVENT_BYTES)
+    deadline_factor: float = Field(4.0, ge=1, le=1000, allow_inf_nan=False,
+                                   description="multiplies max_new_tokens x observed step (ratio)")
+    deadline_grace_s: float = Field(60.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                    description="time added to every request's deadline (seconds)")
+    max_event_bytes: int = Field(4 << 20, ge=1024, le=MAX_EVENT_BYTES,
+                                 description="largest SSE event accepted (bytes)")
 
 
 class LoadSettings(Strict):
@@ -278,7 +316,8 @@ class LoadSettings(Strict):
     reads the streams (``harness.load.driver.resolve_transport``: ``auto`` is the lean ``wire`` transport
     for ``http://`` services, aiohttp for ``https://``)."""
 
-    workers: int | Literal["auto"] = Field(1, description="client worker processes (1 = in process) or auto")
+    workers: int | Literal["auto"] = Field(1, description="client worker processes (1 = in process) or auto "
+                                             "(count)")
     pin_cpus: bool = Field(False, description="pin each worker process to its own CPU (Linux)")
     transport: Literal["auto", "wire", "aiohttp"] = Field("auto", description="client transport: auto, wire "
                                                           "or aiohttp")
@@ -294,30 +333,34 @@ class LoadSettings(Strict):
 class CampaignSpec(Strict):
     """A formal matrix campaign (``kind: formal-matrix``)."""
 
-    format_version: int = SPEC_FORMAT_VERSION
-    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN)
-    kind: Literal["formal-matrix"] = "formal-matrix"
-    description: str = Field("", max_length=_TEXT)
-    claim_class: ClaimClass
-    protocol_class: Literal["formal"] = "formal"
-    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64)
-    service: ServiceProfile
-    corpora: CorporaSpec = Field(default_factory=CorporaSpec)
-    decode: DecodeSpec | None = None
-    prefill: PrefillSpec | None = None
+    format_version: int = Field(SPEC_FORMAT_VERSION, description="spec format version; this dsv4h reads 1 (version)")
+    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN, description="campaign name (letters, digits, '.', '_', '-')")
+    kind: Literal["formal-matrix"] = Field("formal-matrix", description="spec kind (the default when absent)")
+    description: str = Field("", max_length=_TEXT, description="free text shown in reports")
+    claim_class: ClaimClass = Field(description="what the measured decoding claims to be")
+    protocol_class: Literal["formal"] = Field("formal", description="evidence protocol class (fixed by the kind)")
+    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64,
+                                                                description="free labels for listings")
+    service: ServiceProfile = Field(description="the service measured (inline, or a profile file's path)")
+    corpora: CorporaSpec = Field(default_factory=CorporaSpec, description="frozen corpora per workload")
+    decode: DecodeSpec | None = Field(None, description="decode cells (needs corpora.decode)")
+    prefill: PrefillSpec | None = Field(None, description="prefill cells (needs corpora.prefill)")
     oracles: list[Annotated[str, Field(max_length=_PATH)]] = Field(
         default_factory=list, max_length=64,
         description="oracle files run as sentinels before and after measurement on every service")
     direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$",
                                   description="direction this run explores; refused while closed")
-    reopen: ReopenSpec | None = None
+    reopen: ReopenSpec | None = Field(None, description="new evidence that reopens a closed 'direction'")
     analysis_plan: str | None = Field(None, max_length=_PATH,
                                       description="analysis plan frozen with 'dsv4h freeze FILE' before the run")
-    order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"])  # type: ignore[arg-type]
+    order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"],  # type: ignore[arg-type]
+                                                      description="workloads in the order they run")
     request_timeout_s: float = Field(1800.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
-                                     description="longest silence tolerated while reading a response (s)")
-    client: ClientLimits = Field(default_factory=lambda: ClientLimits())  # noqa: PLW0108 - mypy needs the call
-    load: LoadSettings = Field(default_factory=lambda: LoadSettings())  # noqa: PLW0108 - mypy needs the call
+                                     description="longest silence tolerated while reading a response (seconds)")
+    client: ClientLimits = Field(default_factory=lambda: ClientLimits(),  # noqa: PLW0108 - mypy needs the call
+                                 description="bounds on every streamed request")
+    load: LoadSettings = Field(default_factory=lambda: LoadSettings(),  # noqa: PLW0108 - mypy needs the call
+                               description="how the load is generated")
 
     @model_validator(mode="after")
     def _check(self) -> CampaignSpec:
@@ -344,24 +387,27 @@ class CampaignSpec(Strict):
 class AbbaWorkload(Strict):
     """The fixed waves of an ABBA screen: the same requests in every leg."""
 
-    name: str | None = Field(None, pattern=CAMPAIGN_NAME_PATTERN)
-    description: str = Field("", max_length=_TEXT)
-    claim_class: ClaimClass = "native-ar"
-    corpus: str = Field(max_length=_PATH)
-    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY)
+    name: str | None = Field(None, pattern=CAMPAIGN_NAME_PATTERN,
+                             description="screen name (default: CONTROL-vs-CANDIDATE)")
+    description: str = Field("", max_length=_TEXT, description="free text shown in reports")
+    claim_class: ClaimClass = Field("native-ar", description="what the measured decoding claims to be")
+    corpus: str = Field(max_length=_PATH, description="frozen corpus the waves draw from")
+    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY, description="requests in every wave (count)")
     cases: list[str] | None = Field(None, max_length=MAX_CONCURRENCY,
                                     description="case ids (default: the first `concurrency` cases)")
-    waves_per_leg: int = Field(2, ge=1, le=10_000)
-    warmup_waves: int = Field(1, ge=0, le=1000)
-    max_new_tokens: int = Field(2048, ge=1, le=MAX_NEW_TOKENS)
-    ignore_eos: bool = False
-    cache_salt: Literal["fresh", "none"] = "fresh"
-    boundary: Literal["resident", "http"] = "resident"
+    waves_per_leg: int = Field(2, ge=1, le=10_000, description="measured waves in each leg (count)")
+    warmup_waves: int = Field(1, ge=0, le=1000, description="unmeasured waves before each leg (count)")
+    max_new_tokens: int = Field(2048, ge=1, le=MAX_NEW_TOKENS, description="cap on every answer (tokens)")
+    ignore_eos: bool = Field(False, description="keep generating past EOS up to max_new_tokens")
+    cache_salt: Literal["fresh", "none"] = Field("fresh", description="a fresh cache salt per request, or none")
+    boundary: Literal["resident", "http"] = Field("resident", description="rate measured over resident windows "
+                                                  "or over whole HTTP requests")
     declared_change: list[str] = Field(
         default_factory=list, max_length=256,
         description="profile keys the candidate may change (dotted, e.g. sim.step_factor, env, extra_args)",
     )
-    noise_floor_pct: float = Field(0.5, ge=0, le=100, allow_inf_nan=False)
+    noise_floor_pct: float = Field(0.5, ge=0, le=100, allow_inf_nan=False,
+                                   description="differences below this are noise (percent)")
 
     @model_validator(mode="after")
     def _check(self) -> AbbaWorkload:
@@ -373,25 +419,30 @@ class AbbaWorkload(Strict):
 class AbbaSpec(Strict):
     """An ABBA screen (``kind: abba``): control and candidate profiles plus a fixed workload."""
 
-    format_version: int = SPEC_FORMAT_VERSION
-    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN)
-    kind: Literal["abba"] = "abba"
-    description: str = Field("", max_length=_TEXT)
-    protocol_class: Literal["abba-screen"] = "abba-screen"
-    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64)
-    control: ServiceProfile
-    candidate: ServiceProfile
-    workload: AbbaWorkload
-    fresh_candidate: bool = False
-    allow_identity_change: bool = False
+    format_version: int = Field(SPEC_FORMAT_VERSION, description="spec format version; this dsv4h reads 1 (version)")
+    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN, description="campaign name (letters, digits, '.', '_', '-')")
+    kind: Literal["abba"] = Field("abba", description="spec kind")
+    description: str = Field("", max_length=_TEXT, description="free text shown in reports")
+    protocol_class: Literal["abba-screen"] = Field("abba-screen", description="evidence protocol class (fixed "
+                                                   "by the kind)")
+    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64,
+                                                                description="free labels for listings")
+    control: ServiceProfile = Field(description="the A service (inline, or a profile file's path)")
+    candidate: ServiceProfile = Field(description="the B service (inline, or a profile file's path)")
+    workload: AbbaWorkload = Field(description="the fixed waves (inline, or a workload file's path)")
+    fresh_candidate: bool = Field(False, description="start B2 on a new candidate service instead of "
+                                  "sharing B1's")
+    allow_identity_change: bool = Field(False, description="run even when the profiles differ in keys "
+                                        "outside declared_change (recorded)")
     oracles: list[Annotated[str, Field(max_length=_PATH)]] = Field(
         default_factory=list, max_length=64, description="oracle files run before and after every leg")
     direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$",
                                   description="direction this screen explores; refused while closed")
-    reopen: ReopenSpec | None = None
+    reopen: ReopenSpec | None = Field(None, description="new evidence that reopens a closed 'direction'")
     request_timeout_s: float = Field(1800.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
-                                     description="longest silence tolerated while reading a response (s)")
-    client: ClientLimits = Field(default_factory=lambda: ClientLimits())  # noqa: PLW0108 - mypy needs the call
+                                     description="longest silence tolerated while reading a response (seconds)")
+    client: ClientLimits = Field(default_factory=lambda: ClientLimits(),  # noqa: PLW0108 - mypy needs the call
+                                 description="bounds on every streamed request")
 
     @property
     def claim_class(self) -> ClaimClass:
@@ -444,8 +495,11 @@ def load_any(path: Path) -> CampaignSpec | AbbaSpec:
             _inline_file(data, key, path.parent, ServiceProfile)
         _inline_file(data, "workload", path.parent, AbbaWorkload)
         return parse_model(AbbaSpec, data, str(path))
+    if kind == "rate-sweep":
+        raise SpecError(f"{path}: kind 'rate-sweep' is a rate sweep, not a campaign this loader reads",
+                        hint="run it with 'dsv4h campaign run' or 'dsv4h sweep run'")
     if kind != "formal-matrix":
-        raise SpecError(f"{path}: kind '{kind}' is not known", hint="use kind: formal-matrix or kind: abba")
+        raise SpecError(f"{path}: kind '{kind}' is not known", hint=kinds_hint())
     _inline_service(data, path.parent, str(path))
     return parse_model(CampaignSpec, data, str(path))
 

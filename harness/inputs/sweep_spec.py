@@ -47,23 +47,23 @@ MAX_RATE = 1e6
 class GeometricRates(Strict):
     """``steps`` rates from ``start`` to ``stop`` (requests/s), equally spaced on a log scale."""
 
-    start: float = Field(gt=0, le=MAX_RATE, allow_inf_nan=False)
-    stop: float = Field(gt=0, le=MAX_RATE, allow_inf_nan=False)
-    steps: int = Field(ge=1, le=MAX_RATES)
+    start: float = Field(gt=0, le=MAX_RATE, allow_inf_nan=False, description="lowest rate (requests/s)")
+    stop: float = Field(gt=0, le=MAX_RATE, allow_inf_nan=False, description="highest rate (requests/s)")
+    steps: int = Field(ge=1, le=MAX_RATES, description="rates from start to stop (count)")
 
 
 class ArrivalSettings(Strict):
     """How requests arrive in every round: the process, its seed, the round's size, an optional cap."""
 
-    process: Process = "poisson"
+    process: Process = Field("poisson", description="arrival process of the planned schedule")
     burstiness: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False,
-                              description="gamma shape; 1 = Poisson, < 1 burstier, > 1 more regular")
-    seed: int = Field(0, ge=0, le=2**63 - 1)
-    count: int | None = Field(None, ge=1, le=1_000_000, description="requests per round")
+                              description="gamma shape; 1 = Poisson, < 1 burstier, > 1 more regular (ratio)")
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="seed of the arrival schedule (index)")
+    count: int | None = Field(None, ge=1, le=1_000_000, description="requests per round (count)")
     duration_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
-                                     description="send every planned arrival before this many seconds")
+                                     description="send every planned arrival before this many seconds (seconds)")
     max_concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY,
-                                        description="at most this many requests in flight; later ones wait")
+                                        description="at most this many requests in flight; later ones wait (count)")
 
     @model_validator(mode="after")
     def _size(self) -> ArrivalSettings:
@@ -75,44 +75,52 @@ class ArrivalSettings(Strict):
 class SloSpec(Strict):
     """Latency objectives for goodput, in milliseconds (as sglang.bench_serving's --goodput)."""
 
-    ttft_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
-    tpot_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
-    e2e_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
+    ttft_ms: float | None = Field(None, gt=0, allow_inf_nan=False, description="time to first token bound (ms)")
+    tpot_ms: float | None = Field(None, gt=0, allow_inf_nan=False, description="time per output token bound (ms)")
+    e2e_ms: float | None = Field(None, gt=0, allow_inf_nan=False, description="end-to-end latency bound (ms)")
 
 
 class SweepSpec(Strict):
     """A rate sweep (``kind: rate-sweep``)."""
 
-    format_version: int = 1
-    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN)
-    kind: Literal["rate-sweep"] = "rate-sweep"
-    description: str = Field("", max_length=100_000)
-    claim_class: ClaimClass
-    protocol_class: Literal["rate-sweep"] = "rate-sweep"
-    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64)
-    service: ServiceProfile
-    corpus: str = Field(min_length=1, max_length=4096)
+    format_version: int = Field(1, description="spec format version; this dsv4h reads 1 (version)")
+    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN, description="campaign name (letters, digits, '.', '_', '-')")
+    kind: Literal["rate-sweep"] = Field("rate-sweep", description="spec kind")
+    description: str = Field("", max_length=100_000, description="free text shown in reports")
+    claim_class: ClaimClass = Field(description="what the measured decoding claims to be")
+    protocol_class: Literal["rate-sweep"] = Field("rate-sweep", description="evidence protocol class (fixed by "
+                                                  "the kind)")
+    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64,
+                                                                description="free labels for listings")
+    service: ServiceProfile = Field(description="the service measured (inline, or a profile file's path)")
+    corpus: str = Field(min_length=1, max_length=4096, description="frozen corpus the requests draw from")
     rates: list[Annotated[float, Field(gt=0, le=MAX_RATE, allow_inf_nan=False)]] | None = Field(
-        None, max_length=MAX_RATES)
-    geometric: GeometricRates | None = None
-    arrivals: ArrivalSettings
-    rounds: int = Field(3, ge=1, le=100)
-    warmup_requests: int = Field(4, ge=0, le=100_000)
+        None, max_length=MAX_RATES, description="offered rates, run ascending; or give 'geometric' (requests/s)")
+    geometric: GeometricRates | None = Field(None, description="rates spaced on a log scale; or give 'rates'")
+    arrivals: ArrivalSettings = Field(description="how requests arrive in every round")
+    rounds: int = Field(3, ge=1, le=100, description="measured rounds per rate (count)")
+    warmup_requests: int = Field(4, ge=0, le=100_000, description="unmeasured requests sent first at each rate "
+                                 "(count)")
     max_new_tokens: int = Field(256, ge=1, le=MAX_NEW_TOKENS,
                                 description="cap on every answer; a corpus case's declared output length wins "
-                                "when it is smaller and use_case_output_lengths is set")
+                                "when it is smaller and use_case_output_lengths is set (tokens)")
     use_case_output_lengths: bool = Field(
         True, description="send each case's declared output length (corpus built from a distribution or "
         "a ShareGPT file) as max_new_tokens with ignore_eos")
-    ignore_eos: bool = False
-    slo: SloSpec = Field(default_factory=lambda: SloSpec())  # noqa: PLW0108 - mypy needs the call
+    ignore_eos: bool = Field(False, description="keep generating past EOS up to max_new_tokens")
+    slo: SloSpec = Field(default_factory=lambda: SloSpec(),  # noqa: PLW0108 - mypy needs the call
+                         description="latency objectives for goodput")
     schedule_tolerance_ms: float = Field(50.0, gt=0, le=60_000, allow_inf_nan=False,
-                                         description="p99 send lag above this is a schedule not kept")
-    oracles: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list, max_length=64)
-    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$")
-    reopen: ReopenSpec | None = None
-    request_timeout_s: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    client: ClientLimits = Field(default_factory=lambda: ClientLimits())  # noqa: PLW0108 - mypy needs the call
+                                         description="p99 send lag above this is a schedule not kept (ms)")
+    oracles: list[Annotated[str, Field(max_length=4096)]] = Field(
+        default_factory=list, max_length=64, description="oracle files run before and after the sweep")
+    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$",
+                                  description="direction this sweep explores; refused while closed")
+    reopen: ReopenSpec | None = Field(None, description="new evidence that reopens a closed 'direction'")
+    request_timeout_s: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                     description="longest silence tolerated while reading a response (seconds)")
+    client: ClientLimits = Field(default_factory=lambda: ClientLimits(),  # noqa: PLW0108 - mypy needs the call
+                                 description="bounds on every streamed request")
 
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:

@@ -3,7 +3,7 @@
 A ``StreamDecoder`` turns SSE payloads (each stamped with the client monotonic time, in ns, of
 the socket read that carried it) into the per-request facts a ``RequestRecord`` needs.
 Implementations: ``SGLangDecoder`` (SGLang ``/generate``), ``VLLMDecoder`` (vLLM
-``/v1/completions``), GUIDE section 4.
+``/v1/completions``), docs/serving-facts.md#sglang-stream-format.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ over its unfinished requests plus ``WAVE_MARGIN_S`` (startup and teardown). A re
 it (its own bounds failed it: e.g. bytes that never complete a header) is cancelled and recorded as
 failed with ``wave deadline exceeded after X s``, its partial tokens kept; the wave's other records are
 unchanged. A wave with a failed request is never counted (the campaign marks its round failed).
+
+**Live tally.** At the same ticks, ``on_live`` (when given) hears the wave's progress so far
+(``harness.load.live``), read from the decoders' live lists: no work is added per streamed event.
 """
 
 from __future__ import annotations
@@ -51,11 +54,15 @@ from harness.load.client import (
     vllm_body,
 )
 from harness.load.decode import StreamDecoder
+from harness.load.live import LiveTally, LiveWave
 from harness.load.openai import Tokenize, openai_body
 from harness.load.wire import WirePool, wire_request
 from harness.records import RequestRecord
 
 T = TypeVar("T")
+LiveSink = Callable[[LiveTally], None]
+"""Hears a wave's live tally at each watch tick (``WATCH_INTERVAL_S``), on the wave's event loop."""
+WaveRunner = Callable[[Sequence["WaveRequest"], LiveSink | None], Awaitable[list[RequestRecord]]]
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -193,7 +200,7 @@ class LoadClient:
         self._pool: WirePool | None = None
         self._path = ENDPOINTS[protocol]
         # Set by subclasses that run waves elsewhere (harness.load.workers): run_wave delegates to it.
-        self.wave_runner: Callable[[Sequence[WaveRequest]], Awaitable[list[RequestRecord]]] | None = None
+        self.wave_runner: WaveRunner | None = None
 
     def new_decoder(self) -> StreamDecoder:
         """A fresh decoder for one stream of this client's protocol."""
@@ -303,8 +310,10 @@ class LoadClient:
         )
 
 
-async def run_wave(client: LoadClient, requests: Sequence[WaveRequest]) -> list[RequestRecord]:
-    """Send ``requests`` together and return their records in request order.
+async def run_wave(client: LoadClient, requests: Sequence[WaveRequest], on_live: LiveSink | None = None
+                   ) -> list[RequestRecord]:
+    """Send ``requests`` together and return their records in request order (``on_live``: hears the
+    wave's live tally at each watch tick, module docstring).
 
     Bodies are built first, then every request task is created before any is awaited. Request
     failures come back as records with ``error`` set; if the wave itself is cancelled, every
@@ -317,10 +326,10 @@ async def run_wave(client: LoadClient, requests: Sequence[WaveRequest]) -> list[
     if len({r.rid for r in requests}) != len(requests):
         raise ValueError("rids within a wave must be unique (servers reject duplicates)")
     if client.wave_runner is not None:
-        return await client.wave_runner(requests)
+        return await client.wave_runner(requests, on_live)
     bodies = [client.body(r) for r in requests]
     with _gc_paused(client.pause_gc):
-        return await gather_wave(client, requests, bodies, len(requests))
+        return await gather_wave(client, requests, bodies, len(requests), on_live=on_live)
 
 
 class WaveWatch:
@@ -352,17 +361,19 @@ class WaveWatch:
 
 
 async def gather_wave(client: LoadClient, requests: Sequence[WaveRequest], bodies: Sequence[bytes], wave_size: int,
-                      *, margin_s: float | None = None, on_tick: Callable[[int], None] | None = None
-                      ) -> list[RequestRecord]:
+                      *, margin_s: float | None = None, on_tick: Callable[[int], None] | None = None,
+                      on_live: LiveSink | None = None) -> list[RequestRecord]:
     """Start every request of a wave at once and return their records in request order, the whole
     wave bounded by its deadline (``WaveWatch``, module docstring): requests still running past it are
     cancelled and recorded as failed. ``on_tick`` hears each re-derived deadline (monotonic ns; the
-    load workers publish it to their parent). If the wave itself is cancelled, so is every request."""
+    load workers publish it to their parent), ``on_live`` the wave's live tally (``LiveWave``). If the
+    wave itself is cancelled, so is every request."""
     decoders = [client.new_decoder() for _ in requests]
     send_ns = time.perf_counter_ns()
     tasks = [asyncio.ensure_future(client.send(r, b, wave_size, d))
              for r, b, d in zip(requests, bodies, decoders, strict=True)]
     watch = WaveWatch(client, requests, decoders, send_ns, margin_s)
+    live = LiveWave(decoders) if on_live is not None else None
     try:
         while True:
             pending = [i for i, t in enumerate(tasks) if not t.done()]
@@ -372,6 +383,8 @@ async def gather_wave(client: LoadClient, requests: Sequence[WaveRequest], bodie
             deadline = watch.tick(now, pending)
             if on_tick is not None:
                 on_tick(deadline)
+            if on_live is not None and live is not None:
+                on_live(live.update([t.done() for t in tasks]))
             if now >= deadline:
                 return await _past_deadline(tasks, requests, decoders, send_ns, wave_size, now)
             await asyncio.wait([tasks[i] for i in pending], timeout=min(WATCH_INTERVAL_S, (deadline - now) / 1e9),

@@ -53,7 +53,7 @@ def _int(v: Any) -> int | None:
 
 
 class SGLangDecoder:
-    """Decoder for SGLang native ``/generate`` streams (GUIDE section 4).
+    """Decoder for SGLang native ``/generate`` streams (docs/serving-facts.md#sglang-stream-format).
 
     Counts come from ``meta_info.completion_tokens`` (cumulative); ``output_ids`` may be
     cumulative or deltas, decided per stream by which reading agrees with the counts. Tolerates

@@ -22,6 +22,9 @@ uvloop loop and ``LoadClient`` (connection pool of its share of the wave):
   other workers' records are kept, and the pool is unusable from then on; the wave, having failed
   requests, is never counted. The longest heartbeat gap the parent saw is ``worker_silence_max_s`` of
   the wave's self-check (judged by the ``client-stalled`` evidence rule);
+- **live tally**: the same shared memory carries each worker's live tally of its streams
+  (``harness.load.live``), written at its watch ticks under a sequence counter; the parent merges the
+  workers' tallies and hands them to the wave's ``on_live`` sink at the same interval;
 - **self-check**: each worker measures its own event-loop delay and CPU share during the wave
   (same keys as ``harness.run.selfcheck``); ``take_check`` returns the worst worker's figures with
   the worker count, CPU pinning and send skew, for ``wave_checks.jsonl``.
@@ -53,13 +56,16 @@ from harness.load.client import Protocol, StreamLimits, make_record
 from harness.load.driver import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
+    WATCH_INTERVAL_S,
     WAVE_MARGIN_S,
+    LiveSink,
     LoadClient,
     OpenAIOptions,
     Transport,
     WaveRequest,
     gather_wave,
 )
+from harness.load.live import FIELDS, LiveTally, merge
 from harness.records import RequestRecord
 
 CPU_PER_EVENT_S = 18e-6
@@ -89,6 +95,26 @@ anyway (its floor is 1 s)."""
 _SPIN_S = 0.002
 _PROBE_S = 0.005
 _BEAT, _DEADLINE = 0, 1  # slots of the shared heartbeat array (perf_counter_ns values)
+_SEQ, _LIVE = 2, 3  # then the live tally: a sequence counter (odd while written) and FIELDS from _LIVE on
+_SLOTS = _LIVE + len(FIELDS)
+
+
+def publish_tally(beat: Any, t: LiveTally) -> None:
+    """Write ``t`` into a worker's shared array (the sequence counter is odd while it is written)."""
+    beat[_SEQ] += 1
+    beat[_LIVE:_SLOTS] = t.values()
+    beat[_SEQ] += 1
+
+
+def read_tally(beat: Any, n: int) -> LiveTally | None:
+    """A worker's last published tally; ``LiveTally(n)`` before its first, None while it is being written."""
+    seq = int(beat[_SEQ])
+    if seq % 2:
+        return None
+    vals = [int(v) for v in beat[_LIVE:_SLOTS]]
+    if int(beat[_SEQ]) != seq:
+        return None
+    return LiveTally(*vals) if seq else LiveTally(n)
 
 
 def available_cpus() -> list[int]:
@@ -194,7 +220,11 @@ async def _worker_wave(client: LoadClient, start_ns: int, wave_size: int, reques
         if beat is not None:
             beat[_DEADLINE] = deadline_ns
 
-    records = await gather_wave(client, requests, bodies, wave_size, on_tick=publish)
+    def live(t: LiveTally) -> None:
+        if beat is not None:
+            publish_tally(beat, t)
+
+    records = await gather_wave(client, requests, bodies, wave_size, on_tick=publish, on_live=live)
     return records, sent_ns, probe.stop()
 
 
@@ -235,7 +265,7 @@ class _Worker:
     process: Any  # multiprocessing.context.SpawnProcess
     conn: Connection
     cpu: int | None
-    beat: Any = None  # shared int64 [heartbeat ns, wave deadline ns] (multiprocessing RawArray)
+    beat: Any = None  # shared int64 [heartbeat ns, wave deadline ns, live tally] (multiprocessing RawArray)
 
     def died(self) -> str:
         code = self.process.exitcode
@@ -295,7 +325,7 @@ class WorkerLoadClient(LoadClient):
                                     self.connect_timeout_s, replace(self.openai, tokenize=None), self.limits, cpu,
                                     self.transport)
                 parent, child = ctx.Pipe()
-                beat = ctx.RawArray("q", 2)
+                beat = ctx.RawArray("q", _SLOTS)
                 proc = ctx.Process(target=_worker_main, args=(child, setup, beat), name=f"dsv4h-load-{k}",
                                    daemon=True)
                 proc.start()
@@ -381,23 +411,43 @@ class WorkerLoadClient(LoadClient):
                 return ("stalled", f"load worker {w.index} (pid {w.process.pid}) {why}; the parent killed it and "
                         f"failed its {n_requests} request(s)"), worst
 
-    async def _run_wave(self, requests: Sequence[WaveRequest]) -> list[RequestRecord]:
+    async def _relay(self, shares: Sequence[Sequence[int]], on_live: LiveSink) -> None:
+        """Hand ``on_live`` the workers' merged tally every ``WATCH_INTERVAL_S`` until cancelled (a
+        worker caught mid-write keeps its previous tally)."""
+        last = [LiveTally(len(idx)) for idx in shares]
+        while True:
+            for k, (w, idx) in enumerate(zip(self._workers, shares, strict=True)):
+                t = read_tally(w.beat, len(idx))
+                if t is not None:
+                    last[k] = t
+            on_live(merge(last))
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+    async def _run_wave(self, requests: Sequence[WaveRequest], on_live: LiveSink | None = None
+                        ) -> list[RequestRecord]:
         if self._broken is not None:
             raise MeasurementError(f"the load worker pool is broken: {self._broken}",
                                    hint="a worker died or was killed in an earlier wave; restart the run")
         n, start_ns = len(requests), time.perf_counter_ns() + int(START_LEAD_S * 1e9)
         shares = [list(range(k, n, self.workers)) for k in range(self.workers)]
         for w, idx in zip(self._workers, shares, strict=True):
-            w.beat[_BEAT] = w.beat[_DEADLINE] = 0
+            w.beat[0:_SLOTS] = [0] * _SLOTS
             try:
                 w.conn.send(("wave", start_ns, n, [requests[i] for i in idx]))
             except (OSError, ValueError):
                 await asyncio.to_thread(w.process.join, 1.0)
                 self._broken = w.died()
                 raise MeasurementError(w.died(), hint="the wave failed; see the worker's exit code") from None
-        answers = await asyncio.gather(*(self._await_wave(w, start_ns, len(idx))
-                                         for w, idx in zip(self._workers, shares, strict=True)),
-                                       return_exceptions=True)
+        relay = asyncio.ensure_future(self._relay(shares, on_live)) if on_live is not None else None
+        try:
+            answers = await asyncio.gather(*(self._await_wave(w, start_ns, len(idx))
+                                             for w, idx in zip(self._workers, shares, strict=True)),
+                                           return_exceptions=True)
+        finally:
+            if relay is not None:
+                relay.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await relay
         results = [a if isinstance(a, BaseException) else a[0] for a in answers]
         silence = max((a[1] for a in answers if not isinstance(a, BaseException)), default=0) / 1e9
         errors = [r for r in results if isinstance(r, BaseException)]

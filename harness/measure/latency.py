@@ -12,14 +12,18 @@ tokens, ``n_i(t)`` tokens received by ``t``):
 - **ITL** (dsv4h, per token): each gap between consecutive count-raising events divided by the tokens
   that event delivered, once per token, so an event carrying k tokens contributes k equal gaps.
 
-Peer variants, by name (``variant="bench-serving"``), as sglang.bench_serving and ``vllm bench serve``
-define them: ITL is the gap between consecutive *chunks* (one value per event, whatever it carried) and
-TPOT is ``(d_i - f_i) / (N_i - 1)`` (end of response, not last token; every token after the first in
-the denominator). With one token per event the ITLs agree; multi-token events make the peers' ITL
-larger and their count of ITL samples smaller.
+Peer variants, by name (``variant="bench-serving"``), as ``vllm bench serve`` defines them (and
+sglang.bench_serving on its OpenAI backends): ITL is the gap between consecutive *chunks* (one value
+per event, whatever it carried) and TPOT is ``(d_i - f_i) / (N_i - 1)`` (end of response, not last
+token; every token after the first in the denominator). sglang.bench_serving 0.5.23 on its native
+backend (``/generate``) takes that TPOT but spreads a chunk's gap over the tokens it carried, which is
+the dsv4h ITL. With one token per event the ITLs agree; multi-token events make the per-chunk ITL
+larger and its count of samples smaller.
 
 Statistics: ``p50``, ``p90``, ``p99`` (numpy's linear interpolation), ``mean``, ``max`` (observed, not a
-bound) and ``n`` (number of values). No values gives NaN statistics and ``n = 0``.
+bound) and ``n`` (number of values). No values gives NaN statistics and ``n = 0``. Other percentiles
+(any in (0, 100], e.g. ``--percentiles 50,95``) by :func:`percentiles` and :func:`columns_at`, named
+``p<value>`` (``p95``, ``p99.9``); the stored columns keep the three above.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from harness.errors import SpecError
 from harness.records import RequestRecord
 
 NS = 1e9
@@ -39,6 +44,8 @@ STATS = ("p50", "p90", "p99", "mean", "max", "n")
 Variant = Literal["dsv4h", "bench-serving"]
 VARIANTS: tuple[Variant, ...] = ("dsv4h", "bench-serving")
 F64 = npt.NDArray[np.float64]
+DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
+MAX_PERCENTILES = 12
 
 
 def _ok(records: Sequence[RequestRecord]) -> list[RequestRecord]:
@@ -96,18 +103,59 @@ def itl(records: Sequence[RequestRecord], variant: Variant = "dsv4h") -> F64:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
 
 
-def stats(values: F64) -> dict[str, float]:
-    """``p50 p90 p99 mean max n`` of ``values`` (NaN statistics and n = 0 when empty)."""
+def percentile_name(p: float) -> str:
+    """The statistic's name of percentile ``p``: ``p50``, ``p95``, ``p99.9``."""
+    return f"p{p:g}"
+
+
+def parse_percentiles(text: str, *, flag: str = "--percentiles") -> tuple[float, ...]:
+    """Comma-separated percentiles (each a number in (0, 100]), sorted, duplicates dropped. A bad list
+    is a ``SpecError`` naming ``flag`` and the offending item."""
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise SpecError(f"{flag} {text!r}: give a comma-separated list of numbers, e.g. 50,90,95,99",
+                        hint=f"{flag} takes percentiles in (0, 100] separated by commas, without spaces or "
+                        "empty items")
+    out: set[float] = set()
+    for t in items:
+        try:
+            p = float(t)
+        except ValueError:
+            raise SpecError(f"{flag} {text!r}: {t!r} is not a number",
+                            hint=f"{flag} takes numbers in (0, 100], e.g. 50,90,95,99") from None
+        if not (math.isfinite(p) and 0 < p <= 100):
+            raise SpecError(f"{flag} {text!r}: {t} is outside (0, 100]",
+                            hint=f"{flag} takes numbers in (0, 100] (p0 is not a percentile; use 100 for the "
+                            "maximum)")
+        out.add(p)
+    if len(out) > MAX_PERCENTILES:
+        raise SpecError(f"{flag} {text!r}: {len(out)} percentiles, at most {MAX_PERCENTILES}",
+                        hint=f"give {flag} at most {MAX_PERCENTILES} percentiles")
+    return tuple(sorted(out))
+
+
+def percentiles(values: F64, ps: Sequence[float]) -> dict[str, float]:
+    """``p<value>`` of ``values`` for each ``p`` in ``ps`` (numpy's linear interpolation; NaN when empty)."""
     if values.size == 0:
-        return {"p50": math.nan, "p90": math.nan, "p99": math.nan, "mean": math.nan, "max": math.nan, "n": 0.0}
-    p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(values.mean()),
-            "max": float(values.max()), "n": float(values.size)}
+        return {percentile_name(p): math.nan for p in ps}
+    got: F64 = np.asarray(np.percentile(values, list(ps)) if ps else [], dtype=np.float64)
+    return {percentile_name(p): float(v) for p, v in zip(ps, got, strict=True)}
 
 
-def summary(records: Sequence[RequestRecord], variant: Variant = "dsv4h") -> dict[str, float]:
+def stats(values: F64, ps: Sequence[float] = DEFAULT_PERCENTILES) -> dict[str, float]:
+    """The ``ps`` percentiles (default ``p50 p90 p99``), ``mean max n`` of ``values`` (NaN statistics and
+    n = 0 when empty)."""
+    out = percentiles(values, ps)
+    if values.size == 0:
+        return out | {"mean": math.nan, "max": math.nan, "n": 0.0}
+    return out | {"mean": float(values.mean()), "max": float(values.max()), "n": float(values.size)}
+
+
+def summary(records: Sequence[RequestRecord], variant: Variant = "dsv4h",
+            ps: Sequence[float] = DEFAULT_PERCENTILES) -> dict[str, float]:
     """Flat columns ``<metric>_<stat>_s`` (``<metric>_n`` for counts) over ``records``, e.g.
-    ``ttft_p99_s``, ``itl_n``; with the peer variant the names carry ``_bench``: ``itl_bench_p50_s``."""
+    ``ttft_p99_s``, ``itl_n``; with the peer variant the names carry ``_bench``: ``itl_bench_p50_s``;
+    ``ps`` the percentiles (default ``p50 p90 p99``, the stored columns)."""
     values = {"ttft": ttft(records), "itl": itl(records, variant), "tpot": tpot(records, variant),
               "e2e": e2e(records)}
     tag = "" if variant == "dsv4h" else "_bench"
@@ -115,7 +163,7 @@ def summary(records: Sequence[RequestRecord], variant: Variant = "dsv4h") -> dic
     for metric in METRICS:
         if tag and metric in ("ttft", "e2e"):
             continue  # same definition for the peers
-        for stat, v in stats(values[metric]).items():
+        for stat, v in stats(values[metric], ps).items():
             out[f"{metric}{tag}_n" if stat == "n" else f"{metric}{tag}_{stat}_s"] = v
     return out
 
@@ -123,3 +171,9 @@ def summary(records: Sequence[RequestRecord], variant: Variant = "dsv4h") -> dic
 def columns(records: Sequence[RequestRecord]) -> dict[str, float]:
     """Every latency column a result row carries: dsv4h definitions plus the peers' ITL and TPOT."""
     return summary(records, "dsv4h") | summary(records, "bench-serving")
+
+
+def columns_at(records: Sequence[RequestRecord], ps: Sequence[float]) -> dict[str, float]:
+    """:func:`columns` with the percentiles ``ps`` instead of ``p50 p90 p99`` (console tables, quick
+    screens; never a ledger column), e.g. ``ttft_p95_s``, ``itl_bench_p95_s``."""
+    return summary(records, "dsv4h", ps) | summary(records, "bench-serving", ps)

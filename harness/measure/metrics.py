@@ -1,4 +1,4 @@
-"""Rate and latency metrics, exactly as GUIDE section 1 (the report's section 10.1) defines them.
+"""Rate and latency metrics, exactly as docs/metrics.md (the report's section 10.1) defines them.
 
 Pure numpy over ``RequestRecord`` lists. A *wave* is a list of records sent together; ``waves`` is a
 list of waves. Only successful records (``error is None``) are counted; failed ones are reported
@@ -100,7 +100,7 @@ def _wave_id(wave: Wave) -> str:
 
 
 def resident_window(wave: Wave) -> WaveRate:
-    """Resident decode window of one wave (GUIDE section 1)."""
+    """Resident decode window of one wave (docs/metrics.md#resident-decode-window)."""
     ok = [r for r in wave if r.ok and r.n_tokens >= 1]
     n_failed = sum(1 for r in wave if not r.ok)
     if not ok:

@@ -225,6 +225,18 @@ def compute_results(
     return CampaignResults(tuple(waves), tuple(rounds), tuple(cell_results))
 
 
+def cell_latency_at(records: Sequence[RequestRecord], round_status: Mapping[str, str],
+                    ps: Sequence[float]) -> dict[str, dict[str, float]]:
+    """Per cell id, the latency columns at percentiles ``ps`` (:func:`harness.measure.latency.columns_at`)
+    over the measured requests of its ok rounds, the population :func:`compute_results` uses for the
+    stored p50/p90/p99; ``round_status`` maps round ids to their status (others do not count)."""
+    by_cell: dict[str, list[RequestRecord]] = defaultdict(list)
+    for r in records:
+        if r.phase == "measured" and round_status.get(round_key(r.wave_id)) == "ok":
+            by_cell[r.cell_id].append(r)
+    return {cid: lat.columns_at(recs, ps) for cid, recs in by_cell.items()}
+
+
 def count_summary(records: Sequence[RequestRecord]) -> str:
     """How the records' output tokens were counted: the one method, or ``mixed: a+b`` (sorted)."""
     methods = sorted({r.count_method for r in records})

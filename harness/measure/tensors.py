@@ -4,7 +4,7 @@ The correctness hierarchy starts at the kernel: are two tensors bitwise equal, a
 are they? :func:`compare_arrays` answers with every kernel-level figure at once, never raising on a shape
 or dtype mismatch (it reports it): element counts, bitwise-equal elements, max absolute error, relative
 L2 error ``||a - b|| / ||b||`` (``b`` is the reference), cosine similarity, NaN and Inf counts of each
-side, and how many elements lie within ``atol + rtol * |b|``. These are distinct claims (GUIDE section 3,
+side, and how many elements lie within ``atol + rtol * |b|``. These are distinct claims (docs/evidence-rules.md#rule-2-a-sentinel-is-not-a-quality-claim,
 rule 2): a high cosine does not make a tensor bitwise equal, and neither says anything about model output.
 
 Readers: ``.npy`` / ``.npz`` (numpy, no pickles) and ``.safetensors`` parsed here with numpy (the

@@ -4,7 +4,7 @@ An oracle file (``oracles/NAME.yaml``, format version 1; ``oracles/README.md`` i
 and keeps the format history) pins one fixed-input greedy completion: the input token IDs, the expected
 output token IDs and their short hash (:func:`harness.hashing.ids_hash16`), the ``max_new_tokens`` the
 request uses, the tokenizer and service identity it belongs to, and two lists of sentences: what a pass
-``certifies`` and what it ``does_not_certify`` (GUIDE section 3, rule 2: a sentinel is not a quality claim).
+``certifies`` and what it ``does_not_certify`` (docs/evidence-rules.md, rule 2: a sentinel is not a quality claim).
 
 This module holds the file model, ``load_oracle`` / ``dump_oracle`` / ``write_oracle``, and the pure
 comparisons: ``compare_ids`` (first diverging position), ``repeat_verdict`` (the record notes' exact

@@ -92,6 +92,7 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
         findings=findings,
         sweep=_json(archive, "sweep.json"),
         environment=_json(archive, "environment.json"),
+        external=_json(archive, "external.json"),
     )
 
 

@@ -262,6 +262,7 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "screens": screens,
         "sweeps": sweeps,
         "memory": memory,
+        "imports": list(snapshot.get("imports") or []),
         "summary": summary_card(snapshot),
         "description": describe(snapshot),
         "historical": list(snapshot.get("historical") or []),

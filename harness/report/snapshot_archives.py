@@ -29,7 +29,7 @@ class ArchiveContent:
     ``used_bytes``, ``total_bytes``). ``findings`` holds Finding-shaped dicts (``rule``,
     ``severity``, ``message``, ``remedy``, ``archive_id``, ``rows``), or ``None`` when the evidence
     module is not available. ``sweep`` is a rate sweep's ``sweep.json``; ``environment`` is
-    ``environment.json`` (where the run ran).
+    ``environment.json`` (where the run ran); ``external`` an import's ``external.json``.
     """
 
     archive_id: str
@@ -46,6 +46,7 @@ class ArchiveContent:
     findings: Sequence[Mapping[str, Any]] | None = None
     sweep: Mapping[str, Any] | None = None
     environment: Mapping[str, Any] | None = None
+    external: Mapping[str, Any] | None = None  # an import's external.json (harness.report.imports)
 
 
 def _created_date(run: RunBlock) -> date | None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from harness.report.config import HistoricalFigure, ReportConfig
+from harness.report.imports import import_entries
 from harness.report.snapshot_archives import ArchiveContent, is_simulated
 from harness.report.snapshot_io import SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, json_value
 from harness.report.snapshot_limits import GENERAL_LIMITS, formal_limits, screen_limits
@@ -303,6 +304,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "services": services,
         "corpora": corpora,
         "oracles": oracles,
+        "imports": import_entries(ordered),
         "has_simulated": any(a["simulated"] for a in archives),
         "limits": {"general": list(GENERAL_LIMITS), "config": list(config.limits)},
     })

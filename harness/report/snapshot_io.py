@@ -15,6 +15,8 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
   3 - (2026-12-02) ``valid`` and ``superseded_by`` on every ``archives``, ``formal``, ``screens`` and
       ``sweeps`` entry (``superseded_by``: the archive that resumed this one and carries its records;
       its values are never a result). Older snapshots read as valid.
+  4 - (2026-12-02) ``imports``: imported peer results (harness.report.imports), each with its tool's own
+      figures and data origin; older snapshots read as having none.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from harness.errors import SpecError
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "json_value", "load_snapshot", "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+SNAPSHOT_FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")

@@ -168,11 +168,14 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     findings = list(snapshot.get("findings") or [])
     oracles = list(snapshot.get("oracles") or [])
     n_sim = sum(1 for a in archives if a.get("simulated"))
+    # an import not known to be simulated was not measured by dsv4h either (harness.report.imports)
+    n_ext = sum(1 for e in snapshot.get("imports") or [] if e.get("data_origin") != "simulated")
     historical = list(snapshot.get("historical") or []) if snapshot.get("historical_present") else None
     what = {
         "archives": len(archives), "formal": len(formal), "screens": len(screens), "sweeps": len(sweeps),
-        "other": len(archives) - len(formal) - len(screens) - len(sweeps),
-        "simulated": n_sim, "measured": len(archives) - n_sim,
+        "imports": len(snapshot.get("imports") or []),
+        "other": len(archives) - len(formal) - len(screens) - len(sweeps) - len(snapshot.get("imports") or []),
+        "simulated": n_sim, "measured": len(archives) - n_sim - n_ext, "external": n_ext,
         "campaigns": _sorted_set([a.get("campaign") for a in archives]),
         "claim_classes": _sorted_set([a.get("claim_class") for a in archives]),
         "protocol_classes": _sorted_set([a.get("protocol_class") for a in archives]),
@@ -222,6 +225,9 @@ def describe(snapshot: Mapping[str, Any]) -> list[str]:
     if what["sweeps"]:
         parts.append(_kind_phrase(what["sweeps"], "rate sweep", "rate sweeps",
                                   [e.get("campaign") for e in snapshot.get("sweeps") or []]))
+    if what["imports"]:
+        parts.append(count_noun(what["imports"], "imported peer result", "imported peer results")
+                     + " (external claims, listed under Imported results)")
     if what["other"]:
         parts.append(count_noun(what["other"], "other archive", "other archives") + " (listed under Archives)")
     if len(parts) > 1:
@@ -237,9 +243,14 @@ def describe(snapshot: Mapping[str, Any]) -> list[str]:
     if what["archives"] and what["simulated"] == what["archives"]:
         out.append(f"Every archive is SIMULATED (backend {backends}): the numbers show what the harness "
                    "measures, not how fast any model is.")
-    elif what["simulated"]:
+    elif what["simulated"] and not what["external"]:
         out.append(f"{count_noun(what['simulated'], 'archive is', 'archives are')} SIMULATED and "
                    f"{count_noun(what['measured'], 'is', 'are')} measured (backends {backends}); they are never mixed.")
+    elif what["external"]:
+        out.append(f"{count_noun(what['simulated'], 'archive is', 'archives are')} SIMULATED, "
+                   f"{count_noun(what['measured'], 'is', 'are')} measured and "
+                   f"{count_noun(what['external'], 'is an import', 'are imports')} of another tool's result whose "
+                   f"server is not known to be the simulator (backends {backends}); they are never mixed.")
     elif what["archives"]:
         out.append(f"Every archive was measured on a live service (backends {backends}).")
     if card["superseded"]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.formats import atomic_write
+from harness.formats import atomic_write, finite_float, fixed_point
 from harness.report.figures import render_figure, sweep_figure
 from harness.report.snapshot_archives import ArchiveContent
 from harness.report.snapshot_sections import sweep_entry
@@ -35,24 +35,40 @@ def archive_sweep_entry(a: Archive) -> dict[str, Any] | None:
     return sweep_entry(ArchiveContent(a.archive_id, a.manifest, "", sweep=a.json("sweep.json")), base)
 
 
-def _fmt(v: Any, scale: float = 1.0) -> str:
-    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
-    return f"{float(v) * scale:.3g}" if ok else "-"
+def _fmt(v: Any, scale: float = 1.0, decimals: int | None = None) -> str:
+    """A number in fixed point (never an exponent); "-" when missing."""
+    return fixed_point(v, decimals, scale=scale, missing="-")
+
+
+def _ms(v: Any) -> str:
+    """Seconds as milliseconds: one place below 100 ms, none from there (``1,280``, ``23.7``)."""
+    x = abs(finite_float(v, 1e3))
+    return _fmt(v, 1e3, 0 if x >= 100 else 1 if x >= 1 else None)
+
+
+def slo_text(slo: Any) -> str:
+    """The recorded SLO (seconds, ``{"ttft_s": 1.0, "tpot_s": 0.05, "e2e_s": None}``) as ``TTFT <= 1000
+    ms, TPOT <= 50 ms``; ``none`` when no objective is set (goodput is then the completed-request rate)."""
+    names = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"))
+    values = [(name, finite_float(slo.get(key), 1e3)) for key, name in names] if isinstance(slo, Mapping) else []
+    parts = [f"{name} <= {_fmt(round(x, 6))} ms" for name, x in values if math.isfinite(x)]
+    return ", ".join(parts) or "none"
 
 
 def sweep_markdown(entry: Mapping[str, Any], figure: str | None) -> list[str]:
     """The Markdown lines of one sweep entry: heading, SLO and knee, the per-rate table, the figure."""
     knee = entry.get("knee")
     title = f"{entry['campaign']} ({entry['archive_id']})" + (" SIMULATED" if entry.get("simulated") else "")
-    lines = [f"## {title}", "", f"SLO: {entry.get('slo')}; knee: "
-             + (f"{knee['rate']:g} req/s offered, goodput {_fmt(knee.get('goodput'))} req/s" if knee else "none"), "",
-             "| rate | req/s | out tok/s | goodput | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | schedule |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [f"## {title}", "", f"SLO: {slo_text(entry.get('slo'))}; knee: "
+             + (f"{_fmt(knee.get('rate'))} req/s offered, goodput {_fmt(knee.get('goodput'), decimals=2)} req/s"
+                if knee else "none"), "",
+             "| rate | req/s | out tok/s | goodput | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | E2E p50 ms | schedule |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for c in entry.get("cells") or []:
-        lines.append(f"| {c['rate']:g} | {_fmt(c['request_throughput_median'])} | "
-                     f"{_fmt(c['output_throughput_median'])} | {_fmt(c['goodput_median'])} | "
-                     f"{_fmt(c['ttft_p50_s'], 1e3)} | {_fmt(c['ttft_p99_s'], 1e3)} | "
-                     f"{_fmt(c['tpot_p50_s'], 1e3)} | {'kept' if c['schedule_kept'] else 'NOT kept'} |")
+        lines.append(f"| {_fmt(c.get('rate'))} | {_fmt(c.get('request_throughput_median'), decimals=2)} | "
+                     f"{_fmt(c.get('output_throughput_median'))} | {_fmt(c.get('goodput_median'), decimals=2)} | "
+                     f"{_ms(c.get('ttft_p50_s'))} | {_ms(c.get('ttft_p99_s'))} | {_ms(c.get('tpot_p50_s'))} | "
+                     f"{_ms(c.get('e2e_p50_s'))} | {'kept' if c.get('schedule_kept') else 'NOT kept'} |")
     if figure:
         lines += ["", f"![latency vs throughput]({figure})", ""]
     return lines

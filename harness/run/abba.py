@@ -23,6 +23,7 @@ import pyarrow as pa
 from harness.aio import new_event_loop
 from harness.errors import DsvError, MeasurementError, SpecError
 from harness.evidence.findings import Finding
+from harness.formats import read_yaml
 from harness.hashing import ids_hash16
 from harness.inputs.corpus import Case, Corpus, load_corpus
 from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile
@@ -59,7 +60,7 @@ from harness.run.session import (
 )
 from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
-from harness.service.manager import RunningService
+from harness.service.manager import RunningService, check_port_free
 from harness.service.memory import MemorySampler
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.runblock import RunBlock
@@ -97,6 +98,19 @@ def check_profiles(spec: AbbaSpec) -> tuple[list[str], list[str]]:
     return declared, undeclared
 
 
+def abba_port_field(source: Path | None, role: str) -> str:
+    """Where an ABBA screen sets the ``role`` (``control`` or ``candidate``) service's port, for an
+    error message: ``'control.port' in SPEC``, the profile file a spec's ``control`` names, or, for a
+    screen assembled from profile files (``dsv4h abba``, no spec file), that option's profile."""
+    if source is None:
+        return f"'port' in the {role} service profile (--{role})"
+    with contextlib.suppress(Exception):  # only words for a message: the spec was validated already
+        data = read_yaml(source)
+        if isinstance(data, dict) and isinstance(data.get(role), str):
+            return f"'port' in the service profile {data[role]} (named by '{role}' in {source})"
+    return f"'{role}.port' in {source}"
+
+
 @dataclass(frozen=True)
 class AbbaInputs:
     """Everything a screen reads before it starts, loaded and checked by ``prepare_abba``."""
@@ -113,8 +127,8 @@ class AbbaInputs:
 
 
 def prepare_abba(loaded: LoadedSpec, workspace: Path) -> AbbaInputs:
-    """Check the profiles and governance, load the corpus, the fixed cases and the sentinels
-    (all before any service starts)."""
+    """Check the profiles and governance, load the corpus, the fixed cases and the sentinels, and
+    refuse a fixed port already in use (all before any service starts or the archive opens)."""
     spec = loaded.spec
     if not isinstance(spec, AbbaSpec):
         raise SpecError(f"{loaded.source}: kind '{spec.kind}' is not an ABBA screen",
@@ -134,6 +148,8 @@ def prepare_abba(loaded: LoadedSpec, workspace: Path) -> AbbaInputs:
     texts = {"A": prompt_texts(spec.control), "B": prompt_texts(spec.candidate)}
     openai_options(spec.control)  # a missing tokenizer is refused before anything starts
     openai_options(spec.candidate)
+    for role, profile in (("control", spec.control), ("candidate", spec.candidate)):
+        check_port_free(profile, abba_port_field(loaded.source, role))  # a taken port: refused before the archive opens
     return AbbaInputs(loaded, spec, declared, undeclared, corpus, cases, sentinels, governance, texts)
 
 
@@ -267,7 +283,8 @@ class AbbaRunner:
                         max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos,
                         cache="fresh-salt" if wl.cache_salt == "fresh" else "none")
         recs = await execute_wave(svc, client, spec, self.cases, self.session.witness,
-                                  self.inputs.texts.get(leg[0]), selfcheck=self.session.selfcheck)
+                                  self.inputs.texts.get(leg[0]), selfcheck=self.session.selfcheck,
+                                  on_live=lambda t: self.report("wave-live", leg=leg, wave=j, phase=phase, tally=t))
         writer.write_wave(recs)
         self.session.record_witness(recs, wave_id, wl.concurrency)
         return recs

@@ -385,7 +385,9 @@ class CampaignRunner:
                         wave_index=j, phase=phase, workload=cell.workload, concurrency=cell.concurrency,
                         max_new_tokens=cell.max_new_tokens, ignore_eos=cell.ignore_eos, cache=cell.cache)
         recs = await execute_wave(self._svc, client, spec, cases, self.session.witness, self.texts,
-                                  selfcheck=self.session.selfcheck)
+                                  selfcheck=self.session.selfcheck,
+                                  on_live=lambda t: self.report("wave-live", cell=cell, round=k, wave=j, phase=phase,
+                                                                tally=t))
         writer.write_wave(recs)
         self.session.record_witness(recs, wave_id, cell.concurrency)
         return recs

@@ -11,7 +11,8 @@ finalized (``kill -9``, a power cut, a full disk). :func:`recover_partial` turns
   keeps its records without a verdict. The run block comes from ``spec.json``, ``plan.json`` and
   the run-start event. A partial of ``dsv4h import`` (it holds ``import.json``,
   ``harness.store.peers.IMPORT_MARKER``) stays what it is: kind, claim and protocol class ``external``,
-  status ``partial``, labelled ``recovered``; never a measurement.
+  status ``partial``, labelled ``recovered``; never a measurement. A quick screen (``dsv4h bench``,
+  spec kind ``quick-bench``) stays protocol class ``quick-bench`` (harness.run.quick), never formal.
 
 Either way the archive is then appended to the ledgers and checked by the evidence rules, as a
 run's own finish does, and a formal matrix can be resumed from it like any partial archive.
@@ -31,8 +32,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.errors import ArchiveError, DsvError
+from harness.evidence.rules_client import serves_simulator
 from harness.inputs.spec import CampaignSpec
 from harness.run.campaign import MatrixState, finalize_matrix
+from harness.run.quick import quick_run_block
 from harness.run.session import Finished, finish, run_labels, settle
 from harness.service.identity import identity_hash
 from harness.store.archive import (
@@ -142,6 +145,11 @@ def _generic(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Fi
     events = read_events(d)
     start = next((e for e in events if e.get("event") == "run-start"), {})
     services = list(_json(d, "service.json", {}).get("services", []))
+    if spec.get("kind") == "quick-bench":
+        sim = any(serves_simulator(dict(s)) for s in services if isinstance(s, dict))
+        return finish(writer, workspace, "partial", quick_run_block(
+            spec, writer.token, str(start.get("wall_iso", "")), simulated=sim, error=RECOVERED_ERROR,
+            extra_labels=("recovered",)))
     kind = "abba" if spec.get("kind") == "abba" else "formal-matrix"
     if kind == "abba":
         profiles = [spec.get("control") or {}, spec.get("candidate") or {}]

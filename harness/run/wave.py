@@ -17,7 +17,7 @@ import aiohttp
 
 from harness.errors import MeasurementError, ServerUnreachable
 from harness.inputs.corpus import Case
-from harness.load.driver import LoadClient, WaveRequest, run_wave
+from harness.load.driver import LiveSink, LoadClient, WaveRequest, run_wave
 from harness.load.prom import parse_gauges
 from harness.records import RequestRecord
 from harness.run.selfcheck import WaveSelfCheck
@@ -101,18 +101,20 @@ async def watched(svc: RunningService, coro: Awaitable[list[RequestRecord]]) -> 
 async def execute_wave(svc: RunningService, client: LoadClient, spec: WaveSpec,
                        cases: Sequence[Case], witness: MetricsWitness | None = None,
                        texts: Callable[[Case], str] | None = None, *,
-                       selfcheck: WaveSelfCheck | None = None) -> list[RequestRecord]:
+                       selfcheck: WaveSelfCheck | None = None, on_live: LiveSink | None = None
+                       ) -> list[RequestRecord]:
     """Send one wave of ``cases`` and return its records (request order). With ``witness``, the
     server's ``/metrics`` gauges are sampled while the wave runs; with ``selfcheck``, the client's
-    own event-loop delay, CPU share and (simulator) late steps are measured around it."""
+    own event-loop delay, CPU share and (simulator) late steps are measured around it; ``on_live``
+    hears the wave's live tally (provisional, ``harness.load.live``) about 4 times a second."""
     svc.check_alive()
     if spec.cache == "flush":
         await flush_cache(svc)
     if selfcheck is None:
-        return await _send_wave(svc, client, spec, cases, witness, texts)
+        return await _send_wave(svc, client, spec, cases, witness, texts, on_live)
     await selfcheck.begin(svc)
     try:
-        recs = await _send_wave(svc, client, spec, cases, witness, texts)
+        recs = await _send_wave(svc, client, spec, cases, witness, texts, on_live)
     except BaseException:
         await selfcheck.end(svc, probe=False)
         raise
@@ -123,13 +125,14 @@ async def execute_wave(svc: RunningService, client: LoadClient, spec: WaveSpec,
 
 
 async def _send_wave(svc: RunningService, client: LoadClient, spec: WaveSpec, cases: Sequence[Case],
-                     witness: MetricsWitness | None, texts: Callable[[Case], str] | None) -> list[RequestRecord]:
+                     witness: MetricsWitness | None, texts: Callable[[Case], str] | None,
+                     on_live: LiveSink | None = None) -> list[RequestRecord]:
     if witness is None or not witness.available:
-        return await watched(svc, run_wave(client, build_requests(spec, cases, texts)))
+        return await watched(svc, run_wave(client, build_requests(spec, cases, texts), on_live))
     stop = asyncio.Event()
     sampler = asyncio.ensure_future(witness.sample(svc.url, stop))
     try:
-        return await watched(svc, run_wave(client, build_requests(spec, cases, texts)))
+        return await watched(svc, run_wave(client, build_requests(spec, cases, texts), on_live))
     finally:
         stop.set()
         await sampler

@@ -4,7 +4,7 @@ The ``backend-witness`` model patch (``model_patches/``) makes every model runne
 ``<DSV4H_WITNESS_DIR>/rank<R>-<pid>-<event>.json`` at ``startup`` (attention backends built) and
 ``graphs`` (CUDA graphs captured). ``read_witnesses`` reads them (I/O); ``compare_witnesses`` is
 pure and returns every difference from the profile as a sentence; the launcher refuses a run on
-any difference (GUIDE section 3, rule 5: logged flags are not proof that a code path ran).
+any difference (docs/evidence-rules.md, rule 5: logged flags are not proof that a code path ran).
 
 Witness format history (``WITNESS_FORMAT_VERSION``, written by ``sglang/srt/dsv4h_witness.py``):
   1 - first version (2026-11-29).

@@ -3,7 +3,7 @@
 A profile fixes every model parameter: resident decode rate per concurrency tier (tok/s), the prefill
 forward cost ``a + T/p`` (seconds, tokens, tok/s), admission limits and the server identity reported by
 ``/server_info``.  ``analytic_decode_rate`` and ``analytic_prefill_rate`` give the rates a measurement
-against the simulator must reproduce (GUIDE sections 1 and 6).
+against the simulator must reproduce (docs/simulator.md#what-paper-tp8-reproduces).
 """
 
 from __future__ import annotations

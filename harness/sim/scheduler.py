@@ -1,6 +1,6 @@
 """The continuous-batching step scheduler: one asyncio task owns all request state.
 
-Model (GUIDE section 6): requests wait in arrival order; a prefill forward admits at most
+Model (docs/simulator.md#scheduler-model): requests wait in arrival order; a prefill forward admits at most
 ``prefill_admission`` requests and ``chunk_budget`` uncached prompt tokens (a long prompt is chunked
 over several forwards) while at most ``max_running`` requests are resident; prefill has priority over
 decode whenever a waiting request can be admitted.  The forward that finishes a prompt produces its

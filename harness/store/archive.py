@@ -169,9 +169,10 @@ class ArchiveWriter:
         for path in sorted(self.dir.rglob("*")):
             if path.is_file() and path.name.startswith(".") and _TMP_RE.fullmatch(path.name):
                 path.unlink()
-            elif path.is_file() and path.name != MANIFEST and not path.name.startswith("."):
+            elif path.is_file() and not path.name.startswith("."):
                 rel = path.relative_to(self.dir).as_posix()
-                files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+                if rel != MANIFEST:  # only the archive's own; a nested manifest.json (a frozen corpus) is hashed
+                    files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
         manifest = {
             "format": "dsv4h-archive",
             "format_version": ARCHIVE_FORMAT_VERSION,
@@ -389,9 +390,9 @@ def verify_archive(path: Path, *, check_name: bool = True) -> list[str]:
         elif (got := sha256_file(f)) != want:
             problems.append(f"changed: {rel} (sha256 {got[:16]}... != manifest {str(want)[:16]}...)")
     for f in sorted(path.rglob("*")):
-        if f.is_file() and f.name != MANIFEST:
+        if f.is_file():
             rel = f.relative_to(path).as_posix()
-            if rel not in files:
+            if rel != MANIFEST and rel not in files:
                 problems.append(f"extra: {rel}")
     recomputed = manifest_id(arch.manifest)
     if recomputed != arch.manifest.get("archive_id"):

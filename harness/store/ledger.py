@@ -4,7 +4,8 @@
 Archive tables ``runs``, ``cells``, ``rounds``, ``waves``, ``requests``, ``comparisons`` (and ``findings``)
 hold one file per archive, named by its id; governance tables one file per append. Every archive row
 carries the archive id, claim class, protocol class, backend, ``data_origin`` (``simulated`` for the
-built-in simulator, owned or attached, else ``measured``) and the ledger schema version. Ingesting an
+built-in simulator, owned or attached, else ``measured``; an import: what its file says of its server,
+``simulated``, ``external`` or ``unknown``) and the ledger schema version. Ingesting an
 archive twice adds nothing (its ``runs`` file exists); an archive is verified (every file re-hashed)
 before any of its rows is read. Ingest never reads or rewrites another archive's files, except the one
 archive a resumed run supersedes, so its cost does not grow with the ledger.
@@ -399,6 +400,18 @@ def resume_files(workspace: Path, archive_id: str, resumed_from: str | None) -> 
     return out
 
 
+def data_origin(archive: Archive) -> str:
+    """``simulated`` or ``measured`` for a dsv4h run (:func:`_simulated`); an import's own
+    ``external.json`` ``data_origin`` (``simulated``, ``external`` or ``unknown``: what its file says of
+    its server, harness.store.peers), ``unknown`` for an import made before that was recorded or
+    recovered without it (claim class ``external``)."""
+    if archive.has("external.json"):
+        return str(archive.json("external.json").get("data_origin") or "unknown")
+    if archive.run.claim_class == "external":
+        return "unknown"
+    return "simulated" if _simulated(archive) else "measured"
+
+
 def _simulated(archive: Archive) -> bool:
     """Simulator data: backend ``sim`` or labelled ``simulated``, or a server of the run identified
     itself as the dsv4h simulator (``server_info.dsv4h_simulator``, e.g. an attached one)."""
@@ -505,7 +518,7 @@ def ingest_archive(workspace: Path, archive: Archive) -> dict[str, int]:
             "claim_class": run.claim_class,
             "protocol_class": run.protocol_class,
             "backend": run.backend,
-            "data_origin": "simulated" if _simulated(archive) else "measured",
+            "data_origin": data_origin(archive),
             "archive_status": archive.status,
             "created_wall": run.created_wall,
             "identity_hash": run.identity_hash,

@@ -7,8 +7,16 @@ names of the tool's own metric definitions (:data:`DEFINITIONS`) and which row f
 (``derived``); ``external.parquet`` holds one row per request (:data:`ROW_SCHEMA`): lengths, TTFT, E2E,
 the tool's per-chunk gaps where it writes them, error, start offset, and ``peer``, a JSON object of the
 request's numbers exactly as the tool wrote them. The source files are kept byte for byte. Nothing of it
-is a dsv4h measurement: the archive has no raw records, adds only a ``runs`` ledger row, the evidence
-rule ``external-claim`` labels it and the comparison guard refuses to combine claim classes.
+is a dsv4h measurement: the archive has no raw records, adds only a ``runs`` ledger row (``dsv4h import``
+appends it at once), the evidence rule ``external-claim`` labels it and the comparison guard refuses to
+combine claim classes.
+
+**Whose server.** ``external.json`` ``server`` records the server's identity where the peer's file
+holds the server's own report (sglang.bench_serving saves ``/server_info`` as ``server_info``;
+:func:`harness.store.peers_parse.server_identity`) and ``data_origin``: ``simulated`` when that
+report is the dsv4h simulator's (the run is then also labelled ``simulated``; its claim class stays
+``external``), ``external`` when it names another server, ``unknown`` when the file cannot tell (vLLM,
+GuideLLM and AIPerf files name only the model the client asked for, which is no server's identity).
 
 Formats read (each checked against a file the real tool wrote here, tests/fixtures/peers/):
 
@@ -71,6 +79,7 @@ from harness.store.peers_parse import (
     TOOLS,
     Columns,
     Tool,
+    origin_of,
     parse_peer,
     parse_sources,
     source_files,
@@ -156,6 +165,7 @@ def import_peer(path: Path, tool: Tool, workspace: Path, *, name: str | None = N
         n_requests = len(parsed.columns)
         parsed.columns = Columns()  # the table holds the rows now
         first = parsed.sources[0]
+        origin = origin_of(parsed.server)
         token = secrets.token_hex(8)
         campaign = name or f"{tool}-{first.sha256[:12]}"
         created = str(clock_anchor()["wall_iso"])
@@ -175,11 +185,13 @@ def import_peer(path: Path, tool: Tool, workspace: Path, *, name: str | None = N
                 "tool": tool, "source_file": first.path.name, "source_sha256": first.sha256,
                 "source_files": hashes, "summary": parsed.summary, "metric_definitions": DEFINITIONS[tool],
                 "derived": parsed.derived, "n_requests": n_requests,
-                "duration_s": _duration_s(tool, parsed.summary),
+                "duration_s": _duration_s(tool, parsed.summary), "server": parsed.server,
+                "data_origin": origin,
                 "note": "numbers as the peer tool computed them; not a dsv4h measurement; never combined with "
                         "measured claims"})
             fault_point("import:written")
-            run = _run_block(tool, token, campaign, labels, created_wall=created)
+            sim_label = ["simulated"] if origin == "simulated" else []
+            run = _run_block(tool, token, campaign, [*labels, *sim_label], created_wall=created)
             return open_archive(writer.finalize(status="complete", run=run))
         except BaseException:
             _discard(writer)

@@ -1,15 +1,30 @@
 """Any archive, measured or imported, in a peer tool's format (edge module: files).
 
-:func:`export_archive` writes an sglang.bench_serving JSONL line, a ``vllm bench serve`` JSON, a
-GuideLLM-shaped report JSON or CSV (one row per request) from per-request rows (:func:`request_rows`):
+:func:`export_cells` writes an sglang.bench_serving JSONL line, a ``vllm bench serve`` JSON, a
+GuideLLM-shaped report JSON or CSV (one row per request) from per-request rows (:func:`archive_cells`):
 an imported archive's ``external.parquet``, or a measured archive's raw records in the peers'
-definitions (ITL per chunk, TPOT ``(e2e - ttft) / (N - 1)``, harness.measure.latency ``bench-serving``).
+definitions (TPOT ``(e2e - ttft) / (N - 1)``; ITL per chunk, harness.measure.latency ``bench-serving``,
+except in sglang-bench files: sglang.bench_serving's native backend spreads a chunk's gap over the
+tokens it carried, so those ITLs are per token).
+
+**Cells are never merged.** A peer summary is one run at one load; a formal matrix is many (8K prefill
+and C1-C64 decode). Each cell is exported as its own run, its summary recomputed from its own
+requests over its own span: one cell (an import, a single-cell archive, ``--cell ID``) to one file;
+several in the format's own multi-run layout where it has one: sglang-bench one JSONL line per cell
+(sglang.bench_serving appends one line per run), GuideLLM one ``benchmarks[]`` entry per cell, CSV
+rows carrying ``cell_id``, ``workload`` and ``concurrency``; vllm-bench (one run per file), or any
+format with ``files_per_cell``, into a directory: ``<cell_id>.<ext>`` per cell plus ``index.json``
+(cell, workload, concurrency, data_origin, file, request count). A directory export to a file name is
+refused, with the cells named.
 
 Summary numbers: exported to the format the archive was imported from, the tool's own summary is
 written verbatim (``dsv4h_summary: "verbatim"``) with the per-request lists rebuilt from the rows, so a
 round trip gives back the fields both sides have. Otherwise every summary number is recomputed from the
 rows with the target tool's definitions (``dsv4h_summary: "recomputed"``); row fields the source did not
-have and dsv4h derived are named in ``dsv4h_derived``. Every file carries the archive id and claim class.
+have and dsv4h derived are named in ``dsv4h_derived``. Every run carries the archive id, claim class,
+``dsv4h_data_origin`` (``simulated`` / ``measured``, an import's ``simulated`` / ``external`` /
+``unknown``: harness.store.ledger.data_origin) and its ``dsv4h_cell``, ``dsv4h_workload`` and
+``dsv4h_concurrency`` (null for an import); the CSV a ``data_origin`` column.
 """
 
 from __future__ import annotations
@@ -18,16 +33,20 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.errors import ArchiveError
-from harness.formats import atomic_write, json_safe
+from harness.formats import atomic_write, dump_json, json_safe
 from harness.formats import finite_float as _f
+from harness.records import RequestRecord
 from harness.store.archive import Archive
+from harness.store.ledger import data_origin
 from harness.store.peers import GUIDELLM_REQUEST_KEYS
 
 EXPORTS = ("sglang-bench", "vllm-bench", "guidellm", "csv")
@@ -37,22 +56,60 @@ _E2E_NAME = {"sglang-bench": "e2e_latency", "vllm-bench": "e2el"}
 _GUIDELLM_EXPORT = ("request_latency", "time_to_first_token_ms", "inter_token_latency_ms", "time_per_output_token_ms")
 
 
-def request_rows(archive: Archive) -> list[dict[str, Any]]:
-    """Per-request rows of any archive (harness.store.peers.ROW_SCHEMA), in the peers' definitions."""
-    if archive.has("external.parquet"):
-        return [{"start_s": math.nan, "peer": "{}"} | r for r in archive.table("external.parquet").to_pylist()]
-    recs = [x for x in archive.records() if x.phase == "measured"]
+@dataclass(frozen=True)
+class CellRows:
+    """One cell of an archive as an export sees it: its id, workload and concurrency (None where the
+    archive has no cells: an import, ad hoc records), per-request rows and run duration (s)."""
+
+    cell_id: str | None
+    workload: str | None
+    concurrency: int | None
+    rows: list[dict[str, Any]]
+    duration_s: float | None
+
+
+def _measured_rows(recs: Sequence[RequestRecord]) -> list[dict[str, Any]]:
     t0 = min((r.send_ns for r in recs), default=0)
     rows = []
     for i, r in enumerate(recs):
         f = r.first_token_ns
         idx = np.flatnonzero(np.diff(np.concatenate(([0], r.event_tokens.astype(np.int64)))) > 0)
         times = r.event_ns[idx]
+        gaps = np.diff(times) / NS
+        new = np.diff(r.event_tokens.astype(np.int64)[idx]) if idx.size else np.zeros(0, np.int64)
+        per_token = [float(g / k) for g, k in zip(gaps, new, strict=True) for _ in range(int(k))]
         rows.append({"index": i, "input_len": int(r.prompt_tokens or r.input_len), "output_len": r.n_tokens,
                      "ttft_s": (f - r.send_ns) / NS if f is not None else math.nan,
-                     "e2e_s": (r.done_ns - r.send_ns) / NS, "itl_s": [float(x) / NS for x in np.diff(times)],
-                     "error": r.error, "start_s": (r.send_ns - t0) / NS, "peer": "{}"})
+                     "e2e_s": (r.done_ns - r.send_ns) / NS, "itl_s": [float(x) for x in gaps],
+                     "itl_token_s": per_token, "error": r.error, "start_s": (r.send_ns - t0) / NS, "peer": "{}"})
     return rows
+
+
+def archive_cells(archive: Archive) -> list[CellRows]:
+    """The archive's cells in run order: an import is one cell (the peer's run); a measured archive
+    one per ``cell_id`` of its measured records (warm-up excluded), its duration the span from the
+    cell's first send to its last completion (s), gaps between its rounds included."""
+    if archive.has("external.parquet"):
+        rows = [{"start_s": math.nan, "peer": "{}"} | r for r in archive.table("external.parquet").to_pylist()]
+        return [CellRows(None, None, None, rows, _source(archive)[2])]
+    groups: dict[str, list[RequestRecord]] = {}
+    for r in archive.records():
+        if r.phase == "measured":
+            groups.setdefault(r.cell_id, []).append(r)
+    if not groups:
+        return [CellRows(None, None, None, [], None)]
+    out = []
+    for cid, recs in groups.items():
+        dur = (max(r.done_ns for r in recs) - min(r.send_ns for r in recs)) / NS
+        out.append(CellRows(cid or None, recs[0].workload if cid else None, recs[0].concurrency if cid else None,
+                            _measured_rows(recs), dur))
+    return out
+
+
+def request_rows(archive: Archive) -> list[dict[str, Any]]:
+    """Per-request rows of any archive (harness.store.peers.ROW_SCHEMA), in the peers' definitions,
+    every cell's in run order (each cell's ``start_s`` from its own first send)."""
+    return [r for c in archive_cells(archive) for r in c.rows]
 
 
 def _tpot(row: Mapping[str, Any]) -> float:
@@ -88,15 +145,22 @@ def bench_dict(rows: Sequence[Mapping[str, Any]], duration_s: float | None, fmt:
     pcts = _PCTS[fmt]
     out |= _ms_stats("ttft", [float(r["ttft_s"]) for r in ok], pcts)
     out |= _ms_stats("tpot", [_tpot(r) for r in ok], pcts)
-    out |= _ms_stats("itl", [float(x) for r in ok for x in r["itl_s"]], pcts)
+    out |= _ms_stats("itl", [float(x) for r in ok for x in _itl(r, fmt)], pcts)
     out |= _ms_stats(_E2E_NAME[fmt], [float(r["e2e_s"]) for r in ok], pcts)
     return out | _bench_lists(rows, fmt)
+
+
+def _itl(row: Mapping[str, Any], fmt: str) -> Sequence[float]:
+    """A row's ITLs as ``fmt``'s tool takes them: per token for sglang-bench where the tokens per event
+    are known (a measured archive), else the row's gaps as recorded (per chunk, or the import's own)."""
+    per_token = row.get("itl_token_s")
+    return list(per_token) if fmt == "sglang-bench" and per_token is not None else list(row["itl_s"])
 
 
 def _bench_lists(rows: Sequence[Mapping[str, Any]], fmt: str) -> dict[str, Any]:
     out: dict[str, Any] = {"input_lens": [int(r["input_len"]) for r in rows],
                            "output_lens": [int(r["output_len"]) for r in rows],
-                           "ttfts": [float(r["ttft_s"]) for r in rows], "itls": [list(r["itl_s"]) for r in rows]}
+                           "ttfts": [float(r["ttft_s"]) for r in rows], "itls": [list(_itl(r, fmt)) for r in rows]}
     if fmt == "vllm-bench":
         peers = [json.loads(r["peer"]) for r in rows]
         out["latencies"] = [float(r["e2e_s"]) for r in rows]
@@ -157,43 +221,124 @@ def guidellm_dict(rows: Sequence[Mapping[str, Any]], duration_s: float | None,
 
 
 def _source(archive: Archive) -> tuple[str | None, dict[str, Any], float | None]:
-    """(imported-from tool or None, its external.json or {}, run duration in s)."""
+    """(imported-from tool or None, its external.json or {}, the import's duration in s)."""
     if archive.has("external.json"):
         ext: dict[str, Any] = archive.json("external.json")
         d = ext.get("duration_s", ext.get("summary", {}).get("duration"))
         return ext.get("tool"), ext, float(d) if isinstance(d, (int, float)) else None
-    recs = [r for r in archive.records() if r.phase == "measured"]
-    dur = (max(r.done_ns for r in recs) - min(r.send_ns for r in recs)) / NS if recs else None
-    return None, {}, dur
+    return None, {}, None
 
 
-def export_archive(archive: Archive, fmt: str, out: Path) -> Path:
-    """Write ``archive`` in a peer's format (module docstring); returns the path written."""
-    if fmt not in EXPORTS:
-        raise ArchiveError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(EXPORTS)}")
-    rows = request_rows(archive)
-    tool, ext, dur = _source(archive)
-    verbatim = tool == fmt
-    prov = {"dsv4h_archive": archive.archive_id, "dsv4h_claim_class": archive.run.claim_class,
-            "dsv4h_source_tool": tool, "dsv4h_summary": "verbatim" if verbatim else "recomputed",
-            "dsv4h_derived": ext.get("derived", {})}
+@dataclass(frozen=True)
+class Exported:
+    """What an export wrote: ``path`` (a file, or the directory of a per-cell export), ``layout``
+    (:data:`LAYOUTS`) and one entry per cell (cell_id, workload, concurrency, data_origin, file, n_requests)."""
+
+    path: Path
+    layout: str
+    cells: list[dict[str, Any]]
+
+
+# How several cells go into one export (module docstring): the peer's own multi-run layout where it has
+# one, else a directory of one file per cell with an index.
+LAYOUTS = ("file", "jsonl-lines", "benchmarks", "csv-rows", "directory")
+_MULTI = {"sglang-bench": "jsonl-lines", "guidellm": "benchmarks", "csv": "csv-rows", "vllm-bench": "directory"}
+_EXT = {"sglang-bench": "jsonl", "vllm-bench": "json", "guidellm": "json", "csv": "csv"}
+INDEX = "index.json"
+_CSV_HEAD = ["cell_id", "workload", "concurrency", "data_origin", "index", "input_len", "output_len", "ttft_s",
+             "e2e_s", "tpot_s", "n_itl", "start_s", "error"]
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _cell_prov(cell: CellRows, origin: str) -> dict[str, Any]:
+    return {"dsv4h_data_origin": origin, "dsv4h_cell": cell.cell_id, "dsv4h_workload": cell.workload,
+            "dsv4h_concurrency": cell.concurrency}
+
+
+def _bench_obj(archive: Archive, cell: CellRows, fmt: str, prov: dict[str, Any]) -> dict[str, Any]:
+    tool, ext, _ = _source(archive)
+    d = bench_dict(cell.rows, cell.duration_s, fmt)
+    if tool == fmt:
+        d = dict(ext.get("summary", {})) | _bench_lists(cell.rows, fmt)
+    d.setdefault("backend", "external" if tool else archive.run.backend)
+    return dict(json_safe(d | prov))
+
+
+def _csv_rows(w: Any, cell: CellRows, origin: str) -> None:
+    for r in cell.rows:
+        w.writerow([cell.cell_id or "", cell.workload or "", "" if cell.concurrency is None else cell.concurrency,
+                    origin, r["index"], r["input_len"], r["output_len"], r["ttft_s"], r["e2e_s"], _tpot(r),
+                    len(r["itl_s"]), r["start_s"], r.get("error") or ""])
+
+
+def _render(archive: Archive, fmt: str, cells: Sequence[CellRows], prov: dict[str, Any], origin: str) -> bytes:
+    """The bytes of one export file holding ``cells`` (one, or several in the format's multi-run layout)."""
+    tool, ext, _ = _source(archive)
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["index", "input_len", "output_len", "ttft_s", "e2e_s", "tpot_s", "n_itl", "start_s", "error"])
-        for r in rows:
-            w.writerow([r["index"], r["input_len"], r["output_len"], r["ttft_s"], r["e2e_s"], _tpot(r),
-                        len(r["itl_s"]), r["start_s"], r.get("error") or ""])
-        data = buf.getvalue().encode()
-    elif fmt in ("sglang-bench", "vllm-bench"):
-        d = bench_dict(rows, dur, fmt)
-        if verbatim:
-            d = dict(ext.get("summary", {})) | _bench_lists(rows, fmt)
-        d.setdefault("backend", "external" if tool else archive.run.backend)
-        text = json.dumps(json_safe(d | prov))
-        data = (text + "\n").encode() if fmt == "sglang-bench" else text.encode()
-    else:
-        doc = guidellm_dict(rows, dur, ext.get("summary") if verbatim else None)
-        data = json.dumps(json_safe(doc | prov)).encode()
-    atomic_write(out, data)
-    return out
+        w.writerow(_CSV_HEAD)
+        for c in cells:
+            _csv_rows(w, c, origin)
+        return buf.getvalue().encode()
+    if fmt == "sglang-bench":  # one JSON object per line per run, as sglang.bench_serving appends them
+        return "".join(json.dumps(_bench_obj(archive, c, fmt, prov | _cell_prov(c, origin))) + "\n"
+                       for c in cells).encode()
+    if fmt == "vllm-bench":
+        (c,) = cells
+        return json.dumps(_bench_obj(archive, c, fmt, prov | _cell_prov(c, origin))).encode()
+    docs = [guidellm_dict(c.rows, c.duration_s, ext.get("summary") if tool == fmt else None) for c in cells]
+    benches = [b | _cell_prov(c, origin) for d, c in zip(docs, cells, strict=True) for b in d["benchmarks"]]
+    return json.dumps(json_safe(docs[0] | {"benchmarks": benches} | prov)).encode()
+
+
+def _entry(c: CellRows, origin: str, file: str) -> dict[str, Any]:
+    return {"cell_id": c.cell_id, "workload": c.workload, "concurrency": c.concurrency, "data_origin": origin,
+            "file": file, "n_requests": len(c.rows)}
+
+
+def export_cells(archive: Archive, fmt: str, out: Path, *, cell: str | None = None,
+                 files_per_cell: bool = False) -> Exported:
+    """Write ``archive`` in a peer's format (module docstring). One cell (an import, a single-cell
+    archive, or ``cell``) goes to the file ``out``; several go into the format's own multi-run layout
+    in ``out``, or into the directory ``out`` as ``<cell_id>.<ext>`` plus :data:`INDEX` (vllm-bench, or
+    ``files_per_cell``). Never flattened into one run: a directory export to a path that is a file or
+    names one (has a suffix) is refused."""
+    if fmt not in EXPORTS:
+        raise ArchiveError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(EXPORTS)}")
+    tool, ext, _ = _source(archive)
+    origin = data_origin(archive)
+    prov = {"dsv4h_archive": archive.archive_id, "dsv4h_claim_class": archive.run.claim_class,
+            "dsv4h_data_origin": origin, "dsv4h_source_tool": tool,
+            "dsv4h_summary": "verbatim" if tool == fmt else "recomputed", "dsv4h_derived": ext.get("derived", {})}
+    cells = archive_cells(archive)
+    ids = [c.cell_id for c in cells]
+    if cell is not None:
+        cells = [c for c in cells if c.cell_id == cell]
+        if not cells:
+            raise ArchiveError(f"archive {archive.archive_id} has no cell {cell!r}",
+                               hint="its cells: " + (", ".join(str(i) for i in ids if i) or "none (export it whole)"))
+    layout = "file" if len(cells) == 1 else "directory" if files_per_cell else _MULTI[fmt]
+    if layout != "directory":
+        atomic_write(out, _render(archive, fmt, cells, prov, origin))
+        return Exported(out, layout, [_entry(c, origin, out.name) for c in cells])
+    if (out.exists() and not out.is_dir()) or (not out.exists() and out.suffix):
+        raise ArchiveError(f"archive {archive.archive_id} has {len(cells)} cells and {fmt} holds one run per file; "
+                           f"{out} is a file name, and the cells are not merged into one run",
+                           hint=f"pass --out DIRECTORY (one {fmt} file per cell plus {INDEX}), or --cell ID for one "
+                                f"cell: {', '.join(str(i) for i in ids)}")
+    out.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for k, c in enumerate(cells):
+        stem = c.cell_id if c.cell_id and _SAFE_NAME.fullmatch(c.cell_id) else f"cell-{k:03d}"
+        name = f"{stem}.{_EXT[fmt]}"
+        atomic_write(out / name, _render(archive, fmt, [c], prov, origin))
+        entries.append(_entry(c, origin, name))
+    atomic_write(out / INDEX, dump_json({"dsv4h_archive": archive.archive_id, "format": fmt, "data_origin": origin,
+                                         "claim_class": archive.run.claim_class, "cells": entries}))
+    return Exported(out, layout, entries)
+
+
+def export_archive(archive: Archive, fmt: str, out: Path, *, cell: str | None = None) -> Path:
+    """:func:`export_cells` with its defaults; returns the path written (file or directory)."""
+    return export_cells(archive, fmt, out, cell=cell).path

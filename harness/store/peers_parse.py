@@ -194,6 +194,35 @@ class Parsed:
     columns: Columns
     derived: dict[str, str]
     sources: list[Source] = field(default_factory=list)
+    server: dict[str, Any] = field(default_factory=lambda: server_identity({}))
+
+
+SERVER_SOURCE = "server_info in the file (the server's own /server_info, as the tool saved it)"
+
+
+def server_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Who served the run, as far as the peer's file can tell (pure): ``reported_by`` (where the
+    identity comes from, None when the file has none), the server's ``version`` and ``model_path``,
+    ``requested_model`` (the client's ``--model``/``model_id``: a name the client asked for, not an
+    identity) and ``dsv4h_simulator``: True when the server reported itself as the dsv4h simulator
+    (``server_info.dsv4h_simulator``, or a ``sim-`` version, as the evidence rule ``serves_simulator``
+    reads it), False when it reported another identity, None when the file cannot tell."""
+    info = doc.get("server_info")
+    requested = next((v for k in ("model_id", "model") if isinstance(v := doc.get(k), str)), None)
+    if not isinstance(info, dict) or not info:
+        return {"reported_by": None, "version": None, "model_path": None, "requested_model": requested,
+                "dsv4h_simulator": None}
+    version, model = info.get("version"), info.get("model_path")
+    return {"reported_by": SERVER_SOURCE, "version": version if isinstance(version, str) else None,
+            "model_path": model if isinstance(model, str) else None, "requested_model": requested,
+            "dsv4h_simulator": "dsv4h_simulator" in info or (isinstance(version, str) and version.startswith("sim-"))}
+
+
+def origin_of(server: Mapping[str, Any]) -> str:
+    """An import's ``data_origin`` from its :func:`server_identity`: ``simulated`` (the server said it
+    is the dsv4h simulator), ``external`` (it named another server), ``unknown`` (the file cannot tell)."""
+    sim = server.get("dsv4h_simulator")
+    return "unknown" if sim is None else "simulated" if sim else "external"
 
 
 def _nan(x: float | None) -> float:
@@ -288,7 +317,7 @@ def _bench(src: Source, tool: str) -> Parsed:
         derived["e2e_s"] = "ttft + sum(itls): the file has no per-request latency"
     if d.start_times is None:
         derived["start_s"] = "unknown (NaN): the file has no per-request start times"
-    return Parsed(summary, cols, derived)
+    return Parsed(summary, cols, derived, server=server_identity(dict(d.model_extra or {})))
 
 
 GUIDELLM_REQUEST_KEYS = ("prompt_tokens", "output_tokens", "request_start_time", "request_end_time", "request_latency",

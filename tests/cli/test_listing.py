@@ -1,4 +1,5 @@
-"""Listings: ids never cut at 80 columns; --json and --csv on every listing (issue 17)."""
+"""Listings: ids never cut at 80 columns; --json and --csv on every listing (issue 17); one number
+format, never an exponent, an em dash for a missing value (issue 24)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -86,3 +89,38 @@ def test_every_listing_offers_json_and_csv() -> None:
     for group, cmd in listings:
         out = CliRunner().invoke(app, [group, cmd, "--help"], env={"COLUMNS": "200"}, terminal_width=200).output
         assert "--json" in out and "--csv" in out, (group, cmd)
+
+
+# --- the one number format of the listings (issue 24) ---------------------------------------------
+
+
+def test_num_known_answers() -> None:
+    from harness.cli.listing import ms, num
+
+    assert [num(1280.4), num(375.31), num(4.1818), num(0.023713), num(2.0), num(870866.78)] == [
+        "1,280", "375.3", "4.18", "0.0237", "2", "870,867"]
+    assert [num(None), num(float("nan")), num(float("inf")), num("x"), num(True)] == ["—"] * 5
+    assert [num(1e-9), num(-0.0001), num(4.0, 2), num(1e21)] == ["0", "-0.000100", "4.00", f"{10**21:,}"]
+    assert [ms(1.2804), ms(0.02371), ms(0.000512), ms(None)] == ["1,280", "23.7", "0.512", "—"]
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e30, max_value=1e30))
+def test_num_never_writes_an_exponent(x: float) -> None:
+    from harness.cli.listing import num
+
+    text = num(x)
+    assert "e" not in text.lower() and "n" not in text  # no exponent, no nan/inf
+    value = float(text.replace(",", ""))
+    places = len(text.split(".")[1]) if "." in text else 0
+    assert abs(value - x) <= 0.5 * 10 ** -places * (1 + 1e-9) + abs(x) * 1e-15  # the number, rounded
+
+
+def test_sweep_console_line_shows_throughput_and_every_latency() -> None:
+    from harness.cli.sweep_cmd import sweep_cell_line
+
+    cell = {"rate": 16.0, "request_throughput_median": 7.912, "output_throughput_median": 1264.04,
+            "goodput_median": 7.5, "ttft_p50_s": 1.2804, "ttft_p99_s": 2.5, "tpot_p50_s": 0.0512,
+            "itl_p50_s": 0.02371, "e2e_p50_s": 9.87654, "schedule_kept": False}
+    assert sweep_cell_line(cell) == (
+        "rate 16: request throughput 7.91 req/s, output 1,264 tok/s, goodput 7.50 req/s, TTFT p50 1,280 p99 "
+        "2,500 ms, TPOT p50 51.2 ms, ITL p50 23.7 ms, E2E p50 9,877 ms, schedule NOT kept")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import pytest
 from rich.console import Console
 
 from harness.cli.progress import LiveReporter, round_line
@@ -131,6 +135,22 @@ def test_abba_live_counts_measured_waves_of_four_legs() -> None:
     assert "  A1 wave 1: resident 1,041.78 tok/s, HTTP 990.50 tok/s" in text
 
 
+def test_abba_live_shows_the_running_waves_tally() -> None:
+    from harness.cli.progress import AbbaLive
+    from harness.load.live import LiveTally
+
+    console = Console(record=True, width=120, color_system=None)
+    live = AbbaLive(console)
+    live("abba-start", spec=SimpleNamespace(name="abba-demo", workload=SimpleNamespace(concurrency=4, waves_per_leg=3)))
+    tally = LiveTally(n=4, tokens=1200, first=4, done=0, start_ns=1_000_000_000, end_ns=3_000_000_000,
+                      window_tokens=800)
+    live("wave-live", leg="B1", wave=1, phase="measured", tally=tally)
+    assert str(live.status) == ("leg B1: wave 2 live (provisional): 1,200 tok  4/4 first 0 done  resident +2.0 s  "
+                                "400.00 tok/s")
+    live("wave-live", leg="A1", wave=0, phase="warmup", tally=tally)
+    assert str(live.status).startswith("leg A1: warmup live (provisional): 1,200 tok")
+
+
 def test_warmup_is_shown_as_not_counted() -> None:
     rep = LiveReporter(Console(record=True, width=80, color_system=None))
     cells = [SimpleNamespace(**vars(c), warmup_waves=2) for c in _cells()]
@@ -159,5 +179,97 @@ def test_sweep_live_advances_by_planned_seconds() -> None:
     live("sweep-round-start", rate=8.0, round_index=0, n=16)
     assert live.progress.tasks[live.task].completed == 6.0
     live("sweep-round-done", row={"rate": 8.0, "round_index": 0, "n_ok": 16, "n_requests": 16, "goodput": 7.5,
+                                  "request_throughput": 7.9, "output_throughput": 1264.04, "ttft_p50_s": 1.2804,
+                                  "tpot_p50_s": 0.0512, "itl_p50_s": 0.02371, "e2e_p50_s": float("nan"),
                                   "client_lag_p99_s": 0.0012})
-    assert "8 req/s round 0: 16/16 ok, goodput 7.50 req/s, client lag p99 1.2 ms" in console.export_text()
+    assert ("8 req/s round 0: 16/16 ok, 7.90 req/s, output 1,264 tok/s, goodput 7.50 req/s, TTFT p50 1,280 ms, "
+            "TPOT p50 51.2 ms, ITL p50 23.7 ms, E2E p50 — ms, client lag p99 1.2 ms"
+            in " ".join(console.export_text().split()))  # rich wraps the line at 80 columns
+
+
+def _frame(rep: LiveReporter) -> str:
+    c = Console(record=True, width=80, color_system=None)
+    c.print(rep._renderable())
+    return c.export_text()
+
+
+def test_live_line_labels_the_tally_provisional() -> None:
+    from harness.cli.progress import live_line
+    from harness.load.live import LiveTally
+
+    t = LiveTally(n=8, tokens=1024, first=8, done=1, start_ns=1_000_000_000, end_ns=1_640_000_000,
+                  window_tokens=212)
+    assert live_line(t, "decode") == "live (provisional): 1,024 tok  8/8 first 1 done  resident +0.6 s  331.25 tok/s"
+    assert live_line(LiveTally(n=8, tokens=3, first=3), "prefill") == "live (provisional): 3 tok  3/8 first 0 done"
+    assert live_line(LiveTally(n=2, tokens=5, first=1), "decode").endswith("resident +0.0 s  — tok/s")
+
+
+def test_live_tally_moves_the_display_inside_a_wave() -> None:
+    from harness.load.live import LiveTally
+
+    now = [0.0]
+    rep = LiveReporter(Console(record=True, width=80, color_system=None), get_time=lambda: now[0])
+    cells = _cells()
+    rep("plan", plan=SimpleNamespace(plan_id="p", cells=cells, estimate_s=40.0, cell_estimates_s=(10.0, 30.0)))
+    rep("cell-start", cell=cells[1], rounds=[0, 1, 2])
+    rep("round-done", cell=cells[1], round=0, status="ok", rate=186.0)
+    tally = LiveTally(n=4, tokens=300, first=4, done=0, start_ns=10**9, end_ns=15 * 10**8,
+                      window_tokens=93)
+    rep("wave-live", cell=cells[1], round=1, wave=0, phase="measured", tally=tally)
+    frame = _frame(rep)
+    assert "round 2/3 starting" in frame
+    assert "live (provisional): 300 tok  4/4 first 0 done  resident +0.5 s  186.00 tok/s" in frame
+    assert all(len(line) <= 80 for line in frame.splitlines())
+    assert rep.progress is not None and rep.cell_task is not None   # the live 0.5 s of the 1 s a round needs
+    assert abs(rep.progress.tasks[rep.cell_task].completed - 1.5) < 1e-9
+    rep("wave-done", cell=cells[1], round=1, attempt=0, wave=0, resident_s=0.5, round_rate=185.0, http_rate=150.0)
+    assert "live (provisional)" not in _frame(rep)                # the recorded figures replace it
+
+
+def test_the_first_wave_of_a_cell_shows_its_round_not_warmup() -> None:
+    from harness.load.live import LiveTally
+
+    rep = LiveReporter(Console(record=True, width=80, color_system=None))
+    cells = [SimpleNamespace(**vars(c), warmup_waves=0) for c in _cells()]
+    rep("plan", plan=SimpleNamespace(plan_id="p", cells=cells, estimate_s=None, cell_estimates_s=()))
+    rep("cell-start", cell=cells[0], rounds=[0, 1, 2])
+    rep("wave-live", cell=cells[0], round=0, wave=0, phase="measured", tally=LiveTally(n=1, tokens=7, first=1))
+    frame = _frame(rep)
+    assert "warmup" not in frame and "r1 running" in frame and "round 1/3  wave 0" in frame
+    assert "live (provisional): 7 tok  1/1 first 0 done" in frame
+
+
+@pytest.mark.slow
+def test_a_campaign_wave_shows_tokens_before_it_ends(tmp_path: Path) -> None:
+    """Every display update of a short campaign on the simulator is captured: one made while the
+    first measured wave was running (before its ``wave-done``) already showed tokens received."""
+    from harness.run.campaign import run_campaign
+
+    corpus = Path(__file__).resolve().parents[2] / "corpora" / "sim-code-512"
+    spec = tmp_path / "s.yaml"
+    # profile fast at C2: ~5 ms per token, so each 300-token wave streams for over a second (several
+    # 4 Hz ticks); a busy machine only makes the wave longer
+    spec.write_text(f"""
+name: live-tally
+claim_class: native-ar
+service: {{backend: sim, sim: {{profile: fast}}, startup_timeout_s: 60}}
+corpora: {{decode: {corpus}}}
+decode: {{tiers: [2], rounds: 1, min_resident_seconds: 0.1, warmup_waves: 0, max_new_tokens: 300,
+          ignore_eos: true}}
+""")
+    rep = LiveReporter(Console(record=True, width=80, color_system=None))
+    seen: list[tuple[str, int, str]] = []
+
+    def sink(kind: str, **d: Any) -> None:
+        rep(kind, **d)
+        tokens = d["tally"].tokens if kind == "wave-live" else -1
+        seen.append((kind, tokens, _frame(rep) if kind == "wave-live" else ""))
+
+    out = run_campaign(spec, tmp_path / "ws", reporter=sink)
+    assert out.status == "complete", out.error
+    kinds = [k for k, _, _ in seen]
+    end = kinds.index("wave-done")
+    during = [(t, f) for k, t, f in seen[:end] if k == "wave-live"]
+    moving = [f for t, f in during if t > 0]
+    assert moving, during
+    assert re.search(r"live \(provisional\): [1-9][\d,]* tok  \d/2 first", moving[-1]), moving[-1]

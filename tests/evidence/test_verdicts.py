@@ -188,7 +188,8 @@ def test_sim_lateness_on_the_waves_it_touched() -> None:
     checks = [{"wave_id": WAVE["wave_id"], "phase": "measured", "sim_late_steps": 2, "sim_lateness_s": 0.047},
               {"wave_id": WARM["wave_id"], "phase": "warmup", "sim_late_steps": 5, "sim_lateness_s": 0.2}]
     (f,) = found(replace(BASE, extra={"wave_checks": checks}), "sim-lateness")
-    assert f.rows == (WAVE["wave_id"],) and "2 late step(s), 0.047 s" in f.message and f.severity == "warning"
+    assert f.rows == (CELL, WAVE["wave_id"]) and "2 late step(s), 0.047 s" in f.message and f.severity == "blocking"
+    assert f"invalid cell(s): {CELL}" in f.message and "1% or more of its window is invalid" in f.remedy
     small = [checks[0] | {"sim_lateness_s": 0.045}]
     (i,) = found(replace(BASE, extra={"wave_checks": small}), "sim-lateness")
     assert i.severity == "info" and "under 1% of the window" in i.message
@@ -200,12 +201,40 @@ def test_sim_lateness_on_the_waves_it_touched() -> None:
     assert found(replace(BASE, extra={"wave_checks": prefill_only}), "sim-lateness") == []
     one_decode = [checks[0] | {"sim_late_decode_steps": 1, "sim_decode_lateness_s": 0.046}]
     (h,) = found(replace(BASE, extra={"wave_checks": one_decode}), "sim-lateness")
-    assert h.severity == "warning" and "1 late step(s), 0.046 s" in h.message
+    assert h.severity == "blocking" and "1 late step(s), 0.046 s" in h.message
     # an archive without per-wave counters: the service's counters before and after
     svc = {"url": "u", "start_index": 1, "server_info": {"dsv4h_simulator": {}, "internal_states": [
         {"sim_late_steps": 1}]}, "server_info_at_stop": {"internal_states": [{"sim_late_steps": 4}]}}
     (g,) = found(replace(BASE, services=[svc]), "sim-lateness")
     assert "3 late step(s)" in g.message and g.rows == ()
+
+
+def test_sim_lateness_invalidates_only_the_late_cells() -> None:
+    """Two decode cells with 4.6 s resident windows (tolerance 1%: 46 ms): a wave that lost 23 ms
+    (0.5%) is info and its cell stays valid; one that lost 92 ms (2%) is blocking and invalidates its
+    wave, round and cell, and nothing of the other cell."""
+    other = "decode-c8-x"
+    w8 = WAVE | {"wave_id": f"{other}.r0.w000", "cell_id": other}
+    d = replace(BASE, cells=[*BASE.cells, {"cell_id": other, "round_status": ["ok"], "rounds_required": 1}],
+                rounds=[*BASE.rounds, {"round_id": f"{other}.r0", "cell_id": other, "status": "ok",
+                                       "workload": "decode", "seconds": 4.6}],
+                waves=[WAVE, WARM, w8],
+                extra={"wave_checks": [
+                    {"wave_id": WAVE["wave_id"], "phase": "measured", "sim_late_steps": 1, "sim_lateness_s": 0.023},
+                    {"wave_id": w8["wave_id"], "phase": "measured", "sim_late_steps": 3, "sim_lateness_s": 0.092}]})
+    info, block = sorted(found(d, "sim-lateness"), key=lambda f: f.severity != "info")
+    assert (info.severity, info.rows) == ("info", (WAVE["wave_id"],))
+    assert "0.023 s of model time lost, under 1% of the window" in info.message
+    assert (block.severity, block.rows) == ("blocking", (other, w8["wave_id"]))
+    assert "3 late step(s), 0.092 s of model time lost, at least 1% of the window" in block.message
+    whole, ids = concerned_rows(check(d), list(d.waves), list(d.rounds))
+    assert not whole
+    assert {other, f"{other}.r0", w8["wave_id"]} <= ids
+    assert not ids & {CELL, f"{CELL}.r0", WAVE["wave_id"]}
+    # exactly at the tolerance (46 ms of 4.6 s) is material
+    at = [{"wave_id": WAVE["wave_id"], "phase": "measured", "sim_late_steps": 1, "sim_lateness_s": 0.046}]
+    (f,) = found(replace(BASE, extra={"wave_checks": at}), "sim-lateness")
+    assert f.blocking and f.rows == (CELL, WAVE["wave_id"])
 
 
 def test_client_bound_thresholds() -> None:

@@ -27,24 +27,36 @@ def _spec(tmp: Path, name: str, step_factor: float) -> Path:
     p.write_text(yaml.safe_dump({
         "name": name, "claim_class": "native-ar",
         "service": {"backend": "sim", "startup_timeout_s": 60,
-                    "sim": {"profile": "paper-tp8", "time_scale": 0.2, "step_factor": step_factor}},
+                    "sim": {"profile": "paper-tp8", "time_scale": 0.5, "step_factor": step_factor}},
         "corpora": {"decode": str(CORPUS)},
         "decode": {"tiers": [1], "rounds": 3, "min_resident_seconds": 0.2, "max_new_tokens": 120}}),
         encoding="utf-8")
     return p
 
 
+ATTEMPTS = 3
+
+
+def _on_time(spec: Path, ws: Path) -> Archive:
+    """A complete campaign the simulator kept up with. A busy machine can make the simulator lose 1%
+    of a window or more (a blocking ``sim-lateness``: the cell is invalid and a record refuses it); the
+    rule's remedy is a rerun, so the campaign is rerun up to ``ATTEMPTS`` times, then the module is
+    skipped (the machine, not governance, failed)."""
+    for _ in range(ATTEMPTS):
+        out = run_campaign(spec, ws)
+        assert out.status == "complete", out.error
+        late = [f for f in out.findings if f.rule == "sim-lateness" and f.blocking]
+        if not late:
+            return out.archive
+    pytest.skip(f"the simulator fell behind its model in {ATTEMPTS} runs (busy machine): {late[0].message}")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     ws = tmp_path_factory.mktemp("gov-real")
-    suites: list[Archive] = []
-    for i in range(3):
-        out = run_campaign(_spec(ws, f"suite{i}", 1.0), ws)
-        assert out.status == "complete", out.error
-        suites.append(out.archive)
-    control = run_campaign(_spec(ws, "control", 1.1), ws)
-    assert control.status == "complete", control.error
-    return {"ws": ws, "suites": suites, "control": control.archive}
+    suites = [_on_time(_spec(ws, f"suite{i}", 1.0), ws) for i in range(3)]
+    control = _on_time(_spec(ws, "control", 1.1), ws)
+    return {"ws": ws, "suites": suites, "control": control}
 
 
 @pytest.mark.slow
@@ -63,8 +75,8 @@ def test_shipped_gates_and_a_record_from_real_runs(runs: dict[str, Any]) -> None
         "control": {"archives": [runs["control"].archive_id], "declared_change": ["sim.step_factor"]}}),
         encoding="utf-8")
     row = propose_record(proposal, ws)
-    # structure, not simulator fidelity: at time_scale 0.2 the client's receive lag is a visible share
-    # of a 2.3 ms step, so only the arithmetic of the record is asserted here
+    # structure, not simulator fidelity: at time_scale 0.5 the client's receive lag is a visible share
+    # of a 5.8 ms step, so only the arithmetic of the record is asserted here
     assert row["value"] == sorted(row["suite_values"])[1] and row["value"] > 0
     assert row["control_values"][0] > 0 and row["over_control_pct"] is not None
     assert row["data_origin"] == "simulated" and len(set(row["suite_ids"])) == 3

@@ -67,3 +67,37 @@ def test_dying_worker_fails_the_wave() -> None:
 
     with running_simulator(profile="fast") as url:
         asyncio.run(main(url))
+
+
+def test_tally_in_shared_memory_round_trips_and_skips_a_torn_read() -> None:
+    from harness.load.live import LiveTally
+    from harness.load.workers import _SEQ, _SLOTS, publish_tally, read_tally
+
+    beat = [0] * _SLOTS
+    assert read_tally(beat, 3) == LiveTally(3)                   # nothing published yet: n only
+    t = LiveTally(n=3, tokens=40, first=3, done=1, start_ns=5, end_ns=9, window_tokens=12)
+    publish_tally(beat, t)
+    assert read_tally(beat, 3) == t and beat[_SEQ] == 2
+    beat[_SEQ] += 1                                              # a writer caught mid-write
+    assert read_tally(beat, 3) is None
+
+
+def test_workers_relay_the_live_tally_while_the_wave_runs() -> None:
+    from harness.load.live import LiveTally
+
+    seen: list[LiveTally] = []
+
+    async def main(url: str) -> None:
+        reqs = [WaveRequest(list(range(10 + i, 40 + i)), 300, rid=f"r{i}", ignore_eos=True, cache_salt=f"s{i}")
+                for i in range(4)]
+        async with WorkerLoadClient(url, workers=2, concurrency=4, timeout_s=30) as client:
+            recs = await run_wave(client, reqs, on_live=seen.append)  # ~1.7 s of decode on the fast profile
+        assert all(r.error is None for r in recs)
+
+    with running_simulator(profile="fast") as url:
+        asyncio.run(main(url))
+    assert seen and all(t.n == 4 for t in seen)
+    streaming = [t for t in seen if t.tokens > 0 and t.done < 4]
+    assert streaming, seen                                       # updates before the wave ended, tokens in
+    assert max(t.tokens for t in seen) <= 4 * 300
+    assert any(t.resident_s > 0 and t.rate > 0 for t in streaming)

@@ -49,6 +49,17 @@ request_timeout_s: 30
     return p
 
 
+def late_cells(ws: Path, archive_id: str) -> set[str]:
+    """Row ids a blocking ``sim-lateness`` finding of the archive names (from the findings ledger): a
+    busy machine's simulator lost 1% of a window or more there, so those cells are rightly invalid."""
+    path = ws / "ledgers" / "findings" / f"{archive_id}.parquet"
+    if not path.exists():
+        return set()
+    df = pd.read_parquet(path)
+    hit = df[(df.rule == "sim-lateness") & (df.severity == "blocking")]
+    return {str(r) for rows in hit.rows for r in json.loads(rows)}
+
+
 def attach_spec(tmp_path: Path, url: str, *, timeout_s: float, oracles: bool = False) -> Path:
     p = tmp_path / "attach.yaml"
     p.write_text(f"""
@@ -198,8 +209,12 @@ def test_kill_9_then_sweep_recover_and_resume_once(tmp_path: Path) -> None:
     b = open_archive(new[0])
     assert b.status == "complete" and b.run.resumed_from == a.archive_id and len(b.records()) > n_old
     cells = pd.read_parquet(ws / "ledgers" / "cells")
+    mine = cells[cells.archive_id == b.archive_id]
+    assert sorted(mine.concurrency) == [1, 2]
     valid = cells[cells.valid]  # the README's notebook filter counts every cell once
-    assert sorted(valid.concurrency) == [1, 2] and set(valid.archive_id) == {b.archive_id}
+    # ... every cell of the resumed run, except one a busy machine's simulator ran late in (sim-lateness)
+    assert set(valid.cell_id) == set(mine.cell_id) - late_cells(ws, b.archive_id)
+    assert set(valid.archive_id) <= {b.archive_id}
     assert (cells[cells.archive_id == a.archive_id].superseded_by == b.archive_id).all()
     # the same archive cannot be resumed a second time
     code, _, err = run_cli("campaign", "run", str(spec), "-w", str(ws), "--resume", a.archive_id)

@@ -91,7 +91,7 @@ def test_prefill_rate_matches_model() -> None:
     """8K prompts, fresh salts, one output token.
 
     Server side (model timing): with 8 prompts the first tokens come in two groups of 4 (chunk budget 32768),
-    one 32768-token forward apart.  Client side (GUIDE formula, prompt tokens / first send to last
+    one 32768-token forward apart.  Client side (docs/metrics.md#prefill-rate, prompt tokens / first send to last
     first token): within 5% of ``analytic_prefill_rate``, the rest being HTTP and JSON overhead.
     On a busy machine the server reports the model time it lost; the rate is then judged after
     discounting exactly that loss, and the grouping bounds widen by it (as ``_check`` does).

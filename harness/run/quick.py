@@ -1,0 +1,300 @@
+"""Quick screens against a running server (``dsv4h bench``; protocol class ``quick-bench``, never
+formal; edge module: HTTP, files, clock).
+
+The peers' one-command benchmark (``sglang.bench_serving --num-prompts --max-concurrency
+--random-input-len``, ``vllm bench serve``) with dsv4h's evidence: the URL must be one the user gave
+(default loopback :data:`DEFAULT_URL`); the server is detected (SGLang-native ``/server_info`` ->
+``/generate`` with input ids, else OpenAI-compatible ``/v1/models`` -> ``/v1/completions`` with token-id
+prompts) and nothing else is contacted. N random token-ID prompts (:mod:`harness.inputs.corpus_random`)
+are frozen as a corpus inside the archive (``prompts/``, hashed with every other file) before the first
+request is sent; they are sent closed-loop, at most C in flight (each finished request starts the next),
+with ``max_new_tokens`` = the drawn output length and ``ignore_eos``. The archive (records, ``quick.json``
+with throughput and latency at the chosen percentiles) is ingested into the ledgers and checked by the
+evidence rules like every run; it is labelled ``simulated`` when the server is the dsv4h simulator.
+
+No service is started, stopped or identity-checked, no sentinel runs, and there are no rounds or
+warmup: a quick screen says how a server behaves, not what it is worth; formal claims come from
+``dsv4h campaign run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from harness.aio import new_event_loop
+from harness.errors import DsvError, ServiceError, SpecError
+from harness.evidence.rules_client import serves_simulator
+from harness.inputs.corpus import Case, Corpus
+from harness.inputs.corpus_random import RandomPrompts, id_range, write_random_corpus
+from harness.inputs.spec import ClaimClass
+from harness.load.client import Protocol
+from harness.load.driver import DEFAULT_TIMEOUT_S, LoadClient, OpenAIOptions, WaveRequest
+from harness.measure import bench
+from harness.measure import latency as lat
+from harness.records import RequestRecord
+from harness.run.session import Finished, Reporter, finish, interrupted_error, silent, storage_error
+from harness.service.environment import capture_environment, clock_anchor
+from harness.service.manager import http_get
+from harness.store.archive import ArchiveWriter
+from harness.store.runblock import RunBlock
+
+DEFAULT_URL = "http://127.0.0.1:30000"
+PROTOCOL_CLASS = "quick-bench"
+CELL_ID = "quick"
+WAVE_ID = "quick.r0.w000"
+Backend = Literal["auto", "sglang", "openai"]
+BACKENDS: tuple[Backend, ...] = ("auto", "sglang", "openai")
+NOTE = ("quick screen (protocol class quick-bench): one closed-loop pass of random prompts, no rounds, "
+        "no warmup, no identity check; not a formal result")
+
+
+def check_url(url: str) -> str:
+    """The base URL (no trailing slash) of the server the user named: ``http`` or ``https``, a host, no
+    query, fragment or credentials. SpecError naming ``--url`` otherwise (pure)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(f"--url {url!r}: not an http(s) URL with a host",
+                        hint=f"give the server's base URL, e.g. {DEFAULT_URL}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise SpecError(f"--url {url!r}: a query, fragment or credentials are not part of a base URL",
+                        hint=f"give the server's base URL only, e.g. {DEFAULT_URL}")
+    return url.strip().rstrip("/")
+
+
+@dataclass(frozen=True)
+class Detected:
+    """What the server said it is: the wire protocol used, its own report, and its vocabulary size when
+    it reported one."""
+
+    protocol: Protocol
+    server_info: dict[str, Any]
+    vocab_size: int | None
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the server identified itself as the dsv4h simulator."""
+        return serves_simulator({"server_info": self.server_info})
+
+
+def _get_json(url: str) -> Any:
+    status, body = http_get(url)
+    if status != 200:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def detect(base_url: str, backend: Backend) -> Detected:
+    """Ask the server what it is (``/server_info`` or ``/get_server_info``, else ``/v1/models``).
+    ``auto``: SGLang-native when it answers ``/server_info``, else OpenAI-compatible. ServerUnreachable
+    when nothing answers; ServiceError when it answers neither."""
+    info: dict[str, Any] = {}
+    if backend in ("auto", "sglang"):
+        for path in ("/server_info", "/get_server_info"):
+            data = _get_json(base_url + path)
+            if isinstance(data, dict):
+                info = data | {"_source": path}
+                break
+    protocol: Protocol = "sglang"
+    if backend == "openai" or (backend == "auto" and not info):
+        models = _get_json(base_url + "/v1/models")
+        if not isinstance(models, dict):
+            raise ServiceError(f"{base_url} answers neither /server_info nor /v1/models" if backend == "auto"
+                               else f"{base_url}/v1/models does not list models",
+                               hint="check the URL, or name the protocol with --backend sglang|openai")
+        info = info or {"_source": "/v1/models", "models": models}
+        protocol = "openai-completions"
+    vocab = info.get("vocab_size")
+    return Detected(protocol, info, int(vocab) if isinstance(vocab, int) and vocab > 1 else None)
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """One quick screen (module docstring); lengths in tokens, ``max_concurrency`` None = every prompt
+    at once (the peers' default), ``percentiles`` of the latency table."""
+
+    url: str = DEFAULT_URL
+    backend: Backend = "auto"
+    num_prompts: int = 8
+    max_concurrency: int | None = None
+    random_input_len: int = 1024
+    random_output_len: int = 128
+    random_range_ratio: float = 0.0
+    seed: int = 0
+    vocab_size: int | None = None
+    model: str | None = None
+    claim_class: ClaimClass = "native-ar"
+    percentiles: tuple[float, ...] = lat.DEFAULT_PERCENTILES
+    request_timeout_s: float = DEFAULT_TIMEOUT_S
+    name: str = "quick-bench"
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight at most."""
+        return min(self.max_concurrency or self.num_prompts, self.num_prompts)
+
+    def check(self) -> None:
+        """SpecError naming the flag of a value out of range."""
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise SpecError(f"--max-concurrency {self.max_concurrency}: must be at least 1",
+                            hint="leave it out to send every prompt at once")
+        if not self.request_timeout_s > 0:
+            raise SpecError(f"--request-timeout {self.request_timeout_s:g}: must be positive",
+                            hint="give the longest silence a request may have, in seconds")
+
+
+@dataclass
+class QuickOutcome:
+    """A finished quick screen: the archive (ledger rows, findings), its summary and records."""
+
+    finished: Finished
+    summary: dict[str, Any]
+    records: list[RequestRecord] = field(default_factory=list)
+    simulated: bool = False
+    error: DsvError | None = None
+
+
+async def closed_loop(client: LoadClient, requests: Sequence[WaveRequest], concurrency: int,
+                      reporter: Reporter = silent) -> list[RequestRecord]:
+    """Send ``requests`` with at most ``concurrency`` in flight, each finished request starting the next
+    in order; records in request order. Cancelling cancels every request in flight."""
+    out: list[RequestRecord | None] = [None] * len(requests)
+    nxt = iter(range(len(requests)))
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        for i in nxt:
+            out[i] = await client.send(requests[i], wave_size=concurrency)
+            done += 1
+            reporter("quick-progress", done=done, total=len(requests))
+
+    tasks = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(requests)))]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return [r for r in out if r is not None]
+
+
+def _requests(token: str, cases: Sequence[Case], concurrency: int) -> list[WaveRequest]:
+    return [WaveRequest(input_ids=c.ids_list(), max_new_tokens=int(c.output_tokens or 1),
+                        rid=f"{token}-{i:05d}", ignore_eos=True, run_id=token, cell_id=CELL_ID, round_index=0,
+                        wave_id=WAVE_ID, wave_index=0, phase="measured", workload="quick", case_id=c.case_id,
+                        input_hash=c.sha256[:16], input_len=c.n_tokens, concurrency=concurrency)
+            for i, c in enumerate(cases)]
+
+
+def summarize(records: Sequence[RequestRecord], percentiles: Sequence[float]) -> dict[str, Any]:
+    """``quick.json``'s figures: throughput (harness.measure.bench) and latency columns at
+    ``percentiles`` (harness.measure.latency.columns_at), seconds."""
+    return {"throughput": bench.throughput(records), "percentiles": list(percentiles),
+            "latency": lat.columns_at(records, percentiles), "latency_definitions": "harness.measure.latency",
+            "note": NOTE}
+
+
+class QuickBench:
+    """Runs one quick screen into an archive (module docstring)."""
+
+    def __init__(self, opts: BenchOptions, workspace: Path, *, reporter: Reporter = silent) -> None:
+        opts.check()
+        self.opts, self.workspace, self.report = opts, workspace, reporter
+        self.url = check_url(opts.url)
+        self.token = secrets.token_hex(8)
+        self._prompts(None)  # every flag is checked before the server is contacted
+
+    def _prompts(self, detected: Detected | None) -> RandomPrompts:
+        o = self.opts
+        low, high = id_range(o.vocab_size if o.vocab_size is not None or detected is None else detected.vocab_size)
+        p = RandomPrompts(o.num_prompts, o.random_input_len, o.random_output_len, o.random_range_ratio, o.seed,
+                          low, high)
+        p.check()
+        return p
+
+    async def _send(self, detected: Detected, corpus: Corpus) -> list[RequestRecord]:
+        o = self.opts
+        c = o.concurrency
+        async with LoadClient(self.url, protocol=detected.protocol, concurrency=c, model=o.model,
+                              timeout_s=o.request_timeout_s,
+                              openai=OpenAIOptions(prompt_format="token-ids")) as client:
+            return await closed_loop(client, _requests(self.token, corpus.cases, c), c, self.report)
+
+    def run(self) -> QuickOutcome:
+        """Detect the server, freeze the prompts, send them, and always finalize the archive once it
+        is open."""
+        o = self.opts
+        detected = detect(self.url, o.backend)
+        prompts = self._prompts(detected)
+        self.report("quick-start", url=self.url, protocol=detected.protocol, simulated=detected.simulated,
+                    num_prompts=o.num_prompts, concurrency=o.concurrency)
+        writer = ArchiveWriter(self.workspace, token=self.token)
+        spec = {"kind": "quick-bench", "protocol_class": PROTOCOL_CLASS, "name": o.name} | asdict(o) | {
+            "url": self.url, "protocol": detected.protocol, "concurrency": o.concurrency,
+            "prompts": prompts.to_json()}
+        status: str = "complete"
+        error: DsvError | None = None
+        records: list[RequestRecord] = []
+        anchor: dict[str, Any] = {}
+        try:
+            writer.write_json("spec.json", spec)
+            writer.write_json("environment.json", capture_environment())
+            writer.write_json("service.json", {"services": [{
+                "url": self.url, "backend": "attach", "protocol": detected.protocol, "attached": True,
+                "server_info": detected.server_info, "start_index": 1}]})
+            corpus = write_random_corpus(writer.dir / "prompts", prompts)
+            writer.write_json("corpora.json", {"quick": corpus.identity() | {"path": "prompts"}})
+            anchor = clock_anchor()
+            writer.append_event({"event": "run-start", **anchor, "resumed_from": None})
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                records = runner.run(self._send(detected, corpus))
+            writer.write_wave(records)
+            if records and not any(r.ok for r in records):
+                status = "failed"
+                error = ServiceError(f"all {len(records)} requests failed (first: {records[0].error})",
+                                     hint="check the server's log and that it accepts token-id prompts")
+        except KeyboardInterrupt:
+            status, error = "partial", interrupted_error("the requests of the interrupted pass are not kept")
+        except DsvError as exc:
+            status, error = "failed", exc
+            with contextlib.suppress(OSError):
+                writer.append_event({"event": "failed", "error": exc.message, "t_ns": time.perf_counter_ns()})
+        except OSError as exc:
+            status, error = "failed", storage_error(exc, writer.dir)
+        summary = summarize(records, o.percentiles)
+        writer.write_json("quick.json", summary)
+        run = quick_run_block(spec, self.token, str(anchor.get("wall_iso", "")), simulated=detected.simulated,
+                              error=error.message if error else None,
+                              count_methods=tuple(sorted({r.count_method for r in records if r.ok})))
+        done = finish(writer, self.workspace, status, run)
+        return QuickOutcome(done, summary, records, detected.simulated, error)
+
+
+def quick_run_block(spec: Mapping[str, Any], token: str, created_wall: str, *, simulated: bool,
+                    error: str | None, count_methods: tuple[str, ...] = (), extra_labels: Sequence[str] = ()
+                    ) -> RunBlock:
+    """The run block of a quick screen from its ``spec.json`` (also for a partial rolled forward by
+    harness.run.recover: a quick screen is never recovered as a formal matrix)."""
+    labels = (["simulated"] if simulated else []) + list(extra_labels)
+    return RunBlock(campaign=str(spec.get("name") or "quick-bench"), kind="quick-bench",
+                    claim_class=str(spec.get("claim_class") or "native-ar"), protocol_class=PROTOCOL_CLASS,
+                    backend="attach", service_name=str(spec.get("url") or ""), created_wall=created_wall,
+                    run_token=token, labels=tuple(labels), error=error, count_methods=count_methods)
+
+
+def run_quick_bench(opts: BenchOptions, workspace: Path, *, reporter: Reporter = silent) -> QuickOutcome:
+    """Run a quick screen against ``opts.url`` into ``<workspace>/archives`` and the ledgers."""
+    return QuickBench(opts, workspace, reporter=reporter).run()
