@@ -32,7 +32,7 @@ from typing import Any
 import tokenizers
 
 from harness.inputs.corpus import CASES_FILE, MANIFEST_FILE, load_corpus, verify_corpus
-from harness.inputs.corpus_build import (
+from harness.inputs.corpus.build import (
     DEEPSEEK_SPECIAL_TOKENS,
     STDLIB_EXCLUDE,
     TINY_SPECIAL_TOKENS,
@@ -45,7 +45,7 @@ from harness.inputs.corpus_build import (
 ROOT = Path(__file__).resolve().parent.parent
 T8 = ROOT / "corpora" / "tokenizers" / "dsv4h-sim-bpe-8k"
 TINY = ROOT / "corpora" / "tokenizers" / "tiny-bpe-512"
-CHAT = "harness.inputs.corpus_build:deepseek_v4_chat"
+CHAT = "harness.inputs.corpus.build:deepseek_v4_chat"
 V = sys.version_info
 SOURCE: dict[str, Any] = {"source_repository": "https://github.com/python/cpython",
           "source_revision": f"v{V.major}.{V.minor}.{V.micro}", "source_root": "Lib",

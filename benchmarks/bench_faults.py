@@ -12,7 +12,7 @@ Runs the issue's faults against the built-in simulator and the hostile test serv
   (the issue saw 509 MB peak and 34 s of CPU);
 - SIGTERM, SIGHUP and a double Ctrl-C in the middle of a simulator wave: exit status, time to exit,
   whether the server survived, whether the archive verifies;
-- ``kill -9`` of dsv4h: the server it leaves, then ``service sweep --stop``, ``archive recover`` and
+- ``kill -9`` of dsv4h: the server it leaves, then ``service reap --stop``, ``archive recover`` and
   ``--resume``; whether the ledger's ``valid`` rows count each cell once.
 
 Writes ``benchmarks/results/faults.json`` and prints a table. Usage::
@@ -165,15 +165,15 @@ def kill9_then_recover() -> dict[str, Any]:
         p.kill()
         p.communicate(timeout=30)
         left = psutil.pid_exists(rec["pid"])
-        sweep = run_cli("service", "sweep", "--stop", "-w", str(ws))[0]
+        reap = run_cli("service", "reap", "--stop", "-w", str(ws))[0]
         gone = not psutil.pid_exists(rec["pid"]) or psutil.Process(rec["pid"]).status() == psutil.STATUS_ZOMBIE
         recover = run_cli("archive", "recover", "-w", str(ws))[0]
         [old] = list(iter_archives(ws))
         resume = run_cli("campaign", "run", str(spec), "-w", str(ws), "--resume", str(old.path.resolve()))[0]
         again = run_cli("campaign", "run", str(spec), "-w", str(ws), "--resume", old.archive_id)[0]
         cells = pd.read_parquet(ws / "ledgers" / "cells")
-        return {"fault": "kill -9 of dsv4h mid-run", "server_left_running": left, "sweep_exit": sweep,
-                "server_gone_after_sweep": gone, "recover_exit": recover, "recovered_records": len(old.records()),
+        return {"fault": "kill -9 of dsv4h mid-run", "server_left_running": left, "reap_exit": reap,
+                "server_gone_after_reap": gone, "recover_exit": recover, "recovered_records": len(old.records()),
                 "resume_abs_path_exit": resume, "second_resume_exit": again,
                 "valid_cells": int(cells.valid.sum()), "cells_in_plan": 4}
 

@@ -1,6 +1,6 @@
 """Benchmark: ledgers at scale (issue 15.5) - per-archive ingest and a cross-archive query vs ledger size.
 
-Real, finalized formal-matrix archives (harness.report.synthetic, 8 cells and 24 rounds each) are
+Real, finalized formal-matrix archives (tests/synthetic_archives.py, 8 cells and 24 rounds each) are
 ingested with ``harness.store.ledger.ingest_archive`` (verification included). Distinct archives are made
 cheaply by cloning a few built ones: same files (hard links), a new run token in the run block, so a new
 manifest and archive id - exactly what ``verify_archive`` checks. At each size N the next ``--probe``
@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,10 +37,13 @@ import pyarrow.parquet as pq
 
 import harness.ledger as hl
 from harness.formats import dump_json
-from harness.report.synthetic import write_formal_archive
 from harness.store.archive import MANIFEST, Archive, manifest_id, open_archive
 from harness.store.ledger import ingest_archive
-from harness.store.ledger_layout import archive_file, file_metadata
+from harness.store.ledger.layout import archive_file, file_metadata
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from synthetic_archives import write_formal_archive
 
 TABLES = ("runs", "cells", "rounds")
 
@@ -159,7 +163,7 @@ def main() -> None:
             f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
             for k, v in vars(args).items() if k != "out"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "archive": "formal-matrix, 8 cells, 24 rounds, no records (harness.report.synthetic)",
+        "archive": "formal-matrix, 8 cells, 24 rounds, no records (tests/synthetic_archives.py)",
         "probe": args.probe, "real_up_to": args.real_up_to, "rows": rows, "total_s": total,
     }, indent=2) + "\n")
 

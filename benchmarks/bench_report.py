@@ -6,7 +6,7 @@ Issue target: a report over 20 archives in seconds.
 
 Half the archives are seven-tier formal matrices (every third with 8 devices x 120 GPU memory
 samples), half ABBA screens, plus a historical ledger of 12 entries; all synthetic and labelled
-simulated (``harness.report.synthetic``). Times the phases of a build (select + verify + load +
+simulated (``tests/synthetic_archives.py``). Times the phases of a build (select + verify + load +
 evidence + freeze; figures; templates) and a rebuild from the snapshot alone, checks that the
 rebuild is byte-identical apart from the build time, prints a table and writes
 ``benchmarks/results/report.json``.
@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +30,10 @@ from harness.report.collect import collect
 from harness.report.config import ReportConfig
 from harness.report.render import draw_figures, normalize_build_time
 from harness.report.snapshot import snapshot_bytes
-from harness.report.synthetic import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from synthetic_archives import (
     synthetic_historical_entries,
     write_abba_archive,
     write_formal_archive,

@@ -1,4 +1,4 @@
-"""Benchmark: ``dsv4h corpus import-sharegpt`` (harness.inputs.corpus_synth.import_sharegpt) on one long
+"""Benchmark: ``dsv4h corpus import-sharegpt`` (harness.inputs.corpus.synth.import_sharegpt) on one long
 conversation of growing size, and on one huge single turn.
 
 Each file holds one conversation of alternating human/gpt turns of about ``--turn-chars`` characters
@@ -35,7 +35,7 @@ _TEXT = ("How do I read a file line by line in Python and strip the newline? for
 _CHILD = """
 import json, sys, time
 from pathlib import Path
-from harness.inputs.corpus_synth import import_sharegpt
+from harness.inputs.corpus.synth import import_sharegpt
 t0 = time.perf_counter()
 c = import_sharegpt(Path(sys.argv[2]), source=Path(sys.argv[1]), tokenizer=Path(sys.argv[3]),
                     max_input=int(sys.argv[4]))

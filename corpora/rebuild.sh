@@ -8,7 +8,7 @@ set -euo pipefail
 DSV4H=${DSV4H:-.venv/bin/dsv4h}
 T8=corpora/tokenizers/dsv4h-sim-bpe-8k
 TINY=corpora/tokenizers/tiny-bpe-512
-CHAT=harness.corpus_build:deepseek_v4_chat
+CHAT=harness.inputs.corpus.build:deepseek_v4_chat
 
 if [[ "${1:-}" == "--tokenizers" ]]; then
     $DSV4H corpus train-tokenizer --out $T8 --vocab-size 8192 --specials deepseek --force

@@ -67,11 +67,6 @@ def install() -> None:
         signal.signal(sig, _on_stop_signal)
 
 
-def note_signal(signum: int) -> None:
-    """Record that ``signum`` ended the run (SIGINT handled by asyncio is recorded here by callers)."""
-    _state["last"] = signum
-
-
 def received() -> int | None:
     """The last stopping signal received (None when none was)."""
     return _state["last"]

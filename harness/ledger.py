@@ -22,7 +22,7 @@ import pyarrow.dataset as ds
 
 from harness.errors import LedgerError
 from harness.store.ledger import recover
-from harness.store.ledger_layout import GOVERNANCE_TABLES, SCHEMAS, TABLES, table_files
+from harness.store.ledger.layout import GOVERNANCE_TABLES, SCHEMAS, TABLES, table_files
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -118,7 +118,8 @@ def token_timeline(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 
 def resident_rate(timelines: list[list[tuple[int, int]]], *, trim: bool = True) -> tuple[float, float]:
-    """Resident decode rate (tok/s) of a wave (docs/metrics.md#resident-decode-window) from ``sim_emit_ns``, and the window (s).
+    """Resident decode rate (tok/s) of a wave (docs/metrics.md#resident-decode-window) from ``sim_emit_ns``,
+    and the window (s).
 
     ``trim`` shrinks the common window [max f_i, min e_i] by half a step at each end so that no
     step's burst of events is split by a window edge (the step is the median gap of the timelines).

@@ -14,7 +14,7 @@ import harness.ledger as hl
 from harness.errors import LedgerError
 from harness.store.archive import ArchiveWriter, open_archive
 from harness.store.ledger import ingest_archive
-from harness.store.ledger_layout import SCHEMAS
+from harness.store.ledger.layout import SCHEMAS
 
 
 def make(ws: Path, campaign: str, median: float) -> str:

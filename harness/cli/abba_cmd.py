@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_sweep
+from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_reap
 from harness.cli.progress import AbbaLive
 from harness.cli.render import fmt
 from harness.inputs.spec import abba_from_files, loaded_abba
@@ -78,7 +78,7 @@ def abba(
     ws = resolve_workspace(workspace)
     spec = abba_from_files(control, candidate, workload, fresh_candidate=fresh_candidate,
                            allow_identity_change=allow_identity_change)
-    startup_sweep(ws)
+    startup_reap(ws)
     with AbbaLive(console) as live:
         out = run_abba(loaded_abba(spec, workload.parent), ws, reporter=live)
     render_abba(out)

@@ -98,8 +98,8 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
 
 
 def _show_import(ext: dict[str, Any]) -> None:
-    """An import's figures as the peer tool computed them (harness.store.peers_figures)."""
-    from harness.store.peers_figures import FIGURES, import_figures
+    """An import's figures as the peer tool computed them (harness.store.peers.figures)."""
+    from harness.store.peers.figures import FIGURES, import_figures
 
     f = import_figures(ext)
     t = Table.grid(padding=(0, 2))

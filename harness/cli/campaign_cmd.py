@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_sweep
+from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_reap
 from harness.cli.listing import CsvOpt, JsonOpt, emit
 from harness.cli.progress import LiveReporter
 from harness.cli.render import PLAN_COLS, cells_at, latency_table, pd_table, plan_rows, plan_table
@@ -92,7 +92,7 @@ def run_cmd(
         from harness.cli.progress import AbbaLive
         from harness.run.abba import run_abba
 
-        startup_sweep(ws)
+        startup_reap(ws)
         with AbbaLive(console) as live:
             out = run_abba(loaded, ws, reporter=live)
         render_abba(out)
@@ -101,7 +101,7 @@ def run_cmd(
             raise out.error
         return
     resume_path = _resume_target(resume, ws) if resume is not None else None
-    startup_sweep(ws)
+    startup_reap(ws)
     with LiveReporter(console) as reporter:
         outcome = run_campaign(spec, ws, reporter=reporter, resume=resume_path,
                                workers=None if workers is None else (workers if workers == "auto" else

@@ -72,7 +72,7 @@ def existing_workspace(workspace: Path) -> Path:
     return ws
 
 
-def startup_sweep(workspace: Path) -> None:
+def startup_reap(workspace: Path) -> None:
     """Before a run: roll forward what an interrupted dsv4h left in the workspace (stranded partial
     archives, archives missing from the ledgers) and find servers a killed dsv4h left running; offer
     to stop them (asked on a terminal, else named with the command that stops them)."""
@@ -103,4 +103,4 @@ def startup_sweep(workspace: Path) -> None:
             console.print(f"stopped pid {e.process.pid}: SIGTERM to {list(rep.terminated)}, "
                           f"SIGKILL to {list(rep.killed)}")
     else:
-        console.print(f"stop them with: dsv4h service sweep --stop -w {esc(workspace)}")
+        console.print(f"stop them with: dsv4h service reap --stop -w {esc(workspace)}")

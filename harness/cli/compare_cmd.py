@@ -1,4 +1,5 @@
-"""``dsv4h compare tensors``: kernel-level numeric comparison of two tensor files (over harness.measure.tensors)."""
+"""``dsv4h compare tensors``: kernel-level numeric comparison of two tensor files (files read by
+harness.store.tensor_files, compared by harness.measure.tensors)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import typer
 
 from harness.cli.common import console
 from harness.errors import OracleError
-from harness.measure.tensors import TensorComparison, compare_files
+from harness.measure.tensors import TensorComparison
+from harness.store.tensor_files import compare_files
 
 app = typer.Typer(
     help="Numeric comparisons (report 10.3, kernel level): bitwise equality, max abs error, relative L2, "

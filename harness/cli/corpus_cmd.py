@@ -46,7 +46,7 @@ def build_cmd(
     ] = None,
     chat_encoding: Annotated[str | None, typer.Option(
         "--chat-encoding", help="module:function mapping the prompt text to the text to tokenize, e.g. "
-        "harness.inputs.corpus_build:deepseek_v4_chat")] = None,
+        "harness.inputs.corpus.build:deepseek_v4_chat")] = None,
     name: Annotated[str | None, typer.Option("--name", help="corpus name (default: --out's name)")] = None,
     description: Annotated[str | None, typer.Option("--description", help="one-line description")] = None,
     revision: Annotated[str | None, typer.Option(
@@ -72,13 +72,13 @@ def build_cmd(
     template, tokenized and fitted into the token range; writes manifest.json and cases.jsonl.
 
     Example: dsv4h corpus build --stdlib --tokenizer corpora/tokenizers/dsv4h-sim-bpe-8k --tokens 511-512
-    --cases 32 --max-per-file 2 --chat-encoding harness.inputs.corpus_build:deepseek_v4_chat --out corpora/my-512
+    --cases 32 --max-per-file 2 --chat-encoding harness.inputs.corpus.build:deepseek_v4_chat --out corpora/my-512
 
     Extend to 64 (old cases kept byte-identical, other settings inherited): dsv4h corpus build --stdlib
     --tokenizer corpora/tokenizers/dsv4h-sim-bpe-8k --cases 64 --extend corpora/my-512 --out corpora/my-512
     --force
     """
-    from harness.inputs.corpus_build import STDLIB_EXCLUDE, build_corpus, parse_token_range, stdlib_dir
+    from harness.inputs.corpus.build import STDLIB_EXCLUDE, build_corpus, parse_token_range, stdlib_dir
 
     if stdlib == (source is not None):
         raise SpecError("pass exactly one of --source DIR and --stdlib",
@@ -225,7 +225,7 @@ def train_tokenizer_cmd(
 
     Example: dsv4h corpus train-tokenizer --out corpora/tokenizers/dsv4h-sim-bpe-8k --vocab-size 8192
     """
-    from harness.inputs.corpus_build import (
+    from harness.inputs.corpus.build import (
         DEEPSEEK_SPECIAL_TOKENS,
         STDLIB_EXCLUDE,
         TINY_SPECIAL_TOKENS,
@@ -270,7 +270,7 @@ def synth_cmd(
     Example: dsv4h corpus synth --out corpora/syn --tokenizer corpora/tokenizers/tiny-bpe-512 --cases 32
     --inputs lognormal:256:0.5 --outputs uniform:16:128 --seed 1
     """
-    from harness.inputs.corpus_synth import build_distribution_corpus
+    from harness.inputs.corpus.synth import build_distribution_corpus
 
     c = build_distribution_corpus(out, tokenizer=tokenizer, n_cases=cases, inputs=inputs, outputs=outputs,
                                   seed=seed, extend=extend, overwrite=force)
@@ -294,7 +294,7 @@ def import_sharegpt_cmd(
 
     Example: dsv4h corpus import-sharegpt chats.json --out corpora/chats --tokenizer corpora/tokenizers/tiny-bpe-512
     """
-    from harness.inputs.corpus_synth import import_sharegpt
+    from harness.inputs.corpus.synth import import_sharegpt
 
     c = import_sharegpt(out, source=source, tokenizer=tokenizer, n_cases=cases, max_input=max_input,
                         extend=extend, overwrite=force, max_bytes=max_bytes)

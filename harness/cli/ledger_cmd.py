@@ -255,8 +255,8 @@ def migrate_cmd(workspace: WorkspaceOpt = Path()) -> None:
     Example: dsv4h ledger migrate -w ws
     """
     from harness.store.ledger import locked
-    from harness.store.ledger_layout import ledger_dir
-    from harness.store.ledger_migrate import legacy_tables
+    from harness.store.ledger.layout import ledger_dir
+    from harness.store.ledger.migrate import legacy_tables
 
     ws = _ws(workspace)
     directory = ledger_dir(ws)

@@ -10,7 +10,7 @@ import typer
 from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace
 from harness.store.archive import find_archive, open_verified
 from harness.store.peers import MAX_IMPORT_BYTES, TOOLS, Tool, import_peer
-from harness.store.peers_export import EXPORTS, INDEX, export_cells
+from harness.store.peers.export import EXPORTS, INDEX, export_cells
 
 
 def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result file (AIPerf: its profile_export.jsonl "

@@ -278,8 +278,8 @@ def stop_cmd(
     console.print(f"stopped '{esc(name)}': SIGTERM to {list(report.terminated)}, SIGKILL to {list(report.killed)}")
 
 
-@app.command("sweep")
-def sweep_cmd(
+@app.command("reap")
+def reap_cmd(
     workspace: Annotated[Path, typer.Option("--workspace", "-w")] = Path(),
     stop: Annotated[bool, typer.Option("--stop", help="stop the servers left behind")] = False,
 ) -> None:
@@ -287,7 +287,7 @@ def sweep_cmd(
     (killed with SIGKILL, a crash): listed, and with --stop stopped (their recorded tree only, PID
     and birth time checked). Records of servers that are gone are removed.
 
-    Example: dsv4h service sweep -w ws --stop
+    Example: dsv4h service reap -w ws --stop
     """
     from harness.cli.common import console, esc, existing_workspace
     from harness.service.registry import left_behind, stop_launched
@@ -305,4 +305,4 @@ def sweep_cmd(
         else:
             console.print(f"left behind: {esc(e.describe())}")
     if not stop:
-        console.print(f"stop them with: dsv4h service sweep --stop -w {esc(workspace)}")
+        console.print(f"stop them with: dsv4h service reap --stop -w {esc(workspace)}")

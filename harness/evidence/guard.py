@@ -1,10 +1,11 @@
 """The comparisons guard (pure): refuse arithmetic that breaks the evidence rules.
 
-Rule 1 (docs/evidence-rules.md#rule-1-native-and-speculative-results-are-different-claims): native autoregressive, full-target speculative and approximate-target
-results are different claims; their rates are never compared or combined. Rule 3: formal matrices
-and ABBA screens stay separate, and percentages from different experiments are never added or
-multiplied. ``LabeledRate`` and ``LabeledPercent`` carry the labels; the functions here check them
-before doing any arithmetic and raise ``EvidenceError`` citing the rule otherwise.
+Rule 1 (docs/evidence-rules.md#rule-1-native-and-speculative-results-are-different-claims): native
+autoregressive, full-target speculative and approximate-target results are different claims; their
+rates are never compared or combined. Rule 3: formal matrices and ABBA screens stay separate, and
+percentages from different experiments are never added or multiplied. ``LabeledRate`` and
+``LabeledPercent`` carry the labels; the functions here check them before doing any arithmetic and
+raise ``EvidenceError`` citing the rule otherwise.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from harness.evidence.rules import check
 from harness.measure.results import round_key
 from harness.store.archive import Archive
 from harness.store.ledger import archive_rows, commit_files, ledger_dir, locked, request_rows
-from harness.store.ledger_layout import canonical
+from harness.store.ledger.layout import canonical
 
 
 def _rows(archive: Archive, name: str) -> list[dict[str, Any]]:

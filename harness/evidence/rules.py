@@ -49,12 +49,8 @@ from harness.evidence.rules_client import (
     rule_sim_lateness,
     serves_simulator,
 )
-from harness.evidence.rules_extra import (
-    rule_external_claim,
-    rule_sweep_rounds,
-    rule_sweep_schedule,
-    rule_token_counts,
-)
+from harness.evidence.rules_provenance import rule_external_claim, rule_token_counts
+from harness.evidence.rules_sweep import rule_sweep_rounds, rule_sweep_schedule
 from harness.formats import finite_float as _num
 
 MIN_RESIDENT_STEPS = 16

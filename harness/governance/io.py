@@ -12,7 +12,7 @@ written atomically under ``ledgers/.lock``; older files are never rewritten):
 
 Every row carries ``ledger_schema_version``. Wall times are stored as ``timestamp[ns, UTC]`` and handed
 to the rules as UTC ISO 8601 text with microseconds. The
-rules themselves are in ``harness.governance.records`` (pure); functions here read, decide with them under
+rules themselves are in ``harness.governance.record_claims`` (pure); functions here read, decide with them under
 the ledger lock, and append. Nothing here prints or exits.
 """
 
@@ -28,15 +28,15 @@ from typing import Any
 from harness.errors import ArchiveError, EvidenceError, LedgerError, SpecError
 from harness.evidence.io import check_archive
 from harness.formats import parse_model, read_yaml
-from harness.governance import records as gv
+from harness.governance import record_claims as gv
 from harness.governance.base import SLUG
 from harness.hashing import sha256_file
 from harness.store.archive import Archive, find_archive, open_verified
 from harness.store.ledger import append_rows, ledger_dir, locked, read_table, rows_iso
-from harness.store.ledger_layout import GOVERNANCE_TABLES
-from harness.store.ledger_layout import SCHEMAS as LAYOUT_SCHEMAS
+from harness.store.ledger.layout import GOVERNANCE_TABLES
+from harness.store.ledger.layout import SCHEMAS as LAYOUT_SCHEMAS
 
-# The canonical schemas live with the ledger layout (harness.store.ledger_layout); wall times are
+# The canonical schemas live with the ledger layout (harness.store.ledger.layout); wall times are
 # ``timestamp[ns, UTC]`` there and ISO 8601 text in the rows this module hands to the rules.
 SCHEMAS = {t: LAYOUT_SCHEMAS[t] for t in GOVERNANCE_TABLES}
 

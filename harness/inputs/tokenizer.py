@@ -1,5 +1,5 @@
 """Local Hugging Face tokenizers: their identity (name and SHA-256 of their files) and loading them
-(edge module: files). Training one on source files is ``harness.inputs.corpus_build.train_tokenizer``."""
+(edge module: files). Training one on source files is ``harness.inputs.corpus.build.train_tokenizer``."""
 
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     findings = list(snapshot.get("findings") or [])
     oracles = list(snapshot.get("oracles") or [])
     n_sim = sum(1 for a in archives if a.get("simulated"))
-    # an import not known to be simulated was not measured by dsv4h either (harness.report.imports)
+    # an import not known to be simulated was not measured by dsv4h either (harness.report.snapshot.imports)
     n_ext = sum(1 for e in snapshot.get("imports") or [] if e.get("data_origin") != "simulated")
     historical = list(snapshot.get("historical") or []) if snapshot.get("historical_present") else None
     what = {

@@ -2,7 +2,7 @@
 
 Per sweep archive: latency against achieved throughput (one point per offered rate, TTFT and TPOT
 p50/p99) with the goodput knee marked, and a table of every rate's cells. The same section, from the
-same snapshot entry (:func:`harness.report.snapshot_sections.sweep_entry`) and figure
+same snapshot entry (:func:`harness.report.snapshot.sections.sweep_entry`) and figure
 (:func:`harness.report.figures.sweep_figure`), is part of ``dsv4h report build``. Rate sweeps are their
 own section: never placed in a formal matrix's table or figure, never beside an ABBA screen's legs.
 Simulator data is marked SIMULATED.
@@ -17,8 +17,8 @@ from typing import Any
 
 from harness.formats import atomic_write, finite_float, fixed_point
 from harness.report.figures import render_figure, sweep_figure
-from harness.report.snapshot_archives import ArchiveContent
-from harness.report.snapshot_sections import sweep_entry
+from harness.report.snapshot.archives import ArchiveContent
+from harness.report.snapshot.sections import sweep_entry
 from harness.store.archive import Archive, iter_archives
 
 

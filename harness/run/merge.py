@@ -1,13 +1,13 @@
 """``dsv4h ledger merge``: another host's workspace into this one, trusting archives, never rows (edge: files).
 
-The other host's directory is untrusted, read-only input (``harness.store.ledger_merge`` says what is
+The other host's directory is untrusted, read-only input (``harness.store.ledger.merge`` says what is
 checked and how nothing of it is followed or written). For each archive of ``<other>/archives/``
 named by an archive id and not yet ingested here: copy it verified (``copy_foreign_archive``), run the
 evidence rules on the copy, ingest it and apply the findings, as a run's own finish does
 (``harness.run.session.settle``), so every row, its validity included, is re-derived from the archive
 and resume supersession is re-applied by ingest. All or nothing per archive: an archive that fails any
 step is removed again and refused. Then the other host's ledger files are compared with what was
-merged (:func:`harness.store.ledger_merge.ledger_refusals`: they are only ever reported, never
+merged (:func:`harness.store.ledger.merge.ledger_refusals`: they are only ever reported, never
 copied), and its governance rows are validated and added (``merge_governance``). Merging the same
 workspace again adds nothing; every refusal names the file and the reason.
 """
@@ -24,7 +24,7 @@ from harness.evidence.io import apply_findings, check_archive
 from harness.interrupts import critical
 from harness.store.archive import Archive, open_verified
 from harness.store.ledger import ingest_archive, ingested, ingested_ids, request_rows, successor_of
-from harness.store.ledger_merge import (
+from harness.store.ledger.merge import (
     MergeResult,
     Refusal,
     copy_foreign_archive,

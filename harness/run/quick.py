@@ -5,7 +5,7 @@ The peers' one-command benchmark (``sglang.bench_serving --num-prompts --max-con
 --random-input-len``, ``vllm bench serve``) with dsv4h's evidence: the URL must be one the user gave
 (default loopback :data:`DEFAULT_URL`); the server is detected (SGLang-native ``/server_info`` ->
 ``/generate`` with input ids, else OpenAI-compatible ``/v1/models`` -> ``/v1/completions`` with token-id
-prompts) and nothing else is contacted. N random token-ID prompts (:mod:`harness.inputs.corpus_random`)
+prompts) and nothing else is contacted. N random token-ID prompts (:mod:`harness.inputs.corpus.random_ids`)
 are frozen as a corpus inside the archive (``prompts/``, hashed with every other file) before the first
 request is sent; they are sent closed-loop, at most C in flight (each finished request starts the next),
 with ``max_new_tokens`` = the drawn output length and ``ignore_eos``. The archive (records, ``quick.json``
@@ -34,7 +34,7 @@ from harness.aio import new_event_loop
 from harness.errors import DsvError, ServiceError, SpecError
 from harness.evidence.rules_client import serves_simulator
 from harness.inputs.corpus import Case, Corpus
-from harness.inputs.corpus_random import RandomPrompts, id_range, write_random_corpus
+from harness.inputs.corpus.random_ids import RandomPrompts, id_range, write_random_corpus
 from harness.inputs.spec import ClaimClass
 from harness.load.client import Protocol
 from harness.load.driver import DEFAULT_TIMEOUT_S, LoadClient, OpenAIOptions, WaveRequest

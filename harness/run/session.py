@@ -167,7 +167,6 @@ class ServiceSession:
         rows = run_sentinels(svc, self.sentinels, when, f"service#{idx}", timeout_s=self.request_timeout_s)
         self.oracle_results.extend(rows)
         self.writer.write_json("oracles.json", {"results": self.oracle_results})
-        self.report("oracles", when=when, results=rows)
 
     def stop(self, svc: RunningService, *, sentinels: bool = True) -> None:
         """Sentinels after measurement (``sentinels``) and final server info while it lives, then stop

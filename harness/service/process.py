@@ -156,11 +156,6 @@ def release(proc: OwnedProcess) -> None:
     _LIVE.pop((proc.pid, proc.create_time), None)
 
 
-def live_processes() -> list[OwnedProcess]:
-    """Owned trees started by this process and not yet stopped or released."""
-    return list(_LIVE.values())
-
-
 def stop_all_live(term_timeout_s: float = 10.0) -> list[StopReport]:
     """Stop every owned tree still live (last-resort cleanup; also run at interpreter exit)."""
     out = []

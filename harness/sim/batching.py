@@ -8,14 +8,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from harness.sim.profiles import SimProfile
+
+class BatchProfile(Protocol):
+    """What batch formation and forward durations read of a simulator profile
+    (:class:`harness.sim.profiles.SimProfile` is one; declared here so that this module imports no
+    sibling). Durations in seconds, rates in tokens per second."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def decode_tiers(self) -> tuple[tuple[int, float], ...]: ...
+    @property
+    def prefill_a_s(self) -> float: ...
+    @property
+    def prefill_rate_tps(self) -> float: ...
+    @property
+    def prefill_admission(self) -> int: ...
+    @property
+    def chunk_budget(self) -> int: ...
+    @property
+    def max_running(self) -> int: ...
+
+    def decode_rate(self, batch: int) -> float:
+        """Resident decode rate (tok/s) with ``batch`` running requests (model time)."""
+        ...
 
 
 def plan_prefill_forward(
-    profile: SimProfile,
+    profile: BatchProfile,
     *,
     chunked_remaining: int,
     resident: int,
@@ -60,13 +82,13 @@ def plan_prefill_forward(
     return take, grants
 
 
-def prefill_forward_s(profile: SimProfile, tokens: int, *, time_scale: float = 1.0) -> float:
+def prefill_forward_s(profile: BatchProfile, tokens: int, *, time_scale: float = 1.0) -> float:
     """Duration (s) of one prefill forward over ``tokens`` uncached prompt tokens: ``a + T/p``."""
     return (profile.prefill_a_s + tokens / profile.prefill_rate_tps) * time_scale
 
 
 def decode_step_s(
-    profile: SimProfile, batch: int, *, step_factor: float = 1.0, time_scale: float = 1.0
+    profile: BatchProfile, batch: int, *, step_factor: float = 1.0, time_scale: float = 1.0
 ) -> float:
     """Duration (s) of one decode step with ``batch`` running requests: ``B / rate(B)``, scaled."""
     return batch / profile.decode_rate(batch) * step_factor * time_scale
@@ -75,7 +97,7 @@ def decode_step_s(
 GRID_STEP_RTOL = 1e-9
 
 
-def grid_step_s(profile: SimProfile, *, step_factor: float = 1.0, time_scale: float = 1.0) -> float:
+def grid_step_s(profile: BatchProfile, *, step_factor: float = 1.0, time_scale: float = 1.0) -> float:
     """The one decode step (s, scaled) of a profile whose step does not depend on the batch: every
     decode tier has the same ``B / rate(B)`` and no batch runs past the last tier (``max_running``).
     Several simulator processes share one step grid only for such a profile (``harness.sim.cluster``);

@@ -1,5 +1,6 @@
 """Stage 6, store (edge: files): :mod:`.archive` (hashed, atomic, never-overwritten result archives),
-:mod:`.runblock` (the manifest's typed, versioned run block) and :mod:`.ledger` (Parquet ledgers).
+:mod:`.runblock` (the manifest's typed, versioned run block), :mod:`.ledger` (package: Parquet ledgers)
+and :mod:`.peers` (package: peer tools' result files in and out).
 
 May import: ``measure`` and every earlier stage.
 """

@@ -64,7 +64,7 @@ def _tables(text: str) -> dict[str, list[str]]:
 
 
 def test_ledger_show_prints_one_table_per_kind_with_its_own_rates(tmp_path: Path) -> None:
-    from harness.report.synthetic import write_formal_archive, write_sweep_archive
+    from synthetic_archives import write_formal_archive, write_sweep_archive
 
     formal = write_formal_archive(tmp_path, tiers=(1, 2))
     sweep = write_sweep_archive(tmp_path)
@@ -91,7 +91,7 @@ def test_ledger_show_prints_one_table_per_kind_with_its_own_rates(tmp_path: Path
 
 
 def test_ledger_show_columns_and_rounds_use_the_listing_format(tmp_path: Path) -> None:
-    from harness.report.synthetic import write_sweep_archive
+    from synthetic_archives import write_sweep_archive
 
     sweep = write_sweep_archive(tmp_path)
     ingest_archive(tmp_path, sweep)

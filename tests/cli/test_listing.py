@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
+from synthetic_archives import write_formal_archive
 from typer.testing import CliRunner
 
 from harness.cli import _register, app
 from harness.cli.listing import Col, as_csv, as_json, table
-from harness.report.synthetic import write_formal_archive
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from test_governance_support import make_abba
 
 from harness.errors import ArchiveError, EvidenceError, SpecError
-from harness.governance import records as gv
+from harness.governance import record_claims as gv
 from harness.governance.io import add_closure, check_direction, closure_states, reopen_direction, table_rows
 
 OLD, NEW = "2026-07-15T22:20:00+0000", "2026-07-16T09:00:00+0000"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_governance_support import make_abba
 
-from harness.governance import records as gv
+from harness.governance import record_claims as gv
 from harness.governance.io import analysis_plan_status, freeze_file, reveal_file, table_rows
 
 BEFORE = datetime(2026, 7, 16, 8, 0, tzinfo=UTC)

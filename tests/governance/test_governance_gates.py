@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_governance_support import make_abba, make_formal, stream_record
 
 from harness.errors import EvidenceError, SpecError
-from harness.governance import records as gv
+from harness.governance import record_claims as gv
 from harness.governance.io import check_gate, gate_failure, load_gate, table_rows
 from harness.store.archive import Archive
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_governance_support import make_abba, make_formal, profile, stream_record
 
 from harness.errors import EvidenceError, SpecError
-from harness.governance import records as gv
+from harness.governance import record_claims as gv
 from harness.governance.io import check_gate, get_record, propose_record, table_rows
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from harness.errors import EvidenceError, SpecError
-from harness.governance import records as gv
+from harness.governance import record_claims as gv
 from harness.governance.io import import_historical_file, load_historical, table_rows
 
 REPO = Path(__file__).resolve().parents[2]

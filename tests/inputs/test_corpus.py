@@ -21,7 +21,7 @@ from harness.inputs.corpus import (
     resolve_corpus_path,
     verify_corpus,
 )
-from harness.inputs.corpus_write import encode_case_line, encode_manifest
+from harness.inputs.corpus.write import encode_case_line, encode_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 CORPORA = REPO / "corpora"

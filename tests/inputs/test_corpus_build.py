@@ -9,7 +9,7 @@ import pytest
 
 from harness.errors import CorpusError, SpecError
 from harness.inputs.corpus import CASES_FILE, MANIFEST_FILE
-from harness.inputs.corpus_build import (
+from harness.inputs.corpus.build import (
     DEFAULT_TEMPLATE,
     TINY_SPECIAL_TOKENS,
     build_corpus,
@@ -146,8 +146,8 @@ def test_refuses_to_overwrite_and_reports_short_sources(tmp_path: Path, src: Pat
 
 def test_chat_encoding_hook(tmp_path: Path, src: Path) -> None:
     c = build_corpus(src, TOK8K, (40, 48), 3, tmp_path / "chat",
-                     chat_encoding="harness.inputs.corpus_build:deepseek_v4_chat")
-    assert c.manifest.chat_encoding == "harness.inputs.corpus_build:deepseek_v4_chat"
+                     chat_encoding="harness.inputs.corpus.build:deepseek_v4_chat")
+    assert c.manifest.chat_encoding == "harness.inputs.corpus.build:deepseek_v4_chat"
     tok = load_tokenizer(TOK8K)
     bos, user, assistant, end_think = (tok.token_to_id(t) for t in (
         "<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "</think>"))
@@ -202,3 +202,17 @@ def test_train_tokenizer_is_deterministic(tmp_path: Path, src: Path) -> None:
         train_tokenizer(src, tmp_path / "a", **kw)  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="vocab_size"):
         train_tokenizer(src, tmp_path / "c", vocab_size=100)
+
+
+def test_chat_encodings_recorded_before_a_move_still_resolve() -> None:
+    """The shipped corpora's manifests (hashed) record the encoding's old module path."""
+    import json
+    from pathlib import Path
+
+    from harness.inputs.corpus.build import deepseek_v4_chat
+    from harness.inputs.corpus.sources import resolve_chat_encoding
+
+    root = Path(__file__).resolve().parents[2]
+    recorded = json.loads((root / "corpora/sim-code-512/manifest.json").read_text())["chat_encoding"]
+    fn, name = resolve_chat_encoding(recorded)
+    assert fn is deepseek_v4_chat and name == recorded

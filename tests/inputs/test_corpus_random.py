@@ -9,7 +9,14 @@ import pytest
 from harness.errors import SpecError
 from harness.hashing import ids_sha256
 from harness.inputs.corpus import load_corpus
-from harness.inputs.corpus_random import SAFE_ID_RANGE, RandomPrompts, corpus_files, draw, id_range, write_random_corpus
+from harness.inputs.corpus.random_ids import (
+    SAFE_ID_RANGE,
+    RandomPrompts,
+    corpus_files,
+    draw,
+    id_range,
+    write_random_corpus,
+)
 
 
 def test_exact_lengths_and_safe_ids_by_default() -> None:

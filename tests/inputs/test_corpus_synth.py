@@ -1,4 +1,4 @@
-"""Distribution corpora and ShareGPT import (harness.inputs.corpus_synth): verified, extendable."""
+"""Distribution corpora and ShareGPT import (harness.inputs.corpus.synth): verified, extendable."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from harness.errors import CorpusError
 from harness.inputs.corpus import load_corpus, verify_corpus
-from harness.inputs.corpus_synth import Distribution, build_distribution_corpus, import_sharegpt, sharegpt_turns
+from harness.inputs.corpus.synth import Distribution, build_distribution_corpus, import_sharegpt, sharegpt_turns
 
 ROOT = Path(__file__).resolve().parents[2]
 TOK = ROOT / "corpora" / "tokenizers" / "tiny-bpe-512"

@@ -16,8 +16,8 @@ import pytest
 
 from harness.errors import CorpusError
 from harness.hashing import ids_sha256
-from harness.inputs import corpus_synth
-from harness.inputs.corpus_synth import MAX_CHARS_PER_TOKEN, import_sharegpt, sharegpt_turns
+from harness.inputs.corpus import synth as corpus_synth
+from harness.inputs.corpus.synth import MAX_CHARS_PER_TOKEN, import_sharegpt, sharegpt_turns
 from harness.inputs.tokenizer import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]

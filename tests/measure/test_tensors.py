@@ -18,16 +18,8 @@ from hypothesis.extra import numpy as hnp
 from typer.testing import CliRunner
 
 from harness.errors import OracleError
-from harness.measure.tensors import (
-    bf16_bits_to_float32,
-    compare_arrays,
-    compare_files,
-    dtype_label,
-    encode_safetensors,
-    float32_to_bf16_bits,
-    read_safetensors,
-    read_tensors,
-)
+from harness.measure.tensors import bf16_bits_to_float32, compare_arrays, dtype_label, float32_to_bf16_bits
+from harness.store.tensor_files import compare_files, encode_safetensors, read_safetensors, read_tensors
 
 runner = CliRunner()
 

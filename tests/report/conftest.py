@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 from report_helpers import BUILD_TIME, make_workspace, stand_in_findings
+from synthetic_archives import write_abba_archive, write_formal_archive
 
 from harness.governance.io import import_historical_file
 from harness.report.build import build_report
 from harness.report.config import load_report_config
-from harness.report.synthetic import write_abba_archive, write_formal_archive
 
 REPO = Path(__file__).resolve().parents[2]
 

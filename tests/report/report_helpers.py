@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.report.render import normalize_build_time
-from harness.report.synthetic import (
+from synthetic_archives import (
     synthetic_historical_entries,
     write_abba_archive,
     write_formal_archive,
     write_historical_ledger,
     write_sweep_archive,
 )
+
+from harness.report.render import normalize_build_time
 
 BUILD_TIME = "2026-11-29T12:34:56Z"
 

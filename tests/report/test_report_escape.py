@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 
 from report_helpers import BUILD_TIME
+from synthetic_archives import write_formal_archive
 
 from harness.report.build import build_from_snapshot
 from harness.report.collect import collect
 from harness.report.config import ReportConfig
 from harness.report.render import anchor, md_code, md_escape, tex_escape
 from harness.report.snapshot import snapshot_bytes
-from harness.report.synthetic import write_formal_archive
 
 XSS = '<img src=x onerror="alert(1)">'
 LINK = "[click](javascript:alert(1))"

@@ -1,4 +1,4 @@
-"""The report's "Imported results (external claims)" section (harness.report.imports)."""
+"""The report's "Imported results (external claims)" section (harness.report.snapshot.imports)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from report_helpers import BUILD_TIME
+from synthetic_archives import write_formal_archive
 
 from harness.report.build import build_report
-from harness.report.synthetic import write_formal_archive
 from harness.store.peers import import_peer
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "peers"

@@ -192,9 +192,10 @@ def test_historical_figure_groups() -> None:
 def test_version_1_snapshot_still_renders(tmp_path: Path) -> None:
     """A snapshot frozen before format 2 (no sweeps, no host, no oracle ``when``, short corpus records)
     renders; what it does not hold reads as not recorded."""
+    from synthetic_archives import write_formal_archive
+
     from harness.report.collect import collect
     from harness.report.render import render_report
-    from harness.report.synthetic import write_formal_archive
 
     write_formal_archive(tmp_path / "ws", campaign="q", tiers=(1,), oracles=True)
     snap = collect(tmp_path / "ws", ReportConfig(), findings_fn=False)

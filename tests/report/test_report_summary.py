@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from harness.report.snapshot import ArchiveContent
-from harness.report.snapshot_sections import corpus_entries, oracle_entries
+from harness.report.snapshot.sections import corpus_entries, oracle_entries
 from harness.report.summary import describe, slo_text, summary_card
 from harness.report.views import corpus_ranges, historical_table, oracle_when
 

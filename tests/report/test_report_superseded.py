@@ -9,13 +9,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from report_helpers import BUILD_TIME
+from synthetic_archives import write_formal_archive
 
 from harness.report.build import build_report
 from harness.report.config import ReportConfig, Selection
 from harness.report.render import view_model
 from harness.report.snapshot import load_snapshot
 from harness.report.summary import describe, summary_card
-from harness.report.synthetic import write_formal_archive
 from harness.store.archive import open_archive
 from harness.store.ledger import ingest_archive
 

@@ -11,7 +11,7 @@ import pytest
 from sim_helpers import run, serving
 
 from harness.errors import ArchiveError, SpecError
-from harness.inputs.corpus_random import RandomPrompts, draw
+from harness.inputs.corpus.random_ids import RandomPrompts, draw
 from harness.load.driver import LoadClient, WaveRequest
 from harness.records import RequestRecord
 from harness.run.quick import DEFAULT_URL, check_url, closed_loop, detect

@@ -174,7 +174,7 @@ def test_killed_between_manifest_and_rename_is_rolled_forward(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_kill_9_then_sweep_recover_and_resume_once(tmp_path: Path) -> None:
+def test_kill_9_then_reap_recover_and_resume_once(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     spec = sim_spec(tmp_path, resident_s=0.5)
     proc = start(spec, ws)
@@ -186,7 +186,7 @@ def test_kill_9_then_sweep_recover_and_resume_once(tmp_path: Path) -> None:
         assert alive(pid, birth)  # left behind, as the issue saw
         code, out, _ = run_cli("service", "status", "-w", str(ws))
         assert code == 0 and "left-behind" in out and str(pid) in out
-        code, out, _ = run_cli("service", "sweep", "--stop", "-w", str(ws))
+        code, out, _ = run_cli("service", "reap", "--stop", "-w", str(ws))
         assert code == 0 and f"pid {pid}" in out
         assert not alive(pid, birth) and servers(ws) == []
     finally:

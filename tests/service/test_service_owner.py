@@ -59,7 +59,7 @@ def test_an_exception_still_stops_the_owned_tree(tmp_path: Path) -> None:
     assert wait_gone(pid, birth), "the owned server outlived the process that started it"
 
 
-def test_kill_9_leaves_a_record_that_the_sweep_finds_and_stops(tmp_path: Path) -> None:
+def test_kill_9_leaves_a_record_that_reap_finds_and_stops(tmp_path: Path) -> None:
     decoy = subprocess.Popen(SLEEPER)  # an unrelated process: must survive everything below
     pid, birth, _ = child_script(tmp_path, "os._exit(0)\n")  # like SIGKILL: no cleanup ran
     try:
@@ -68,9 +68,9 @@ def test_kill_9_leaves_a_record_that_the_sweep_finds_and_stops(tmp_path: Path) -
         assert entry.state == "left-behind" and entry.process.pid == pid and entry.name == "sleeper"
         code, out, _ = run_cli("service", "status", "-w", str(tmp_path))
         assert code == 0 and "left-behind" in out
-        code, out, _ = run_cli("service", "sweep", "-w", str(tmp_path))
+        code, out, _ = run_cli("service", "reap", "-w", str(tmp_path))
         assert code == 0 and "left behind" in out and "--stop" in out and not gone(pid, birth)
-        code, out, _ = run_cli("service", "sweep", "--stop", "-w", str(tmp_path))
+        code, out, _ = run_cli("service", "reap", "--stop", "-w", str(tmp_path))
         assert code == 0 and f"pid {pid}" in out
         assert wait_gone(pid, birth)
         assert scan(tmp_path) == [] and left_behind(tmp_path) == []

@@ -23,7 +23,7 @@ from harness.governance.io import freeze_file, table_rows
 from harness.records import RequestRecord
 from harness.store.archive import ArchiveWriter, open_archive
 from harness.store.ledger import ingest_archive, read_table
-from harness.store.ledger_layout import SCHEMAS, WALL, canonical
+from harness.store.ledger.layout import SCHEMAS, WALL, canonical
 
 TABLES_OF_ONE = ("cells", "rounds", "waves", "requests", "runs")
 

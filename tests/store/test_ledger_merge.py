@@ -1,6 +1,6 @@
 """Merging several hosts' workspaces (their verified archives ingested, a union keyed by archive id,
 idempotent, order-free) and the one-time migration of schema-2 single-file ledgers (harness.run.merge,
-harness.store.ledger_merge, harness.store.ledger_migrate). Hostile other-host directories:
+harness.store.ledger.merge, harness.store.ledger.migrate). Hostile other-host directories:
 test_merge_hostile.py."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from harness.records import RequestRecord
 from harness.run.merge import merge_workspace
 from harness.store.archive import ArchiveWriter, open_archive, open_verified
 from harness.store.ledger import ingest_archive, read_table
-from harness.store.ledger_layout import SCHEMAS, WALL
+from harness.store.ledger.layout import SCHEMAS, WALL
 
 TABLES_OF_ONE = ("cells", "rounds", "waves", "requests", "runs")
 

@@ -22,18 +22,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from synthetic_archives import synthetic_historical_entries, write_historical_ledger
 from testkit import run_block, run_cli
 
 from harness.errors import LedgerError
 from harness.evidence.io import apply_findings, check_archive
 from harness.governance.io import add_closure, check_gate, closure_states, freeze_file, reopen_direction, reveal_file
 from harness.records import RequestRecord
-from harness.report.synthetic import synthetic_historical_entries, write_historical_ledger
 from harness.run.merge import merge_workspace
 from harness.store.archive import ArchiveWriter, open_archive
 from harness.store.ledger import ingest_archive, read_table
-from harness.store.ledger_layout import PER_ARCHIVE
-from harness.store.ledger_merge import MergeResult
+from harness.store.ledger.layout import PER_ARCHIVE
+from harness.store.ledger.merge import MergeResult
 
 GOOD = "2026-12-01T00:00:00.000001+00:00"
 

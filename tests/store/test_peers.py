@@ -1,4 +1,4 @@
-"""Peer formats in and out (harness.store.peers, harness.store.peers_export).
+"""Peer formats in and out (harness.store.peers, harness.store.peers.export).
 
 Every fixture was written by the real tool against the dsv4h simulator
 (benchmarks/peers/produce_peer_files.sh; tests/fixtures/peers/README.md has the commands). The literal
@@ -25,7 +25,7 @@ from harness.records import RequestRecord
 from harness.store.archive import Archive, ArchiveWriter, open_archive, verify_archive
 from harness.store.ledger import ingest_archive, read_table
 from harness.store.peers import DEFINITIONS, GUIDELLM_REQUEST_KEYS, ROW_SCHEMA, Tool, import_peer, parse_peer
-from harness.store.peers_export import bench_dict, export_archive, guidellm_dict
+from harness.store.peers.export import bench_dict, export_archive, guidellm_dict
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "peers"
 SGLANG = FIX / "sglang-bench-0.5.23.jsonl"

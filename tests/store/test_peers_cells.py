@@ -15,9 +15,9 @@ from harness.records import RequestRecord
 from harness.store.archive import Archive, ArchiveWriter, open_archive
 from harness.store.ledger import ingest_archive, read_table
 from harness.store.peers import import_peer, parse_peer
-from harness.store.peers_export import export_cells
-from harness.store.peers_figures import import_figures
-from harness.store.peers_parse import origin_of, server_identity
+from harness.store.peers.export import export_cells
+from harness.store.peers.figures import import_figures
+from harness.store.peers.parse import origin_of, server_identity
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "peers"
 SGLANG, VLLM = FIX / "sglang-bench-0.5.23.jsonl", FIX / "vllm-bench-0.32.0.json"
@@ -163,7 +163,7 @@ def test_cli_exports_a_matrix_per_cell(tmp_path: Path) -> None:
 def test_sglang_export_takes_itl_per_token_vllm_per_chunk() -> None:
     """Events of 1, 3 and 1 new tokens at 0, 30 and 40 ms after the first: sglang.bench_serving's native
     backend spreads the 30 ms chunk over its 3 tokens (10, 10, 10, then 10); vLLM keeps one gap per chunk."""
-    from harness.store.peers_export import _itl, _measured_rows
+    from harness.store.peers.export import _itl, _measured_rows
 
     t = np.array([10, 40, 50], dtype=np.int64) * MS
     rec = RequestRecord(rid="x", send_ns=0, done_ns=int(t[-1]), event_ns=t,

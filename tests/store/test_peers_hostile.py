@@ -22,7 +22,7 @@ from harness.run.recover import recover_workspace
 from harness.store.archive import iter_archives
 from harness.store.ledger import read_table
 from harness.store.peers import IMPORT_MARKER, import_peer
-from harness.store.peers_docs import MAX_LENGTH
+from harness.store.peers.docs import MAX_LENGTH
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "peers"

@@ -1,6 +1,6 @@
 """Peer result files parsed (edge module: reads files): each source opened as a regular, bounded
-file and hashed as read, typed by its strict model (:mod:`harness.store.peers_docs`) and turned into
-flat per-request columns; :mod:`harness.store.peers` says what is refused and writes the archive.
+file and hashed as read, typed by its strict model (:mod:`harness.store.peers.docs`) and turned into
+flat per-request columns; :mod:`harness.store.peers.importer` says what is refused and writes the archive.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pydantic_core
 
 from harness.errors import ArchiveError
 from harness.formats import UnreadableFile, fsync_dir, open_regular
-from harness.store.peers_docs import (
+from harness.store.peers.docs import (
     MAX_LENGTH,
     MAX_REQUESTS,
     MAX_SECONDS,

@@ -2,17 +2,17 @@
 
 A report is rendered only from its snapshot (``results.json`` in the report directory), so
 ``dsv4h report build --from-snapshot results.json`` rebuilds the same report anywhere, without the
-archives. This module is the import path of the pure half of that pipeline; it re-exports the
-public names of the sibling modules that implement it:
+archives. This package is the pure half of that pipeline; it re-exports the public names that code
+outside it uses, from the modules that implement them:
 
 - :func:`select_archives` applies a :class:`~harness.report.config.Selection` to archive manifests
-  (:mod:`.snapshot_archives`, with :class:`ArchiveContent` and :func:`is_simulated`);
+  (:mod:`.archives`, with :class:`ArchiveContent` and :func:`is_simulated`);
 - :func:`freeze` turns loaded archive contents (:class:`ArchiveContent`, read by
   :mod:`harness.report.collect`) and historical ledger rows into the snapshot document
-  (:mod:`.snapshot_freeze`; per-archive context sections in :mod:`.snapshot_sections`, the stated
-  limits in :mod:`.snapshot_limits`);
+  (:mod:`.freeze`; per-archive context sections in :mod:`.sections`, the stated
+  limits in :mod:`.limits`);
 - :func:`snapshot_bytes` / :func:`load_snapshot` write and read it (stable bytes: sorted keys,
-  1-space indent, NaN stored as ``null``; :mod:`.snapshot_io`, which keeps the format history).
+  1-space indent, NaN stored as ``null``; :mod:`.io`, which keeps the format history).
 
 Units: every rate is tokens per second (prefill: input tok/s; decode: output tok/s); durations are
 seconds; memory is bytes; ``t_ns`` are monotonic-clock nanoseconds; percentages are plain percent
@@ -33,38 +33,22 @@ from), ``services``, ``corpora`` (tokenizer and token ranges when the archive re
 ``has_simulated``. The summary card and the description are derived from the snapshot when rendering
 (:mod:`harness.report.summary`).
 
-Snapshot format history (``SNAPSHOT_FORMAT_VERSION``): see :mod:`harness.report.snapshot_io`.
+Snapshot format history (``SNAPSHOT_FORMAT_VERSION``): see :mod:`harness.report.snapshot.io`.
 """
 
 from __future__ import annotations
 
-from harness.report.snapshot_archives import ArchiveContent, is_simulated, select_archives
-from harness.report.snapshot_freeze import MILESTONE_EXCLUDED_CLASSES, freeze, historical_figure_groups
-from harness.report.snapshot_io import (
-    SNAPSHOT_FORMAT,
-    SNAPSHOT_FORMAT_VERSION,
-    json_value,
-    load_snapshot,
-    snapshot_bytes,
-)
-from harness.report.snapshot_limits import GENERAL_LIMITS, formal_limits, screen_limits
-from harness.report.snapshot_sections import LEG_ORDER, SEVERITY_ORDER
+from harness.report.snapshot.archives import ArchiveContent, select_archives
+from harness.report.snapshot.freeze import freeze, historical_figure_groups
+from harness.report.snapshot.io import SNAPSHOT_FORMAT_VERSION, json_value, load_snapshot, snapshot_bytes
 
 __all__ = [
-    "GENERAL_LIMITS",
-    "LEG_ORDER",
-    "MILESTONE_EXCLUDED_CLASSES",
-    "SEVERITY_ORDER",
-    "SNAPSHOT_FORMAT",
     "SNAPSHOT_FORMAT_VERSION",
     "ArchiveContent",
-    "formal_limits",
     "freeze",
     "historical_figure_groups",
-    "is_simulated",
     "json_value",
     "load_snapshot",
-    "screen_limits",
     "select_archives",
     "snapshot_bytes",
 ]

@@ -1,11 +1,11 @@
 """The span walk of a corpus build: cut one file into excerpts whose prompts have ``lo``-``hi`` tokens.
 
-Contract: given a tokenizer, the template split around ``{code}`` (:func:`harness.inputs.corpus_sources.
+Contract: given a tokenizer, the template split around ``{code}`` (:func:`harness.inputs.corpus.sources.
 split_template`), an optional chat encoding and the token range, :class:`SpanWalker` yields spans
 (:class:`Span`: prompt token ids plus provenance) from one :class:`SourceFile` at a time; it reads no files
 and writes nothing.
 Which files are walked, and in which order, is the build driver's business
-(:func:`harness.inputs.corpus_build.build_corpus`).
+(:func:`harness.inputs.corpus.build.build_corpus`).
 
 The walk, per file:
 
@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.errors import SpecError
-from harness.inputs.corpus_sources import ChatEncoding
+from harness.inputs.corpus.sources import ChatEncoding
 
 __all__ = ["SourceFile", "Span", "SpanWalker"]
 

@@ -488,7 +488,7 @@ def check_new_evidence(rows: Sequence[Mapping[str, Any]], direction: str, eviden
 
 
 # Gates, freeze-before-reveal and historical entries live in their own modules; re-exported so
-# ``harness.governance.records`` stays the one place to import governance logic from.
+# ``harness.governance.record_claims`` stays the one place to import governance logic from.
 from harness.governance.gates import (  # noqa: E402
     GateInputs,
     GateMeasure,

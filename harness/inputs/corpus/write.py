@@ -1,7 +1,7 @@
-"""Writing frozen token-ID corpora (edge of :mod:`harness.inputs.corpus`): the exact bytes of
+"""Writing frozen token-ID corpora (edge of :mod:`harness.inputs.corpus.frozen`): the exact bytes of
 ``cases.jsonl`` lines and ``manifest.json``, the manifest's history step, and the atomic write of a
 corpus directory that is then loaded back verified. Used by building, extending and synthesizing
-(:mod:`harness.inputs.corpus_build`, :mod:`harness.inputs.corpus_synth`).
+(:mod:`harness.inputs.corpus.build`, :mod:`harness.inputs.corpus.synth`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from harness.errors import CorpusError
 from harness.formats import atomic_write_dir
-from harness.inputs.corpus import CASES_FILE, MANIFEST_FILE, Corpus, load_corpus
+from harness.inputs.corpus.frozen import CASES_FILE, MANIFEST_FILE, Corpus, load_corpus
 
 __all__ = ["case_id_for", "encode_case_line", "encode_manifest", "history_steps", "write_corpus"]
 

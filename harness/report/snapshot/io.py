@@ -15,7 +15,7 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
   3 - (2026-12-02) ``valid`` and ``superseded_by`` on every ``archives``, ``formal``, ``screens`` and
       ``sweeps`` entry (``superseded_by``: the archive that resumed this one and carries its records;
       its values are never a result). Older snapshots read as valid.
-  4 - (2026-12-02) ``imports``: imported peer results (harness.report.imports), each with its tool's own
+  4 - (2026-12-02) ``imports``: imported peer results (harness.report.snapshot.imports), each with its tool's own
       figures and data origin; older snapshots read as having none.
 """
 

@@ -1,7 +1,7 @@
 """The report's "Imported results (external claims)" section (pure).
 
 One entry per imported archive (``external.json``, harness.store.peers): the tool, source file and its
-SHA-256, request count and the figures as the peer tool computed them (harness.store.peers_figures:
+SHA-256, request count and the figures as the peer tool computed them (harness.store.peers.figures:
 request and output throughput, TTFT/TPOT/ITL p50/p99 in ms), and the data origin its file gives
 (``simulated``, ``external`` or ``unknown``). These are claims of another tool: they are listed in
 their own section and never enter a measured table, figure or key number.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.report.snapshot_archives import ArchiveContent
-from harness.store.peers_figures import import_figures
+from harness.report.snapshot.archives import ArchiveContent
+from harness.store.peers.figures import import_figures
 from harness.store.runblock import read_run_block
 
 

@@ -1,7 +1,7 @@
 """Train toy byte-level BPE tokenizers on source files (the simulation and tiny CPU-engine tokenizers).
 
 Contract: :func:`train_tokenizer` reads the selected source files (the same selection and text as a corpus
-build, see :mod:`harness.inputs.corpus_sources`) and writes ``tokenizer.json``, ``tokenizer_config.json``
+build, see :mod:`harness.inputs.corpus.sources`) and writes ``tokenizer.json``, ``tokenizer_config.json``
 and ``training.json`` into one directory; nothing else is written. Deterministic for the same inputs and
 ``tokenizers`` version. Loading and identifying tokenizers lives in :mod:`harness.inputs.tokenizer`.
 """
@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CorpusError, SpecError
-from harness.inputs.corpus_sources import (
+from harness.inputs.corpus.sources import (
     DEFAULT_EXCLUDE,
     DEFAULT_INCLUDE,
     list_source_files,
     python_source_revision,
     read_source_text,
 )
-from harness.inputs.corpus_write import encode_manifest
+from harness.inputs.corpus.write import encode_manifest
 from harness.inputs.tokenizer import tokenizer_identity
 
 __all__ = ["DEEPSEEK_SPECIAL_TOKENS", "TINY_SPECIAL_TOKENS", "train_tokenizer"]

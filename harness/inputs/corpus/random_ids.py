@@ -9,7 +9,7 @@ else :data:`SAFE_ID_RANGE`, ids every common tokenizer has as ordinary tokens. R
 generator seeded with ``(seed, k)``, so a larger build starts with the requests of a smaller one.
 
 The corpus is the ordinary frozen format (``manifest.json`` + ``cases.jsonl``,
-:mod:`harness.inputs.corpus`); it has no tokenizer, so the manifest's tokenizer entry names the id range
+:mod:`harness.inputs.corpus.frozen`); it has no tokenizer, so the manifest's tokenizer entry names the id range
 instead (``files`` maps ``id-range`` to the SHA-256 of that range's canonical JSON).
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 
 from harness.errors import SpecError
 from harness.hashing import ids_sha256, sha256_json
-from harness.inputs.corpus import FORMAT_VERSION, Corpus
-from harness.inputs.corpus_write import case_id_for, encode_case_line, write_corpus
+from harness.inputs.corpus.frozen import FORMAT_VERSION, Corpus
+from harness.inputs.corpus.write import case_id_for, encode_case_line, write_corpus
 
 SAFE_ID_RANGE = (1000, 30000)
 """Default token ids ``[low, high)`` when the server's vocabulary is unknown: inside every vocabulary of

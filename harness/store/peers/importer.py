@@ -1,4 +1,4 @@
-"""Peer benchmark results in (edge module: files); :mod:`harness.store.peers_export` writes them out.
+"""Peer benchmark results in (edge module: files); :mod:`harness.store.peers.export` writes them out.
 
 **Import.** A result file of another tool becomes an archive of claim class ``external`` (kind
 ``external``, protocol class ``external``): ``external.json`` holds the tool, each source file's name and
@@ -13,7 +13,7 @@ combine claim classes.
 
 **Whose server.** ``external.json`` ``server`` records the server's identity where the peer's file
 holds the server's own report (sglang.bench_serving saves ``/server_info`` as ``server_info``;
-:func:`harness.store.peers_parse.server_identity`) and ``data_origin``: ``simulated`` when that
+:func:`harness.store.peers.parse.server_identity`) and ``data_origin``: ``simulated`` when that
 report is the dsv4h simulator's (the run is then also labelled ``simulated``; its claim class stays
 ``external``), ``external`` when it names another server, ``unknown`` when the file cannot tell (vLLM,
 GuideLLM and AIPerf files name only the model the client asked for, which is no server's identity).
@@ -33,7 +33,7 @@ Formats read (each checked against a file the real tool wrote here, tests/fixtur
 **A total function.** Another host's file is untrusted input: every import either makes an archive or
 raises one ``ArchiveError`` naming the file, the field (its path in the document, e.g.
 ``ttfts.3``) and the reason; never a traceback, never a reinterpretation. Each file is typed by a strict
-model (``harness.store.peers_docs``: ``BenchResult``, ``GuideLLMReport``, ``AIPerfRecord``): wrong container types,
+model (``harness.store.peers.docs``: ``BenchResult``, ``GuideLLMReport``, ``AIPerfRecord``): wrong container types,
 text where a number belongs, booleans, non-integer or negative or absurd lengths (above
 :data:`MAX_LENGTH`), negative or absurd times (above :data:`MAX_SECONDS`), NaN and infinities, invalid
 UTF-8 and lone surrogate escapes are refused, and the counts must agree (every per-request list as long
@@ -70,7 +70,7 @@ from harness.formats import atomic_write_table
 from harness.interrupts import fault_point
 from harness.service.environment import clock_anchor
 from harness.store.archive import PARTIAL_PREFIX, Archive, ArchiveWriter, open_archive
-from harness.store.peers_parse import (
+from harness.store.peers.parse import (
     AIPERF_RECORDS,
     AIPERF_SUMMARY,
     GUIDELLM_REQUEST_KEYS,

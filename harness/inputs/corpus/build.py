@@ -24,9 +24,9 @@ size. The tokenizer, token range, template and chat encoding must match the corp
 
 Contract of this module: :func:`build_corpus` resolves and checks the parameters (inheriting them from the
 corpus being extended), drives the walk over the files and writes the corpus directory atomically. The
-pieces live in sibling modules and are re-exported here, so ``harness.inputs.corpus_build`` stays the one
-import path: :mod:`.corpus_sources` (file selection, template, chat encoding, token range),
-:mod:`.corpus_walk` (steps 2-4 within one file) and :mod:`.corpus_train` (training toy tokenizers).
+pieces live in sibling modules and are re-exported here, so ``harness.inputs.corpus.build`` stays the one
+import path: :mod:`.sources` (file selection, template, chat encoding, token range),
+:mod:`.walk` (steps 2-4 within one file) and :mod:`.train` (training toy tokenizers).
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ import numpy as np
 
 from harness.errors import CorpusError, SpecError
 from harness.hashing import ids_sha256
-from harness.inputs.corpus import (
+from harness.inputs.corpus.frozen import (
     CASES_FILE,
     FORMAT_VERSION,
     Corpus,
     load_corpus,
 )
-from harness.inputs.corpus_sources import (
+from harness.inputs.corpus.sources import (
     DEFAULT_EXCLUDE,
     DEFAULT_INCLUDE,
     DEFAULT_TEMPLATE,
@@ -61,12 +61,12 @@ from harness.inputs.corpus_sources import (
     split_template,
     stdlib_dir,
 )
-from harness.inputs.corpus_train import DEEPSEEK_SPECIAL_TOKENS, TINY_SPECIAL_TOKENS, train_tokenizer
-from harness.inputs.corpus_walk import SpanWalker
-from harness.inputs.corpus_write import case_id_for, encode_case_line, history_steps, write_corpus
+from harness.inputs.corpus.train import DEEPSEEK_SPECIAL_TOKENS, TINY_SPECIAL_TOKENS, train_tokenizer
+from harness.inputs.corpus.walk import SpanWalker
+from harness.inputs.corpus.write import case_id_for, encode_case_line, history_steps, write_corpus
 from harness.inputs.tokenizer import load_tokenizer, tokenizer_identity
 
-# The public names of the sibling modules are re-exported: ``harness.inputs.corpus_build`` is the import path
+# The public names of the sibling modules are re-exported: ``harness.inputs.corpus.build`` is the import path
 # of the whole build (CLI, tests, benchmarks).
 __all__ = [
     "DEEPSEEK_SPECIAL_TOKENS",
@@ -95,7 +95,7 @@ def deepseek_v4_chat(prompt: str) -> str:
     DeepSeek-V4 ships no Jinja chat template; its encoding is BOS, ``<｜User｜>``, the prompt,
     ``<｜Assistant｜>``, ``</think>`` (ids 0, 128803, ..., 128804, 128822 in the real tokenizer). With the
     simulation tokenizer these markers are single special tokens. Use as
-    ``--chat-encoding harness.inputs.corpus_build:deepseek_v4_chat``.
+    ``--chat-encoding harness.inputs.corpus.build:deepseek_v4_chat``.
     """
     return f"<｜begin▁of▁sentence｜><｜User｜>{prompt}<｜Assistant｜></think>"
 

@@ -46,7 +46,7 @@ from harness.errors import ArchiveError, LedgerError
 from harness.formats import fsync_dir, read_regular
 from harness.store.archive import MANIFEST, is_archive_id, open_archive, verify_archive
 from harness.store.archive_foreign import FOREIGN_MANIFEST_MAX_BYTES, foreign_archive_problems
-from harness.store.ledger import (
+from harness.store.ledger.core import (
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
     JOURNAL,
@@ -59,7 +59,7 @@ from harness.store.ledger import (
     read_table,
     rows_iso,
 )
-from harness.store.ledger_layout import SCHEMAS, canonical, ledger_dir, table_dir
+from harness.store.ledger.layout import SCHEMAS, canonical, ledger_dir, table_dir
 
 GOVERNANCE_MAX_BYTES = 64 * 2**20
 LEDGER_FILE_MAX_BYTES = 64 * 2**20

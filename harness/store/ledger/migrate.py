@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from harness.errors import LedgerError
 from harness.formats import atomic_write, atomic_write_table, fsync_dir
 from harness.store.archive import is_archive_id
-from harness.store.ledger_layout import GOVERNANCE_TABLES, PER_ARCHIVE, TABLES, canonical
+from harness.store.ledger.layout import GOVERNANCE_TABLES, PER_ARCHIVE, TABLES, canonical
 
 BACKUP = ".schema2-backup"
 MIGRATED_KEY = "00000000T000000000000-schema2"

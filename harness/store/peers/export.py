@@ -47,7 +47,7 @@ from harness.formats import finite_float as _f
 from harness.records import RequestRecord
 from harness.store.archive import Archive
 from harness.store.ledger import data_origin
-from harness.store.peers import GUIDELLM_REQUEST_KEYS
+from harness.store.peers.parse import GUIDELLM_REQUEST_KEYS
 
 EXPORTS = ("sglang-bench", "vllm-bench", "guidellm", "csv")
 NS = 1e9

@@ -1,5 +1,5 @@
 """Peer result documents typed strictly, and the one-line refusals (pure): the models and limits
-:mod:`harness.store.peers` checks every imported file against (its docstring says which rules apply).
+:mod:`harness.store.peers.importer` checks every imported file against (its docstring says which rules apply).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the chat encoding hook and the token range.
 
 Contract: pure but for reading the source tree; raises ``SpecError`` for invalid parameters and never
-tokenizes. :mod:`harness.inputs.corpus_build` (the build driver) and :mod:`harness.inputs.corpus_train`
+tokenizes. :mod:`harness.inputs.corpus.build` (the build driver) and :mod:`harness.inputs.corpus.train`
 (tokenizer training) select files with :func:`list_source_files` and read them with
 :func:`read_source_text`, so both see exactly the same text.
 
@@ -91,8 +91,18 @@ def parse_token_range(text: str) -> tuple[int, int]:
     return nums[0], nums[-1]
 
 
+MOVED_ENCODINGS = {
+    "harness.corpus_build:deepseek_v4_chat": "harness.inputs.corpus.build:deepseek_v4_chat",
+    "harness.inputs.corpus_build:deepseek_v4_chat": "harness.inputs.corpus.build:deepseek_v4_chat",
+}
+"""Chat encodings by the names manifests recorded before their module moved (manifests are hashed data
+and keep the name they were built with; the function is the same)."""
+
+
 def resolve_chat_encoding(spec: str | ChatEncoding | None) -> tuple[ChatEncoding | None, str | None]:
     """Turn ``"module:function"`` (or a callable) into ``(function, recorded name)``; ``None`` -> no hook.
+    A name a manifest recorded before the function moved (:data:`MOVED_ENCODINGS`) resolves to where
+    it lives now and is recorded as given.
 
     Raises ``SpecError`` when the module or attribute cannot be imported or is not callable.
     """
@@ -102,10 +112,10 @@ def resolve_chat_encoding(spec: str | ChatEncoding | None) -> tuple[ChatEncoding
         module = getattr(spec, "__module__", None) or "builtins"
         qualname = getattr(spec, "__qualname__", None) or type(spec).__qualname__
         return spec, f"{module}:{qualname}"
-    mod_name, sep, attr = spec.partition(":")
+    mod_name, sep, attr = MOVED_ENCODINGS.get(spec, spec).partition(":")
     if not sep or not mod_name or not attr:
         raise SpecError(f"chat encoding {spec!r} is not module:function",
-                        hint="Example: --chat-encoding harness.inputs.corpus_build:deepseek_v4_chat")
+                        hint="Example: --chat-encoding harness.inputs.corpus.build:deepseek_v4_chat")
     try:
         obj: Any = importlib.import_module(mod_name)
         for part in attr.split("."):

@@ -1,4 +1,4 @@
-"""Synthetic archives for report tests and benchmarks (edge module: writes archives).
+"""Synthetic archives for tests and benchmarks (test data, not part of the package; writes archives).
 
 Everything written here is labelled ``simulated`` and ``synthetic``, with backend ``sim``: these
 archives exercise the report pipeline (selection, verification, snapshot, figures, templates)

@@ -2,7 +2,7 @@
 
 Contract (pure): :func:`select_archives` applies a :class:`~harness.report.config.Selection` to archive
 manifests and returns the selected ids; :class:`ArchiveContent` is what :mod:`harness.report.collect`
-reads from one verified archive and hands to :func:`harness.report.snapshot_freeze.freeze`;
+reads from one verified archive and hands to :func:`harness.report.snapshot.freeze.freeze`;
 :func:`is_simulated` says whether any of that data comes from the built-in simulator.
 """
 
@@ -46,7 +46,7 @@ class ArchiveContent:
     findings: Sequence[Mapping[str, Any]] | None = None
     sweep: Mapping[str, Any] | None = None
     environment: Mapping[str, Any] | None = None
-    external: Mapping[str, Any] | None = None  # an import's external.json (harness.report.imports)
+    external: Mapping[str, Any] | None = None  # an import's external.json (harness.report.snapshot.imports)
 
 
 def _created_date(run: RunBlock) -> date | None:

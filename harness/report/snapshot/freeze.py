@@ -1,12 +1,12 @@
 """Freezing a report snapshot: turn verified archive contents and historical ledger rows into the
 snapshot document (pure).
 
-Contract: :func:`freeze` takes :class:`~harness.report.snapshot_archives.ArchiveContent` s (any order) and
+Contract: :func:`freeze` takes :class:`~harness.report.snapshot.archives.ArchiveContent` s (any order) and
 the report config and returns the snapshot as plain JSON data; the same inputs give the same snapshot.
 This module builds the archive list, the formal matrices, the ABBA screens, the rate sweeps and the historical
 sections;
-the per-archive context sections come from :mod:`harness.report.snapshot_sections` and the limits from
-:mod:`harness.report.snapshot_limits`. The document's layout is described in :mod:`harness.report.snapshot`.
+the per-archive context sections come from :mod:`harness.report.snapshot.sections` and the limits from
+:mod:`harness.report.snapshot.limits`. The document's layout is described in :mod:`harness.report.snapshot`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from harness.report.config import HistoricalFigure, ReportConfig
-from harness.report.imports import import_entries
-from harness.report.snapshot_archives import ArchiveContent, is_simulated
-from harness.report.snapshot_io import SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, json_value
-from harness.report.snapshot_limits import GENERAL_LIMITS, formal_limits, screen_limits
-from harness.report.snapshot_sections import (
+from harness.report.snapshot.archives import ArchiveContent, is_simulated
+from harness.report.snapshot.imports import import_entries
+from harness.report.snapshot.io import SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, json_value
+from harness.report.snapshot.limits import GENERAL_LIMITS, formal_limits, screen_limits
+from harness.report.snapshot.sections import (
     LEG_ORDER,
     corpus_entries,
     finding_entries,

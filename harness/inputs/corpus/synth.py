@@ -1,6 +1,6 @@
 """Corpora beyond fixed lengths (edge module: files): input/output lengths drawn from a declared
 distribution, and multi-turn conversations imported from a local ShareGPT-format file. Both write the
-ordinary frozen corpus format (``manifest.json`` + ``cases.jsonl``, :mod:`harness.inputs.corpus`) with
+ordinary frozen corpus format (``manifest.json`` + ``cases.jsonl``, :mod:`harness.inputs.corpus.frozen`) with
 each case's declared answer length in ``output_tokens``, so ``dsv4h corpus verify|show`` work unchanged.
 
 **Distribution corpora.** A length distribution is declared as ``fixed:N``, ``uniform:LO:HI``
@@ -34,8 +34,8 @@ import numpy as np
 from harness.errors import CorpusError
 from harness.formats import UnreadableFile, read_regular
 from harness.hashing import ids_sha256, sha256_file, sha256_json
-from harness.inputs.corpus import FORMAT_VERSION, Corpus, load_corpus
-from harness.inputs.corpus_write import case_id_for, encode_case_line, history_steps, write_corpus
+from harness.inputs.corpus.frozen import FORMAT_VERSION, Corpus, load_corpus
+from harness.inputs.corpus.write import case_id_for, encode_case_line, history_steps, write_corpus
 from harness.inputs.tokenizer import load_tokenizer, tokenizer_identity
 
 SHAREGPT_TEMPLATE = "{role}: {text}\n"  # rendered per turn; the prompt ends with "Assistant: "

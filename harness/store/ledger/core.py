@@ -1,6 +1,6 @@
 """Parquet ledgers appended per archive (edge module: files).
 
-``<workspace>/ledgers/<table>/<key>.parquet`` (layout and canonical schemas: ``harness.store.ledger_layout``).
+``<workspace>/ledgers/<table>/<key>.parquet`` (layout and canonical schemas: ``harness.store.ledger.layout``).
 Archive tables ``runs``, ``cells``, ``rounds``, ``waves``, ``requests``, ``comparisons`` (and ``findings``)
 hold one file per archive, named by its id; governance tables one file per append. Every archive row
 carries the archive id, claim class, protocol class, backend, ``data_origin`` (``simulated`` for the
@@ -64,7 +64,7 @@ from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_d
 from harness.interrupts import critical, fault_point
 from harness.measure.metrics import flat_list_column, request_timings
 from harness.store.archive import STATE_DIR, Archive, is_archive_id, open_verified, resumed_by
-from harness.store.ledger_layout import (
+from harness.store.ledger.layout import (
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
     LEDGER_SCHEMA_VERSION,
@@ -81,7 +81,7 @@ from harness.store.ledger_layout import (
     table_files,
     with_common,
 )
-from harness.store.ledger_migrate import legacy_tables, migrate_directory
+from harness.store.ledger.migrate import legacy_tables, migrate_directory
 
 JOURNAL = ".commit.json"
 STAGING = ".staging"

@@ -1,9 +1,9 @@
 """The context sections of a report snapshot, one archive at a time: services, corpora, oracles, memory,
 findings, the host and rate sweeps (pure).
 
-Contract: each function takes one :class:`~harness.report.snapshot_archives.ArchiveContent` and returns
-plain JSON data (see :func:`harness.report.snapshot_io.json_value`) for one key of the snapshot; absent
-files give empty lists (or ``None`` for memory). :func:`harness.report.snapshot_freeze.freeze` gathers them
+Contract: each function takes one :class:`~harness.report.snapshot.archives.ArchiveContent` and returns
+plain JSON data (see :func:`harness.report.snapshot.io.json_value`) for one key of the snapshot; absent
+files give empty lists (or ``None`` for memory). :func:`harness.report.snapshot.freeze.freeze` gathers them
 over all selected archives. Units: memory in bytes, ``t_ns`` in monotonic-clock nanoseconds relative to the
 archive's first sample.
 """
@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.report.snapshot_archives import ArchiveContent
-from harness.report.snapshot_io import json_value
+from harness.report.snapshot.archives import ArchiveContent
+from harness.report.snapshot.io import json_value
 
 __all__ = [
     "LEG_ORDER",

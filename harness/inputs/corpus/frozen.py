@@ -19,8 +19,8 @@ canonical_json`) of the manifest object as stored, so re-indenting the file does
 change of content (a case hash, a provenance line, the tokenizer) does. Cases are checked against the manifest
 on every load; the manifest itself is the trust anchor (record its hash wherever results are recorded).
 
-This module never tokenizes or writes; the exact bytes written live in :mod:`harness.inputs.corpus_write`,
-building in :mod:`harness.inputs.corpus_build`.
+This module never tokenizes or writes; the exact bytes written live in :mod:`harness.inputs.corpus.write`,
+building in :mod:`harness.inputs.corpus.build`.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class CaseEntry(_StrictTypes):
     provenance: Provenance
     output_tokens: int | None = Field(
         default=None, ge=1, description="declared answer length (corpora drawn from a distribution or imported "
-        "from a ShareGPT file, harness.inputs.corpus_synth); absent in source-code corpora")
+        "from a ShareGPT file, harness.inputs.corpus.synth); absent in source-code corpora")
 
 
 class HistoryStep(_StrictTypes):
@@ -330,7 +330,7 @@ def cache_salt(*parts: str | int) -> str:
 
 
 def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 def missing_corpus_hint(directory: Path) -> str:
