@@ -18,7 +18,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -238,6 +238,19 @@ def fixed_point(value: Any, decimals: int | None = None, *, scale: float = 1.0, 
                     else min(6, 2 - math.floor(math.log10(a))))
     text = f"{x:{',' if sep else ''}.{max(0, decimals)}f}"
     return "0" if text.strip("-0.,") == "" else text
+
+
+def parse_wall(value: object) -> datetime:
+    """A wall-clock instant as an aware UTC datetime: ISO 8601 text with an offset (``...+0000``,
+    ``...+00:00``, ``...Z``), an aware datetime, or int ns since the epoch. A time without an offset is
+    refused (``ValueError``), as is anything else: it cannot be ordered against other instants, and
+    dsv4h writes every wall time (``clock_anchor``, ledger timestamps, governance ``at``) with one."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value / 1e9, UTC)
+    t = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).strip())
+    if t.tzinfo is None:
+        raise ValueError(f"wall time {str(value)[:80]!r} has no UTC offset")
+    return t.astimezone(UTC)
 
 
 def json_safe(value: Any) -> Any:

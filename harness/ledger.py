@@ -34,6 +34,10 @@ def _table_dir(path: Path, table: str) -> Path:
     """The table directory a workspace, ledger directory or table directory stands for."""
     if (path / "ledgers").is_dir():
         recover(path)
+        if (path / "ledgers" / f"{table}.parquet").is_file():  # a read never migrates (first write does)
+            raise LedgerError(f"{path / 'ledgers'} is a schema-2 ledger (one file per table), not migrated yet",
+                              hint=f"run 'dsv4h ledger migrate -w {path}' once, or read it with "
+                              "harness.store.ledger.read_table (cast in memory)")
         return path / "ledgers" / table
     if path.name == table and path.parent.name == "ledgers":
         return path
@@ -63,7 +67,8 @@ def open_dataset(paths: str | Path | Sequence[str | Path], table: str = "cells")
     """``table`` over one or several workspaces / ledger dirs / table dirs as a pyarrow Dataset with
     the table's canonical schema (an empty dataset when no path has the table). Archive files present
     under several paths count once (the union ``dsv4h ledger merge`` makes). A workspace given whole
-    first finishes an interrupted commit and migrates a schema-2 ledger (``harness.store.ledger.recover``)."""
+    first finishes an interrupted commit (``harness.store.ledger.recover``); a schema-2 ledger is refused
+    (``LedgerError``: run ``dsv4h ledger migrate``), never migrated by a read."""
     files = table_paths(paths, table)
     return ds.dataset([str(f) for f in files], schema=SCHEMAS[table], format="parquet")
 

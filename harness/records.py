@@ -27,6 +27,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.ids import RequestIdentity
+
 RECORD_SCHEMA_VERSION = 3
 
 I64 = npt.NDArray[np.int64]
@@ -124,6 +126,11 @@ class RequestRecord:
             return None
         idx = int(np.searchsorted(self.event_tokens, self.event_tokens[-1], side="left"))
         return int(self.event_ns[idx])
+
+    @property
+    def identity(self) -> RequestIdentity:
+        """Who the request was inside its run (the identity columns as one value)."""
+        return RequestIdentity.of(self)
 
     def replace(self, **changes: Any) -> RequestRecord:
         """A copy with some fields changed."""

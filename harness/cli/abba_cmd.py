@@ -11,9 +11,10 @@ from rich.table import Table
 from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_reap
 from harness.cli.progress import AbbaLive
 from harness.cli.render import fmt
-from harness.inputs.spec import abba_from_files, loaded_abba
+from harness.inputs.spec import LoadedSpec, abba_from_files, loaded_abba
 from harness.measure.abba import LEGS
-from harness.run.abba import AbbaOutcome, run_abba
+from harness.run.abba import AbbaOutcome
+from harness.run.kinds import run_loaded
 
 
 def render_abba(out: AbbaOutcome) -> None:
@@ -78,9 +79,18 @@ def abba(
     ws = resolve_workspace(workspace)
     spec = abba_from_files(control, candidate, workload, fresh_candidate=fresh_candidate,
                            allow_identity_change=allow_identity_change)
+    run_abba_cli(loaded_abba(spec, workload.parent), ws)
+
+
+def run_abba_cli(loaded: LoadedSpec, ws: Path) -> None:
+    """Run a loaded ABBA spec into workspace ``ws`` through the kind registry and print the screen
+    (the one path of 'dsv4h abba' and of 'dsv4h campaign run' given a ``kind: abba`` spec): first
+    the startup recovery of what a killed dsv4h left. Raises the run's error after the archive is
+    finalized."""
     startup_reap(ws)
     with AbbaLive(console) as live:
-        out = run_abba(loaded_abba(spec, workload.parent), ws, reporter=live)
+        out = run_loaded(loaded, ws, live)
+    assert isinstance(out, AbbaOutcome)
     render_abba(out)
     console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
     if out.error is not None:

@@ -15,6 +15,7 @@ from harness.cli.render import latency_grid
 from harness.inputs.spec import ClaimClass
 from harness.load.driver import DEFAULT_TIMEOUT_S
 from harness.measure import latency as lat
+from harness.run.events import Event, QuickStart
 from harness.run.quick import BACKENDS, DEFAULT_URL, Backend, BenchOptions, QuickOutcome, run_quick_bench
 
 BenchPercentilesOpt = Annotated[str, typer.Option(
@@ -91,11 +92,12 @@ def bench(
                         claim_class=claim_class,  # type: ignore[arg-type]  # checked above
                         percentiles=ps, request_timeout_s=request_timeout, name=name)
 
-    def report(kind: str, **data: Any) -> None:
-        if kind == "quick-start":
-            console.print(f"sending {data['num_prompts']} prompts to {esc(data['url'])} ({data['protocol']}), "
-                          f"at most {data['concurrency']} in flight" + (" — SIMULATED server" if data["simulated"]
-                                                                       else ""))
+    def report(event: Event) -> None:
+        match event:
+            case QuickStart():
+                console.print(f"sending {event.num_prompts} prompts to {esc(event.url)} ({event.protocol}), "
+                              f"at most {event.concurrency} in flight"
+                              + (" — SIMULATED server" if event.simulated else ""))
 
     out = run_quick_bench(opts, resolve_workspace(workspace), reporter=report)
     label = " [bold yellow](SIMULATED)[/]" if out.simulated else ""

@@ -13,10 +13,10 @@ from harness.cli.listing import CsvOpt, JsonOpt, emit
 from harness.cli.progress import LiveReporter
 from harness.cli.render import PLAN_COLS, cells_at, latency_table, pd_table, plan_rows, plan_table
 from harness.errors import ArchiveError, SpecError
-from harness.formats import read_yaml
-from harness.inputs.spec import SPEC_KINDS, AbbaSpec, CampaignSpec, kinds_hint, load_spec
+from harness.inputs.spec import SPEC_KINDS, CampaignSpec, kinds_hint, load_spec
 from harness.measure.latency import parse_percentiles
-from harness.run.campaign import load_corpora, make_plan, run_campaign
+from harness.run.campaign import RunOutcome, load_corpora, make_plan
+from harness.run.kinds import RunOptions, check_options, run_loaded
 
 app = typer.Typer(help="Formal matrix campaigns.\n\nExample: dsv4h campaign run campaigns/demo-matrix.yaml",
                   no_args_is_help=True)
@@ -30,14 +30,14 @@ def plan_cmd(spec: Annotated[Path, typer.Argument(help="campaign YAML file")],
 
     Example: dsv4h campaign plan campaigns/demo-matrix.yaml
     """
-    if spec_kind(spec) == "rate-sweep":
-        from harness.cli.sweep_cmd import plan_cmd as sweep_plan
+    loaded = load_spec(spec)
+    if loaded.kind == "rate-sweep":
+        from harness.cli.sweep_cmd import plan_loaded
 
         if not (json_out or csv_out):
             console.print(f"{spec}: kind rate-sweep: planned as 'dsv4h sweep plan {spec}' does")
-        sweep_plan(spec, json_out=json_out, csv_out=csv_out)
+        plan_loaded(loaded, json_out=json_out, csv_out=csv_out)
         return
-    loaded = load_spec(spec)
     s = loaded.spec
     if not isinstance(s, CampaignSpec):
         raise SpecError(f"{spec}: kind '{s.kind}' is not a formal matrix; there is nothing to plan",
@@ -66,46 +66,34 @@ def run_cmd(
         "--workers", help="client worker processes per wave: N or auto (replaces the spec's load.workers)")] = None,
     percentiles: PercentilesOpt = None,
 ) -> None:
-    """Run a campaign. A formal matrix: one fresh service, cells in order, warmups excluded, three
-    measured rounds per cell. A spec of kind abba runs an ABBA screen (as 'dsv4h abba'); one of kind
-    rate-sweep runs a rate sweep (as 'dsv4h sweep run'). Either way a hashed archive is written and
-    the ledgers appended.
+    """Run a campaign of any kind (through the kind registry). A formal matrix: one fresh service,
+    cells in order, warmups excluded, three measured rounds per cell. A spec of kind abba runs an
+    ABBA screen (as 'dsv4h abba'); one of kind rate-sweep runs a rate sweep (as 'dsv4h sweep run').
+    Either way a hashed archive is written and the ledgers appended.
 
     Example: dsv4h campaign run campaigns/demo-matrix.yaml --workspace ./ws --percentiles 50,90,95,99
     """
     ws = resolve_workspace(workspace)
     ps = None if percentiles is None else parse_percentiles(percentiles)
-    if spec_kind(spec) == "rate-sweep":
-        from harness.cli.sweep_cmd import run_sweep_spec
-
-        if resume is not None or workers is not None:
-            raise SpecError(f"{spec}: kind rate-sweep takes neither --resume nor --workers",
-                            hint="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'")
-        console.print(f"{spec}: kind rate-sweep: running it as 'dsv4h sweep run {spec}' does")
-        run_sweep_spec(spec, ws, percentiles=ps)
-        return
     loaded = load_spec(spec)
-    if isinstance(loaded.spec, AbbaSpec):
-        if resume is not None:
-            raise SpecError("an ABBA screen cannot be resumed", hint="run the screen again; legs must be contiguous")
-        from harness.cli.abba_cmd import render_abba
-        from harness.cli.progress import AbbaLive
-        from harness.run.abba import run_abba
+    n_workers = None if workers is None else (workers if workers == "auto" else _int_option("--workers", workers))
+    check_options(loaded, RunOptions(resume=None if resume is None else Path(resume), workers=n_workers))
+    if loaded.kind == "rate-sweep":
+        from harness.cli.sweep_cmd import run_sweep_loaded_cli
 
-        startup_reap(ws)
-        with AbbaLive(console) as live:
-            out = run_abba(loaded, ws, reporter=live)
-        render_abba(out)
-        console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
-        if out.error is not None:
-            raise out.error
+        console.print(f"{spec}: kind rate-sweep: running it as 'dsv4h sweep run {spec}' does")
+        run_sweep_loaded_cli(loaded, ws, percentiles=ps)
         return
-    resume_path = _resume_target(resume, ws) if resume is not None else None
+    if loaded.kind == "abba":
+        from harness.cli.abba_cmd import run_abba_cli
+
+        run_abba_cli(loaded, ws)
+        return
+    options = RunOptions(resume=_resume_target(resume, ws) if resume is not None else None, workers=n_workers)
     startup_reap(ws)
     with LiveReporter(console) as reporter:
-        outcome = run_campaign(spec, ws, reporter=reporter, resume=resume_path,
-                               workers=None if workers is None else (workers if workers == "auto" else
-                                                                     _int_option("--workers", workers)))
+        outcome = run_loaded(loaded, ws, reporter, options)
+    assert isinstance(outcome, RunOutcome)
     simulated = outcome.archive.run.simulated
     console.print(pd_table(outcome.results.cells, title=f"{outcome.plan.campaign}: formal native P/D matrix",
                            simulated=simulated))
@@ -160,10 +148,9 @@ def schema_cmd(
 
 
 def spec_kind(spec: Path) -> str:
-    """The ``kind`` a spec file declares (``formal-matrix`` when it declares none). Raises ``SpecError``
-    for a missing or unreadable file."""
-    data = read_yaml(spec)
-    return str(data.get("kind", "formal-matrix")) if isinstance(data, dict) else "formal-matrix"
+    """The ``kind`` of a spec file (``formal-matrix`` when it declares none), as the one loader decides
+    it (harness.inputs.spec.load_spec). Raises ``SpecError`` for a missing, unreadable or invalid file."""
+    return load_spec(spec).kind
 
 
 def _resume_target(ref: str, ws: Path) -> Path:

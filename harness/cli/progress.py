@@ -20,19 +20,37 @@ from rich.progress import (
 from rich.text import Text
 
 from harness.cli.render import fmt
+from harness.run.events import (
+    AbbaStart,
+    AbbaWave,
+    CellSkipped,
+    CellStart,
+    Event,
+    LegWaveLive,
+    PlanReady,
+    RoundDone,
+    ServiceReady,
+    ServiceStarting,
+    ServiceStopped,
+    SweepPlanReady,
+    SweepRoundDone,
+    SweepRoundStart,
+    WarmupDone,
+    WaveDone,
+    WaveLive,
+)
 
 _STATUS_STYLE = {"ok": "green", "failed": "bold red", "short": "yellow"}
 
 
-def round_line(d: dict[str, Any]) -> Text:
+def round_line(e: RoundDone) -> Text:
     """The line printed when a round ends: label, rate and its status in brackets (built as
     ``Text``, so ``[ok]`` is shown literally instead of being read as console markup), plus the
     reason of a failed round."""
-    c = d["cell"]
-    line = Text(f"  {c.label:<12} round {d['round'] + 1}: {fmt(d['rate'])} tok/s ")
-    line.append(f"[{d['status']}]", style=_STATUS_STYLE.get(str(d["status"]), ""))
-    if d.get("error"):
-        line.append(f" {d['error']}")
+    line = Text(f"  {e.cell.label:<12} round {e.round + 1}: {fmt(e.rate)} tok/s ")
+    line.append(f"[{e.status}]", style=_STATUS_STYLE.get(e.status, ""))
+    if e.error:
+        line.append(f" {e.error}")
     return line
 
 
@@ -213,61 +231,65 @@ class LiveReporter:
                 if self.progress is not None and self.cell_task is not None:
                     self.progress.update(self.cell_task, completed=cell.rounds)
 
-    def _live(self, d: dict[str, Any]) -> None:
+    def _live(self, e: WaveLive) -> None:
         """A running wave's provisional tally (``wave-live``, ~4 Hz): shown under the round line."""
         if "rounds" not in self.state:
             return
-        self.state["live"] = d["tally"]
-        if d.get("phase") == "measured" and "round" not in self.state:  # the first round's first wave
-            self.state["rounds"][d["round"]] = "running"
-            self.state["round"] = f"{d['round'] + 1}/{d['cell'].rounds}"
+        self.state["live"] = e.tally
+        if e.phase == "measured" and "round" not in self.state:  # the first round's first wave
+            self.state["rounds"][e.round] = "running"
+            self.state["round"] = f"{e.round + 1}/{e.cell.rounds}"
 
-    def __call__(self, kind: str, **d: Any) -> None:
-        if kind == "plan":
-            self._plan(d["plan"])
-        elif kind == "service-starting":
-            self.state["phase"] = f"starting service '{d['profile'].name}' …"
-            self.console.print(f"starting service '{d['profile'].name}' (backend {d['profile'].backend}) …")
-        elif kind == "service-ready":
-            svc = d["service"]
-            pid = f", pid {svc.process.pid}" if svc.process else " (attached, not owned)"
-            self.console.print(f"service ready at {svc.url}{pid}")
-        elif kind == "service-stopped":
-            svc = d.get("service")
-            where = f" at {svc.url}" if svc is not None else ""
-            self.console.print(f"detached from the service{where} (not owned, left running)" if d.get("detached")
-                               else "service stopped")
-        elif kind == "cell-start":
-            self._cell_start(d["cell"], list(d.get("rounds", range(d["cell"].rounds))))
-        elif kind == "cell-skipped":
-            self._cell_end(d["cell"], skipped=True)
-            self.console.print(f"[dim]{d['cell'].label}: already complete in the resumed archive[/]")
-        elif kind == "wave-live":
-            self._live(d)
-        elif kind == "warmup-done":
-            self.state["warmups_done"] = d["wave"] + 1
+    def _wave_done(self, e: WaveDone) -> None:
+        k = e.round
+        if self.state.get("round_key") != (k, e.attempt):
+            self.state.update(round_key=(k, e.attempt), round_waves=0)
+        self.state["rounds"][k] = "running"
+        self.state.pop("live", None)
+        self.state.update(round=f"{k + 1}/{e.cell.rounds}" + (f" (attempt {e.attempt + 1})" if e.attempt else ""),
+                          waves=e.wave + 1, round_waves=e.wave + 1, resident_s=e.resident_s,
+                          rate=e.round_rate, http=e.http_rate)
+
+    def _round_done(self, e: RoundDone) -> None:
+        if "rounds" in self.state:
+            self.state["rounds"][e.round] = e.status
             self.state.pop("live", None)
-        elif kind == "wave-done":
-            k = d["round"]
-            if self.state.get("round_key") != (k, d["attempt"]):
-                self.state.update(round_key=(k, d["attempt"]), round_waves=0)
-            self.state["rounds"][k] = "running"
-            self.state.pop("live", None)
-            self.state.update(round=f"{k + 1}/{d['cell'].rounds}" + (f" (attempt {d['attempt'] + 1})" if d["attempt"]
-                                                                     else ""),
-                              waves=d["wave"] + 1, round_waves=d["wave"] + 1, resident_s=d["resident_s"],
-                              rate=d["round_rate"], http=d["http_rate"])
-        elif kind == "round-done":
-            if "rounds" in self.state:
-                self.state["rounds"][d["round"]] = str(d["status"])
+            nxt = e.round + 2
+            self.state.update(round_waves=0, resident_s=0.0, waves=0, rate=float("nan"), http=float("nan"),
+                              round=f"{nxt}/{e.cell.rounds} starting" if nxt <= e.cell.rounds else "done")
+            if len(self.state["rounds"]) == e.cell.rounds and all(
+                    st != "running" for st in self.state["rounds"].values()):
+                self._cell_end(e.cell)
+        self.console.print(round_line(e))
+
+    def __call__(self, event: Event) -> None:
+        match event:
+            case PlanReady(plan=plan):
+                self._plan(plan)
+            case ServiceStarting(profile=profile):
+                self.state["phase"] = f"starting service '{profile.name}' …"
+                self.console.print(f"starting service '{profile.name}' (backend {profile.backend}) …")
+            case ServiceReady(service=svc):
+                pid = f", pid {svc.process.pid}" if svc.process else " (attached, not owned)"
+                self.console.print(f"service ready at {svc.url}{pid}")
+            case ServiceStopped(service=svc, detached=detached):
+                where = f" at {svc.url}" if svc is not None else ""
+                self.console.print(f"detached from the service{where} (not owned, left running)" if detached
+                                   else "service stopped")
+            case CellStart(cell=cell, rounds=rounds):
+                self._cell_start(cell, list(rounds))
+            case CellSkipped(cell=cell):
+                self._cell_end(cell, skipped=True)
+                self.console.print(f"[dim]{cell.label}: already complete in the resumed archive[/]")
+            case WaveLive():
+                self._live(event)
+            case WarmupDone(wave=wave):
+                self.state["warmups_done"] = wave + 1
                 self.state.pop("live", None)
-                nxt = d["round"] + 2
-                self.state.update(round_waves=0, resident_s=0.0, waves=0, rate=float("nan"), http=float("nan"),
-                                  round=f"{nxt}/{d['cell'].rounds} starting" if nxt <= d["cell"].rounds else "done")
-                if len(self.state["rounds"]) == d["cell"].rounds and all(
-                        st != "running" for st in self.state["rounds"].values()):
-                    self._cell_end(d["cell"])
-            self.console.print(round_line(d))
+            case WaveDone():
+                self._wave_done(event)
+            case RoundDone():
+                self._round_done(event)
         self._advance()
         self.live.refresh()
 
@@ -300,26 +322,24 @@ class AbbaLive(_OneBar):
         super().__init__(console, planned_seconds=False, get_time=get_time)
         self.task: TaskID | None = None
 
-    def __call__(self, kind: str, **d: Any) -> None:
-        if kind == "abba-start":
-            spec = d["spec"]
-            self.console.print("ABBA screen: legs A1 -> B1 -> B2 -> A2")
-            self.task = self.progress.add_task(f"screen {spec.name} C{spec.workload.concurrency}",
-                                               total=4 * spec.workload.waves_per_leg)
-        elif kind == "service-ready":
-            svc = d["service"]
-            pid = getattr(getattr(svc, "process", None), "pid", None)
-            self.console.print(f"leg {d.get('leg')}: service ready at {getattr(svc, 'url', '')} (pid {pid})")
-            self.status = Text(f"leg {d.get('leg')}: warmup", style="cyan")
-        elif kind == "abba-wave":
-            wave, res, http = d["wave"], d["resident"], d["http"]
-            self.console.print(f"  {d['leg']} wave {wave + 1}: resident {fmt(res)} tok/s, HTTP {fmt(http)} tok/s")
-            self.status = Text(f"leg {d['leg']}: wave {wave + 1} resident {fmt(res)} tok/s, HTTP {fmt(http)} tok/s")
-            if self.task is not None:
-                self.progress.advance(self.task)
-        elif kind == "wave-live":  # the running wave's provisional tally, ~4 Hz
-            what = "warmup" if d["phase"] == "warmup" else f"wave {d['wave'] + 1}"
-            self.status = Text(f"leg {d['leg']}: {what} {live_line(d['tally'], 'decode')}", style="cyan")
+    def __call__(self, event: Event) -> None:
+        match event:
+            case AbbaStart(spec=spec):
+                self.console.print("ABBA screen: legs A1 -> B1 -> B2 -> A2")
+                self.task = self.progress.add_task(f"screen {spec.name} C{spec.workload.concurrency}",
+                                                   total=4 * spec.workload.waves_per_leg)
+            case ServiceReady(service=svc, leg=leg):
+                pid = getattr(getattr(svc, "process", None), "pid", None)
+                self.console.print(f"leg {leg}: service ready at {getattr(svc, 'url', '')} (pid {pid})")
+                self.status = Text(f"leg {leg}: warmup", style="cyan")
+            case AbbaWave(leg=leg, wave=wave, resident=res, http=http):
+                self.console.print(f"  {leg} wave {wave + 1}: resident {fmt(res)} tok/s, HTTP {fmt(http)} tok/s")
+                self.status = Text(f"leg {leg}: wave {wave + 1} resident {fmt(res)} tok/s, HTTP {fmt(http)} tok/s")
+                if self.task is not None:
+                    self.progress.advance(self.task)
+            case LegWaveLive(leg=leg, wave=wave, phase=phase, tally=tally):  # provisional, ~4 Hz
+                what = "warmup" if phase == "warmup" else f"wave {wave + 1}"
+                self.status = Text(f"leg {leg}: {what} {live_line(tally, 'decode')}", style="cyan")
         self.live.refresh()
 
 
@@ -332,26 +352,25 @@ class SweepLive(_OneBar):
         self.spans: list[tuple[float, int, float]] = []
         self.task: TaskID | None = None
 
-    def __call__(self, kind: str, **d: Any) -> None:
-        if kind == "sweep-plan":  # the runner's plan (harness.run.sweep): one span per round
-            plan = d["plan"]
-            self.spans = [(r.rate, r.round_index, (r.offsets_s[-1] if r.offsets_s else 0.0) + 1.0)
-                          for r in plan.rounds]
-            self.task = self.progress.add_task(f"sweep {plan.plan_id}", total=sum(x for *_, x in self.spans) or 1.0)
-        elif kind == "sweep-round-start" and self.task is not None:
-            key = (d["rate"], d["round_index"])
-            at = next((i for i, (r, k, _) in enumerate(self.spans) if (r, k) == key), len(self.spans))
-            self.progress.update(self.task, completed=sum(x for *_, x in self.spans[:at]))
-            what = "warmup" if d["round_index"] < 0 else f"round {d['round_index'] + 1}"
-            self.status = Text(f"{d['rate']:g} req/s {what}: {d['n']} requests in flight", style="cyan")
-        elif kind == "sweep-round-done":
-            from harness.cli.listing import ms, num  # the listings' number format (never an exponent)
+    def __call__(self, event: Event) -> None:
+        match event:
+            case SweepPlanReady(plan=plan):  # the runner's plan (harness.run.sweep): one span per round
+                self.spans = [(r.rate, r.round_index, (r.offsets_s[-1] if r.offsets_s else 0.0) + 1.0)
+                              for r in plan.rounds]
+                self.task = self.progress.add_task(f"sweep {plan.plan_id}",
+                                                   total=sum(x for *_, x in self.spans) or 1.0)
+            case SweepRoundStart(rate=rate, round_index=k, n=n) if self.task is not None:
+                at = next((i for i, (r, kk, _) in enumerate(self.spans) if (r, kk) == (rate, k)), len(self.spans))
+                self.progress.update(self.task, completed=sum(x for *_, x in self.spans[:at]))
+                what = "warmup" if k < 0 else f"round {k + 1}"
+                self.status = Text(f"{rate:g} req/s {what}: {n} requests in flight", style="cyan")
+            case SweepRoundDone(row=row):
+                from harness.cli.listing import ms, num  # the listings' number format (never an exponent)
 
-            row = d["row"]
-            self.console.print(
-                f"{num(row['rate'])} req/s round {row['round_index']}: {row['n_ok']}/{row['n_requests']} ok, "
-                f"{num(row.get('request_throughput'), 2)} req/s, output {num(row.get('output_throughput'))} tok/s, "
-                f"goodput {num(row.get('goodput'), 2)} req/s, TTFT p50 {ms(row.get('ttft_p50_s'))} ms, "
-                f"TPOT p50 {ms(row.get('tpot_p50_s'))} ms, ITL p50 {ms(row.get('itl_p50_s'))} ms, "
-                f"E2E p50 {ms(row.get('e2e_p50_s'))} ms, client lag p99 {ms(row.get('client_lag_p99_s'))} ms")
+                self.console.print(
+                    f"{num(row['rate'])} req/s round {row['round_index']}: {row['n_ok']}/{row['n_requests']} ok, "
+                    f"{num(row.get('request_throughput'), 2)} req/s, output {num(row.get('output_throughput'))} "
+                    f"tok/s, goodput {num(row.get('goodput'), 2)} req/s, TTFT p50 {ms(row.get('ttft_p50_s'))} ms, "
+                    f"TPOT p50 {ms(row.get('tpot_p50_s'))} ms, ITL p50 {ms(row.get('itl_p50_s'))} ms, "
+                    f"E2E p50 {ms(row.get('e2e_p50_s'))} ms, client lag p99 {ms(row.get('client_lag_p99_s'))} ms")
         self.live.refresh()

@@ -9,15 +9,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace
+from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_reap
 from harness.cli.listing import Col, CsvOpt, JsonOpt, emit, ms, num
 from harness.cli.render import latency_grid
+from harness.errors import SpecError
 from harness.inputs.corpus import load_corpus
-from harness.inputs.sweep_spec import load_sweep
+from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec
 from harness.measure.latency import parse_percentiles
 from harness.measure.results import cell_latency_at
 from harness.records import RequestRecord
-from harness.run.sweep import make_sweep_plan, run_sweep
+from harness.run.kinds import run_loaded
+from harness.run.sweep import SweepOutcome, make_sweep_plan
 
 app = typer.Typer(help="Open-loop rate sweeps (Poisson/gamma/constant arrivals, goodput under SLOs).\n\n"
                   "Example: dsv4h sweep run campaigns/sweep-demo.yaml -w ws", no_args_is_help=True)
@@ -31,8 +33,13 @@ def plan_cmd(spec: Annotated[Path, typer.Argument(help="rate-sweep YAML file")],
 
     Example: dsv4h sweep plan campaigns/sweep-demo.yaml
     """
-    s, corpus_path = load_sweep(spec)
-    plan = make_sweep_plan(s, load_corpus(corpus_path))
+    plan_loaded(load_spec(spec), json_out=json_out, csv_out=csv_out)
+
+
+def plan_loaded(loaded: LoadedSpec, *, json_out: bool = False, csv_out: bool = False) -> None:
+    """Print the planned rounds of a loaded rate-sweep spec (``dsv4h sweep plan``, ``campaign plan``)."""
+    s = _sweep_spec(loaded)
+    plan = make_sweep_plan(s, load_corpus(loaded.paths.corpora["sweep"]))
     rows = [{"plan_id": plan.plan_id, "rate_req_s": r.rate,
              "round": "warmup" if r.round_index < 0 else str(r.round_index), "requests": len(r.offsets_s),
              "span_s": r.offsets_s[-1] if r.offsets_s else 0.0, "process": s.arrivals.process} for r in plan.rounds]
@@ -51,8 +58,15 @@ def run_cmd(spec: Annotated[Path, typer.Argument(help="rate-sweep YAML file")],
 
     Example: dsv4h sweep run campaigns/sweep-demo.yaml -w ws --percentiles 50,90,95,99
     """
-    run_sweep_spec(spec, resolve_workspace(workspace),
-                   percentiles=None if percentiles is None else parse_percentiles(percentiles))
+    run_sweep_loaded_cli(load_spec(spec), resolve_workspace(workspace),
+                         percentiles=None if percentiles is None else parse_percentiles(percentiles))
+
+
+def _sweep_spec(loaded: LoadedSpec) -> SweepSpec:
+    if not isinstance(loaded.spec, SweepSpec):
+        raise SpecError(f"{loaded.source}: kind '{loaded.kind}' is not a rate sweep",
+                        hint="run formal matrices and ABBA screens with 'dsv4h campaign run'")
+    return loaded.spec
 
 
 def sweep_latency_table(cells: Sequence[Mapping[str, Any]], rounds: Sequence[Mapping[str, Any]],
@@ -66,16 +80,20 @@ def sweep_latency_table(cells: Sequence[Mapping[str, Any]], rounds: Sequence[Map
                         head="rate req/s")
 
 
-def run_sweep_spec(spec: Path, ws: Path, *, percentiles: Sequence[float] | None = None) -> None:
-    """Run the rate sweep of ``spec`` into workspace ``ws`` and print its progress and outcome (the one
-    path of 'dsv4h sweep run' and of 'dsv4h campaign run' given a ``kind: rate-sweep`` spec). Raises the
-    run's error after the archive is finalized."""
+def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[float] | None = None) -> None:
+    """Run a loaded rate-sweep spec into workspace ``ws`` through the kind registry and print its
+    progress and outcome (the one path of 'dsv4h sweep run' and of 'dsv4h campaign run' given a
+    ``kind: rate-sweep`` spec): first the startup recovery of what a killed dsv4h left. Raises the run's
+    error after the archive is finalized."""
 
     from harness.cli.evidence_cmd import findings_table
     from harness.cli.progress import SweepLive
 
+    _sweep_spec(loaded)
+    startup_reap(ws)
     with SweepLive(console) as live:
-        out = run_sweep(spec, ws, reporter=live)
+        out = run_loaded(loaded, ws, live)
+    assert isinstance(out, SweepOutcome)
     for c in out.cells:
         console.print(sweep_cell_line(c))
     if percentiles is not None:

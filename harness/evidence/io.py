@@ -13,7 +13,8 @@ from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.rules import check
 from harness.measure.results import round_key
 from harness.store.archive import Archive
-from harness.store.ledger import archive_rows, commit_files, ledger_dir, locked, request_rows
+from harness.store.finished import FinishedArchive, view_of
+from harness.store.ledger import archive_rows, commit_files, ledger_dir, locked
 from harness.store.ledger.layout import canonical
 
 
@@ -22,16 +23,18 @@ def _rows(archive: Archive, name: str) -> list[dict[str, Any]]:
     return archive.table(name).to_pylist() if path.exists() else []
 
 
-def archive_data(archive: Archive) -> ArchiveData:
-    """Everything the rules read from one archive."""
+def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
+    """Everything the rules read from one archive; a :class:`FinishedArchive` is used as it is (its
+    records and request rows are not read or computed again), an :class:`Archive` is read once."""
+    view = view_of(source)
+    archive = view.archive
     spec = archive.json("spec.json") if (archive.path / "spec.json").exists() else {}
     services = archive.json("service.json").get("services", []) if (archive.path / "service.json").exists() else []
     profile = spec.get("service") or {}
     services = [s | {"profile": s.get("profile") or profile} for s in services]
-    req_table = archive.records_table()
     wanted = ["rid", "wave_id", "phase", "workload", "cached_tokens", "ok", "error", "round_index",
               "count_method", "completion_tokens", "n_tokens"]
-    rows_t = request_rows(req_table) if req_table.num_rows else None
+    rows_t = view.requests
     requests = rows_t.select([c for c in wanted if c in rows_t.column_names]).to_pylist() \
         if rows_t is not None else []
     comparison = archive.json("comparison.json") if (archive.path / "comparison.json").exists() else None
@@ -39,7 +42,7 @@ def archive_data(archive: Archive) -> ArchiveData:
     if isinstance(oracles, dict):
         oracles = oracles.get("results", [])
     return ArchiveData(
-        archive_id=archive.archive_id, run=archive.run.to_json(), spec=spec,
+        archive_id=archive.archive_id, run=view.run.to_json(), spec=spec,
         cells=_rows(archive, "cells.parquet"), rounds=_rows(archive, "rounds.parquet"),
         waves=_rows(archive, "waves.parquet"), requests=requests, services=services,
         comparison=comparison, oracles=oracles,
@@ -127,6 +130,6 @@ def _archive_rows(workspace: Path, table: str, archive_id: str) -> list[dict[str
     return [] if t is None else list(t.to_pylist())
 
 
-def check_archive(archive: Archive) -> list[Finding]:
-    """Load an archive's content and run every rule over it (reads files)."""
+def check_archive(archive: Archive | FinishedArchive) -> list[Finding]:
+    """Load an archive's content (:func:`archive_data`) and run every rule over it (reads files)."""
     return check(archive_data(archive))

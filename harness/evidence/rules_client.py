@@ -7,20 +7,22 @@ listed in :mod:`harness.evidence.rules`, which runs these with the others.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding, Severity
 from harness.evidence.findings import make_finding as _f
 from harness.formats import finite_float as _num
+from harness.service.origin import server_is_simulator
 
 LAG_P50_FRACTION = 0.10
 LAG_P99_FRACTION = 0.50
 
 
-def serves_simulator(service: dict[str, Any]) -> bool:
-    """Whether a ``service.json`` entry's server identified itself as the dsv4h simulator."""
-    info = service.get("server_info") or {}
-    return "dsv4h_simulator" in info or str(info.get("version", "")).startswith("sim-")
+def serves_simulator(service: Mapping[str, Any]) -> bool:
+    """Whether a ``service.json`` entry's server identified itself as the dsv4h simulator
+    (``harness.service.origin.server_is_simulator`` of its ``server_info``)."""
+    return server_is_simulator(service.get("server_info"))
 
 
 def rule_client_lag(d: ArchiveData) -> list[Finding]:

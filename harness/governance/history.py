@@ -11,26 +11,15 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from harness.formats import Strict
+from harness.formats import Strict, parse_wall
 from harness.governance.base import SLUG
 from harness.hashing import sha256_json
 
 # --- freeze-before-reveal ----------------------------------------------------------------------
-
-
-def parse_wall(text: str) -> datetime:
-    """Parse an ISO 8601 wall time with offset (``2026-11-29T19:43:46+0000`` or ``...+00:00``).
-
-    A time without an offset is refused (it cannot be ordered against others)."""
-    t = datetime.fromisoformat(str(text).strip())
-    if t.tzinfo is None:
-        raise ValueError(f"wall time {text!r} has no UTC offset")
-    return t
 
 
 RevealOutcome = Literal["passed", "changed since freeze", "never frozen", "frozen after the results"]

@@ -36,13 +36,14 @@ from pydantic import Field
 
 from harness.errors import EvidenceError
 from harness.evidence.guard import LabeledRate, ratio_pct
-from harness.formats import Strict
+from harness.formats import Strict, parse_wall
 from harness.governance.base import SINGLE_STREAM_LAST, cell_value, measured_records
 from harness.hashing import sha256_json
 from harness.inputs.spec import ClaimClass
 from harness.measure import metrics as m
 from harness.measure.abba import profile_differences
 from harness.records import RequestRecord
+from harness.service.origin import backends_of, run_is_simulated
 
 GOVERNANCE_SCHEMA_VERSION = 1
 MIN_SUITES = 3
@@ -125,8 +126,8 @@ class ArchiveFacts:
 
     @property
     def simulated(self) -> bool:
-        """True for simulator data (backend ``sim`` or labelled ``simulated``)."""
-        return self.backend == "sim" or "simulated" in self.labels
+        """True for simulator data (backend ``sim`` or labelled ``simulated``; harness.service.origin)."""
+        return run_is_simulated(backends_of(self.backend), self.labels)
 
 
 def data_origin(facts: Sequence[ArchiveFacts]) -> str:
@@ -506,7 +507,6 @@ from harness.governance.history import (  # noqa: E402
     entry_content_sha,
     existing_freeze,
     normalize_text,
-    parse_wall,
     plan_historical_import,
     plan_status,
     reveal_decision,

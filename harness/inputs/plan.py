@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from harness import ids
 from harness.hashing import sha256_json
 from harness.inputs.spec import CampaignSpec
 
@@ -43,14 +44,12 @@ class CellPlan:
     def round_id(self, k: int, attempt: int = 0) -> str:
         """Stable id of measured round ``k`` (0-based); a retried round (after a failure and
         ``--resume``) adds its attempt number, so the failed attempt stays distinct and kept."""
-        return f"{self.cell_id}.r{k}" + (f".a{attempt}" if attempt else "")
+        return ids.round_id(self.cell_id, k, attempt)
 
     def wave_id(self, k: int, j: int, attempt: int = 0, service_start: int = 0) -> str:
         """Stable id of wave ``j`` of round ``k``; ``k = -1`` names a warmup wave (warmups are
         numbered per service start, since each new service is warmed anew)."""
-        if k < 0:
-            return f"{self.cell_id}.warmup{service_start or ''}.w{j:03d}"
-        return f"{self.round_id(k, attempt)}.w{j:03d}"
+        return ids.wave_id(self.cell_id, k, j, attempt, service_start)
 
     @property
     def label(self) -> str:
@@ -72,7 +71,7 @@ class Plan:
 
 
 def _cell_id(workload: Workload, concurrency: int, definition: dict[str, Any]) -> str:
-    return f"{workload}-c{concurrency:02d}-{sha256_json(definition)[:8]}"
+    return ids.formal_cell_id(workload, concurrency, sha256_json(definition))
 
 
 def build_plan(

@@ -22,12 +22,11 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from harness.inputs.spec import SPEC_KINDS, AbbaSpec, CampaignSpec
-from harness.inputs.sweep_spec import SweepSpec
+from harness.inputs.spec import SPEC_KINDS, SPEC_MODELS, AbbaSpec, CampaignSpec, SweepSpec
 
 UNITS = ("seconds", "ms", "tokens", "bytes", "requests/s", "requests in flight", "count", "ratio", "percent",
          "index", "port", "version")
-KIND_MODELS: dict[str, type[BaseModel]] = {"formal-matrix": CampaignSpec, "abba": AbbaSpec, "rate-sweep": SweepSpec}
+KIND_MODELS: dict[str, type[BaseModel]] = dict(SPEC_MODELS)  # the kinds' models, from the one loader
 # Fields a spec file may give as the path of a YAML file (relative to the spec) instead of inline.
 FILE_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     CampaignSpec: ("service",), AbbaSpec: ("control", "candidate", "workload"), SweepSpec: ("service",)}
@@ -147,7 +146,7 @@ def _table(model: type[BaseModel]) -> list[str]:
 
 _HEADER = f"""# Spec reference
 
-Generated from the pydantic models (`harness/inputs/spec.py`, `harness/inputs/sweep_spec.py`) by
+Generated from the pydantic models (the package `harness/inputs/spec/`; the shared header in `base.py`) by
 `{REGENERATE}`
 (a test keeps it in step). Every field, its type, its default ("required" when it has none), its unit
 and what it means. Unknown keys are errors (with a did-you-mean).

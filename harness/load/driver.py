@@ -39,6 +39,7 @@ import aiohttp
 
 from harness import aio
 from harness.errors import ServerUnreachable, ServiceError
+from harness.ids import ANONYMOUS, RequestIdentity
 from harness.load.client import (
     ENDPOINTS,
     PROTOCOLS,
@@ -122,30 +123,14 @@ class WaveRequest:
     ignore_eos: bool = False
     prompt_text: str | None = None  # the prompt as text, for servers that take no token ids
     cache_salt: str | None = None
-    run_id: str = ""
-    cell_id: str = ""
-    round_index: int = -1
-    wave_id: str = ""
-    wave_index: int = -1
-    phase: str = "measured"
-    workload: str = "decode"
-    case_id: str = ""
-    input_hash: str = ""
+    identity: RequestIdentity = ANONYMOUS
     input_len: int | None = None
     concurrency: int | None = None
 
-    def identity(self, wave_size: int) -> dict[str, Any]:
-        """The ``RequestRecord`` identity fields of this request inside a wave of ``wave_size``."""
-        return {
-            "run_id": self.run_id,
-            "cell_id": self.cell_id,
-            "round_index": self.round_index,
-            "wave_id": self.wave_id,
-            "wave_index": self.wave_index,
-            "phase": self.phase,
-            "workload": self.workload,
-            "case_id": self.case_id,
-            "input_hash": self.input_hash,
+    def record_fields(self, wave_size: int) -> dict[str, Any]:
+        """The ``RequestRecord`` fields this request fixes before it is sent (its identity, input
+        length, concurrency and salt) inside a wave of ``wave_size``."""
+        return self.identity.fields() | {
             "input_len": len(self.input_ids) if self.input_len is None else self.input_len,
             "concurrency": wave_size if self.concurrency is None else self.concurrency,
             "cache_salt": self.cache_salt,
@@ -294,7 +279,7 @@ class LoadClient:
         if self._pool is not None:
             return await wire_request(self._pool, self._path, self.body(req) if body is None else body, req.rid,
                                       decoder=decoder, headers={**REQUEST_HEADERS, "X-Request-Id": req.rid},
-                                      fields=req.identity(wave_size), idle_timeout_s=self.timeout_s,
+                                      fields=req.record_fields(wave_size), idle_timeout_s=self.timeout_s,
                                       limits=self.limits, max_new_tokens=req.max_new_tokens)
         return await stream_request(
             self.session,
@@ -302,7 +287,7 @@ class LoadClient:
             self.body(req) if body is None else body,
             req.rid,
             protocol=self.protocol,
-            fields=req.identity(wave_size),
+            fields=req.record_fields(wave_size),
             idle_timeout_s=self.timeout_s,
             decoder=decoder,
             limits=self.limits,
@@ -412,7 +397,7 @@ async def _past_deadline(tasks: Sequence[asyncio.Future[RequestRecord]], request
         if i in late and (t.cancelled() or t.exception() is not None):
             r = requests[i]
             out.append(make_record(decoders[i], r.rid, send_ns, time.perf_counter_ns(), None, why,
-                                   r.identity(wave_size)))
+                                   r.record_fields(wave_size)))
         else:
             out.append(t.result())  # finished in time (a request's own failure is in its record)
     return out

@@ -467,7 +467,7 @@ class WorkerLoadClient(LoadClient):
                 self._broken = res[1]
                 for i in idx:
                     r = requests[i]
-                    out[i] = make_record(self.new_decoder(), r.rid, start_ns, end_ns, None, res[1], r.identity(n))
+                    out[i] = make_record(self.new_decoder(), r.rid, start_ns, end_ns, None, res[1], r.record_fields(n))
                 continue
             _, recs, sent_ns, check = res
             for i, rec in zip(idx, recs, strict=True):

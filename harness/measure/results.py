@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from harness.ids import round_of
 from harness.load.openai import count_exactness
 from harness.measure import latency as lat
 from harness.measure import metrics as m
@@ -58,8 +59,9 @@ class WaveResult:
 
 
 def round_key(wave_id: str) -> str:
-    """The round id a measured wave belongs to: its wave id without the ``.wNNN`` suffix."""
-    return wave_id.rsplit(".w", 1)[0]
+    """The round id a measured wave belongs to (``harness.ids.round_of``: its wave id without the
+    ``.wNNN`` suffix; a malformed id raises ArchiveError)."""
+    return round_of(wave_id)
 
 
 def wave_result(records: Sequence[RequestRecord]) -> WaveResult:

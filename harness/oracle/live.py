@@ -21,6 +21,7 @@ from typing import Any
 from harness import __version__
 from harness.errors import OracleError, ServerUnreachable, ServiceError
 from harness.hashing import ids_hash16, ids_sha256
+from harness.ids import RequestIdentity
 from harness.inputs.corpus import cache_salt
 from harness.load.client import Protocol, probe
 from harness.load.driver import DEFAULT_TIMEOUT_S, LoadClient, WaveRequest, run_sync
@@ -72,10 +73,7 @@ def _request(input_ids: Sequence[int], max_new_tokens: int, ignore_eos: bool, na
         rid=f"oracle-{name}-{uuid.uuid4().hex[:16]}",
         ignore_eos=ignore_eos,
         cache_salt=fresh_salt(name),
-        phase="oracle",
-        workload="oracle",
-        case_id=name,
-        input_hash=ids_sha256(ids),
+        identity=RequestIdentity(phase="oracle", workload="oracle", case_id=name, input_hash=ids_sha256(ids)),
         concurrency=1,
     )
 
@@ -183,7 +181,7 @@ def capture_oracle(
     prov.setdefault("captured_at", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     prov.setdefault("captured_with", f"dsv4h {__version__}")
     prov.update({"finish_reason": rec.finish_reason, "cached_tokens": rec.cached_tokens,
-                 "cache_salt": req.cache_salt, "input_sha256": req.input_hash})
+                 "cache_salt": req.cache_salt, "input_sha256": req.identity.input_hash})
     tok = tokenizer_identity
     if isinstance(tok, Mapping):
         tok = OracleTokenizer.model_validate(dict(tok))

@@ -25,6 +25,7 @@ from harness.errors import DsvError, MeasurementError, SpecError
 from harness.evidence.findings import Finding
 from harness.formats import read_yaml
 from harness.hashing import ids_hash16
+from harness.ids import leg_wave_id
 from harness.inputs.corpus import Case, Corpus, load_corpus
 from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile
 from harness.interrupts import critical
@@ -44,16 +45,16 @@ from harness.measure.results import run_count_methods, waves_table
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.events import AbbaStart, AbbaWave, LegWaveLive, Reporter, silent
 from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
-    Reporter,
     ServiceSession,
     check_governance,
     finish,
     interrupted_error,
     open_writer,
+    record_end,
     run_labels,
-    silent,
     start_memory_sampler,
     storage_error,
     write_memory,
@@ -184,7 +185,7 @@ class AbbaRunner:
                                       sentinels=self.inputs.sentinels, reporter=self.report,
                                       service_json_extra=self._service_json_extra,
                                       request_timeout_s=self.spec.request_timeout_s)
-        self.report("abba-start", spec=self.spec, declared=self.declared, undeclared=self.undeclared)
+        self.report(AbbaStart(self.spec, tuple(self.declared), tuple(self.undeclared)))
         status: str = "complete"
         error: DsvError | None = None
         sampler = start_memory_sampler(self.spec.control)
@@ -203,9 +204,7 @@ class AbbaRunner:
             raise
         with critical(deliver=False) as held:  # bounded: a signal meanwhile cannot cut it in half
             self._clean_up(writer, sampler)
-            with contextlib.suppress(OSError):
-                writer.append_event({"event": "run-end", "status": status, "t_ns": time.perf_counter_ns(),
-                                     "error": error.message if error else None})
+            record_end(writer, status, error)
             out = self._finalize(writer, status, error, anchor)
         if held.signal is not None and out.error is None:
             out.error = interrupted_error(f"the screen ended after it was finalized: archive "
@@ -271,20 +270,19 @@ class AbbaRunner:
                                            hint="the finished legs are kept in a partial archive; fix the "
                                            "cause and run the screen again")
                 self.leg_records[leg].append(recs)
-                self.report("abba-wave", leg=leg, wave=j, resident=m.resident_window(recs).rate,
-                            http=m.http_window(recs).rate)
+                self.report(AbbaWave(leg, j, resident=m.resident_window(recs).rate, http=m.http_window(recs).rate))
 
     async def _wave(self, writer: ArchiveWriter, svc: RunningService, client: LoadClient, leg: str, li: int,
                     j: int, phase: str) -> list[RequestRecord]:
         wl = self.spec.workload
-        wave_id = f"{leg}.{'warmup' if phase == 'warmup' else 'measured'}.w{j:03d}"
+        wave_id = leg_wave_id(leg, "warmup" if phase == "warmup" else "measured", j)
         spec = WaveSpec(run_id=self.token, cell_id=leg, wave_id=wave_id, round_index=li, wave_index=j,
                         phase=phase, workload="decode", concurrency=wl.concurrency,
                         max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos,
                         cache="fresh-salt" if wl.cache_salt == "fresh" else "none")
         recs = await execute_wave(svc, client, spec, self.cases, self.session.witness,
                                   self.inputs.texts.get(leg[0]), selfcheck=self.session.selfcheck,
-                                  on_live=lambda t: self.report("wave-live", leg=leg, wave=j, phase=phase, tally=t))
+                                  on_live=lambda t: self.report(LegWaveLive(leg, j, phase, t)))
         writer.write_wave(recs)
         self.session.record_witness(recs, wave_id, wl.concurrency)
         return recs
@@ -305,7 +303,8 @@ class AbbaRunner:
         match = match_outputs(outputs)
         common = {"campaign": self.spec.name, "claim_class": self.spec.claim_class,
                   "protocol_class": "abba-screen"}
-        wave_rows = waves_table(writer.streamed_records(), common)
+        records = writer.streamed_records()  # read back once; the view ingest and evidence share reuses it
+        wave_rows = waves_table(records, common)
         if wave_rows is not None:
             writer.write_table("waves.parquet", wave_rows)
         leg_rows = [{"leg": leg, "wave_rates": list(s.wave_rates), "http_rates": list(s.http_rates),
@@ -337,7 +336,7 @@ class AbbaRunner:
             self.session.write_service_json()
         backends = sorted({self.spec.control.backend, self.spec.candidate.backend})
         services = self.session.services
-        count_methods, count_labels = run_count_methods(writer.streamed_records())
+        count_methods, count_labels = run_count_methods(records)
         run = RunBlock(count_methods=count_methods,
             campaign=self.spec.name, kind="abba", claim_class=self.spec.claim_class,
             protocol_class="abba-screen", backend=backends[0] if len(backends) == 1 else "+".join(backends),

@@ -13,7 +13,6 @@ Progress goes to a ``Reporter``; this module never prints.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import secrets
 import time
@@ -36,17 +35,27 @@ from harness.measure.results import CampaignResults, compute_results, results_js
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.events import (
+    CellSkipped,
+    CellStart,
+    PlanReady,
+    Reporter,
+    RoundDone,
+    WarmupDone,
+    WaveDone,
+    WaveLive,
+    silent,
+)
 from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
     Finished,
-    Reporter,
     ServiceSession,
     check_governance,
     finish,
     interrupted_error,
     open_writer,
+    record_end,
     run_labels,
-    silent,
     start_memory_sampler,
     storage_error,
     write_memory,
@@ -244,7 +253,7 @@ class CampaignRunner:
         self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.claim_class,
                                       sentinels=self.inputs.sentinels, reporter=self.report,
                                       services=self.state.services, request_timeout_s=self.spec.request_timeout_s)
-        self.report("plan", plan=self.plan)
+        self.report(PlanReady(self.plan))
         status: str = "complete"
         error: DsvError | None = None
         sampler = None
@@ -257,13 +266,8 @@ class CampaignRunner:
                 runner.run(self._run_cells(writer))
         except KeyboardInterrupt:
             status, error = "partial", interrupted_error("every finished wave is kept")
-            with contextlib.suppress(OSError):
-                writer.append_event({"event": "interrupted", "t_ns": time.perf_counter_ns(),
-                                     "exit_status": error.exit_code})
         except DsvError as exc:
             status, error = "failed", exc
-            with contextlib.suppress(OSError):
-                writer.append_event({"event": "failed", "error": exc.message, "t_ns": time.perf_counter_ns()})
         except OSError as exc:  # e.g. a full disk: what was written is kept; finalizing is tried below
             status, error = "failed", storage_error(exc, writer.dir)
         except BaseException:  # a bug: stop what was started, keep the traceback
@@ -275,6 +279,7 @@ class CampaignRunner:
         # absorbed (the run ends right after) instead of cutting them in half
         with critical(deliver=False) as held:
             self._clean_up(writer, sampler)
+            record_end(writer, status, error)
             outcome = self._finalize(writer, status, error, anchor)
         if held.signal is not None and outcome.error is None:
             outcome.error = interrupted_error(f"the run ended after it was finalized: archive "
@@ -297,11 +302,11 @@ class CampaignRunner:
         for cell in self.plan.cells:
             todo = [k for k in range(cell.rounds) if not self._round_done(cell, k)]
             if not todo:
-                self.report("cell-skipped", cell=cell)
+                self.report(CellSkipped(cell))
                 continue
             corpus = self.corpora[cell.workload]
             await asyncio.to_thread(self._svc.check_owners, f"before cell {cell.cell_id}")
-            self.report("cell-start", cell=cell, rounds=todo)
+            self.report(CellStart(cell, tuple(todo)))
             async with load_client(self._svc.url, self.spec.service, concurrency=cell.concurrency,
                                    timeout_s=self.spec.request_timeout_s, limits=self.spec.client,
                                    workers=workers_for(self.spec, cell.concurrency),
@@ -311,7 +316,7 @@ class CampaignRunner:
                     wid = cell.wave_id(-1, j, service_start=self.state.service_starts)
                     recs = await self._wave(client, writer, cell, corpus, -1, j, wid, "warmup")
                     clean += all(r.ok for r in recs)
-                    self.report("warmup-done", cell=cell, wave=j, wave_result=recs)
+                    self.report(WarmupDone(cell, j, recs))
                 if cell.warmup_waves and not clean:
                     self._svc.check_alive()
                     raise MeasurementError(
@@ -344,13 +349,12 @@ class CampaignRunner:
             if res.contributes:
                 resident_s += res.seconds
             rate = (m.prefill_rate(waves) if cell.workload == "prefill" else m.resident_decode_rate(waves)).rate
-            self.report("wave-done", cell=cell, round=k, attempt=attempt, wave=j, records=recs,
-                        resident_s=resident_s, round_rate=rate,
-                        http_rate=m.http_output_rate(waves).rate)
+            self.report(WaveDone(cell, round=k, attempt=attempt, wave=j, records=recs, resident_s=resident_s,
+                                 round_rate=rate, http_rate=m.http_output_rate(waves).rate))
             if failed:
                 self._set_round(writer, rid, "failed")
-                self.report("round-done", cell=cell, round=k, status="failed", rate=rate,
-                            error=f"{len(failed)} of {len(recs)} requests failed in wave {j}")
+                self.report(RoundDone(cell, k, "failed", rate,
+                                      error=f"{len(failed)} of {len(recs)} requests failed in wave {j}"))
                 self._svc.check_alive()
                 raise MeasurementError(
                     f"{cell.label} round {k}: {len(failed)} of {len(recs)} requests failed in wave {j} "
@@ -366,10 +370,10 @@ class CampaignRunner:
                 break
             elif j >= cell.max_waves_per_round:
                 self._set_round(writer, rid, "short")
-                self.report("round-done", cell=cell, round=k, status="short", rate=rate)
+                self.report(RoundDone(cell, k, "short", rate))
                 return
         self._set_round(writer, rid, "ok")
-        self.report("round-done", cell=cell, round=k, status="ok", rate=rate, resident_s=resident_s)
+        self.report(RoundDone(cell, k, "ok", rate, resident_s=resident_s))
 
     def _set_round(self, writer: ArchiveWriter, rid: str, status: str) -> None:
         """Record a round's status in the run state and in ``events.jsonl`` (what recovery reads)."""
@@ -386,8 +390,7 @@ class CampaignRunner:
                         max_new_tokens=cell.max_new_tokens, ignore_eos=cell.ignore_eos, cache=cell.cache)
         recs = await execute_wave(self._svc, client, spec, cases, self.session.witness, self.texts,
                                   selfcheck=self.session.selfcheck,
-                                  on_live=lambda t: self.report("wave-live", cell=cell, round=k, wave=j, phase=phase,
-                                                                tally=t))
+                                  on_live=lambda t: self.report(WaveLive(cell, k, j, phase, t)))
         writer.write_wave(recs)
         self.session.record_witness(recs, wave_id, cell.concurrency)
         return recs
@@ -399,7 +402,8 @@ class CampaignRunner:
         if not self.session.services:
             self.session.write_service_json()
         cells = [(c.cell_id, c.workload, c.concurrency, c.rounds) for c in self.plan.cells]
-        done, results = finalize_matrix(
+        # run() holds the critical section around this: no second one (finalize_matrix opens its own)
+        done, results = _finalize_matrix(
             writer, self.workspace, self.spec, MatrixState(
                 plan_id=self.plan.plan_id, cells=cells, round_status=self.state.round_status,
                 services=self.session.services, governance=self.inputs.governance, created_wall=anchor["wall_iso"],
@@ -477,7 +481,12 @@ def run_campaign(spec_path: Path, workspace: Path, *, reporter: Reporter = silen
                  resume: Path | None = None, workers: int | str | None = None) -> RunOutcome:
     """Run the formal matrix in ``spec_path`` into ``<workspace>/archives`` and the ledgers
     (``workers``, when given, replaces the spec's ``load.workers``)."""
-    loaded = load_spec(spec_path)
+    return run_matrix(load_spec(spec_path), workspace, reporter=reporter, resume=resume, workers=workers)
+
+
+def run_matrix(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent,
+               resume: Path | None = None, workers: int | str | None = None) -> RunOutcome:
+    """Run the formal matrix of a loaded spec (the ``formal-matrix`` runner of harness.run.kinds)."""
     if workers is not None and isinstance(loaded.spec, CampaignSpec):
         load = LoadSettings.model_validate(loaded.spec.load.model_dump() | {"workers": workers})
         loaded = dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"load": load}))

@@ -23,7 +23,8 @@ from harness.errors import DsvError
 from harness.evidence.io import apply_findings, check_archive
 from harness.interrupts import critical
 from harness.store.archive import Archive, open_verified
-from harness.store.ledger import ingest_archive, ingested, ingested_ids, request_rows, successor_of
+from harness.store.finished import load_finished
+from harness.store.ledger import ingest_view, ingested, ingested_ids, request_rows, successor_of
 from harness.store.ledger.merge import (
     MergeResult,
     Refusal,
@@ -66,12 +67,12 @@ def merge_archive(workspace: Path, src: Path) -> None:
     nothing (``DsvError`` naming the reason, the copy removed again)."""
     path, copied = copy_foreign_archive(workspace, src)
     try:
-        archive = open_verified(path)
-        _check_resume_claim(workspace, archive)
-        findings = check_archive(archive)
+        view = load_finished(path)  # verified once, records read once: the rules and ingest share them
+        _check_resume_claim(workspace, view.archive)
+        findings = check_archive(view)
         with critical():
-            ingest_archive(workspace, archive)
-            apply_findings(workspace, archive.archive_id, findings)
+            ingest_view(workspace, view)
+            apply_findings(workspace, view.archive_id, findings)
     except BaseException as exc:
         if copied and not ingested(workspace, src.name):
             discard_copy(path)

@@ -20,10 +20,8 @@ warmup: a quick screen says how a server behaves, not what it is worth; formal c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import secrets
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,7 +30,7 @@ from urllib.parse import urlsplit
 
 from harness.aio import new_event_loop
 from harness.errors import DsvError, ServiceError, SpecError
-from harness.evidence.rules_client import serves_simulator
+from harness.ids import RequestIdentity, quick_request_id, wave_id
 from harness.inputs.corpus import Case, Corpus
 from harness.inputs.corpus.random_ids import RandomPrompts, id_range, write_random_corpus
 from harness.inputs.spec import ClaimClass
@@ -41,16 +39,18 @@ from harness.load.driver import DEFAULT_TIMEOUT_S, LoadClient, OpenAIOptions, Wa
 from harness.measure import bench
 from harness.measure import latency as lat
 from harness.records import RequestRecord
-from harness.run.session import Finished, Reporter, finish, interrupted_error, silent, storage_error
+from harness.run.events import QuickProgress, QuickStart, Reporter, silent
+from harness.run.session import Finished, finish, interrupted_error, record_end, storage_error
 from harness.service.environment import capture_environment, clock_anchor
 from harness.service.manager import http_get
+from harness.service.origin import server_is_simulator
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 
 DEFAULT_URL = "http://127.0.0.1:30000"
 PROTOCOL_CLASS = "quick-bench"
 CELL_ID = "quick"
-WAVE_ID = "quick.r0.w000"
+WAVE_ID = wave_id(CELL_ID, 0, 0)  # "quick.r0.w000": one measured round of one wave
 Backend = Literal["auto", "sglang", "openai"]
 BACKENDS: tuple[Backend, ...] = ("auto", "sglang", "openai")
 NOTE = ("quick screen (protocol class quick-bench): one closed-loop pass of random prompts, no rounds, "
@@ -82,7 +82,7 @@ class Detected:
     @property
     def simulated(self) -> bool:
         """Whether the server identified itself as the dsv4h simulator."""
-        return serves_simulator({"server_info": self.server_info})
+        return server_is_simulator(self.server_info)
 
 
 def _get_json(url: str) -> Any:
@@ -178,7 +178,7 @@ async def closed_loop(client: LoadClient, requests: Sequence[WaveRequest], concu
         for i in nxt:
             out[i] = await client.send(requests[i], wave_size=concurrency)
             done += 1
-            reporter("quick-progress", done=done, total=len(requests))
+            reporter(QuickProgress(done, len(requests)))
 
     tasks = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(requests)))]
     try:
@@ -193,9 +193,11 @@ async def closed_loop(client: LoadClient, requests: Sequence[WaveRequest], concu
 
 def _requests(token: str, cases: Sequence[Case], concurrency: int) -> list[WaveRequest]:
     return [WaveRequest(input_ids=c.ids_list(), max_new_tokens=int(c.output_tokens or 1),
-                        rid=f"{token}-{i:05d}", ignore_eos=True, run_id=token, cell_id=CELL_ID, round_index=0,
-                        wave_id=WAVE_ID, wave_index=0, phase="measured", workload="quick", case_id=c.case_id,
-                        input_hash=c.sha256[:16], input_len=c.n_tokens, concurrency=concurrency)
+                        rid=quick_request_id(token, i), ignore_eos=True,
+                        identity=RequestIdentity(run_id=token, cell_id=CELL_ID, round_index=0, wave_id=WAVE_ID,
+                                                 wave_index=0, phase="measured", workload="quick",
+                                                 case_id=c.case_id, input_hash=c.sha256[:16]),
+                        input_len=c.n_tokens, concurrency=concurrency)
             for i, c in enumerate(cases)]
 
 
@@ -239,8 +241,8 @@ class QuickBench:
         o = self.opts
         detected = detect(self.url, o.backend)
         prompts = self._prompts(detected)
-        self.report("quick-start", url=self.url, protocol=detected.protocol, simulated=detected.simulated,
-                    num_prompts=o.num_prompts, concurrency=o.concurrency)
+        self.report(QuickStart(url=self.url, protocol=detected.protocol, simulated=detected.simulated,
+                               num_prompts=o.num_prompts, concurrency=o.concurrency))
         writer = ArchiveWriter(self.workspace, token=self.token)
         spec = {"kind": "quick-bench", "protocol_class": PROTOCOL_CLASS, "name": o.name} | asdict(o) | {
             "url": self.url, "protocol": detected.protocol, "concurrency": o.concurrency,
@@ -270,8 +272,6 @@ class QuickBench:
             status, error = "partial", interrupted_error("the requests of the interrupted pass are not kept")
         except DsvError as exc:
             status, error = "failed", exc
-            with contextlib.suppress(OSError):
-                writer.append_event({"event": "failed", "error": exc.message, "t_ns": time.perf_counter_ns()})
         except OSError as exc:
             status, error = "failed", storage_error(exc, writer.dir)
         summary = summarize(records, o.percentiles)
@@ -279,6 +279,7 @@ class QuickBench:
         run = quick_run_block(spec, self.token, str(anchor.get("wall_iso", "")), simulated=detected.simulated,
                               error=error.message if error else None,
                               count_methods=tuple(sorted({r.count_method for r in records if r.ok})))
+        record_end(writer, status, error)
         done = finish(writer, self.workspace, status, run)
         return QuickOutcome(done, summary, records, detected.simulated, error)
 

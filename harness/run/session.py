@@ -1,4 +1,5 @@
-"""The run skeleton shared by formal matrices and ABBA screens (edge module).
+"""The run skeleton shared by every runner: formal matrices, ABBA screens, rate sweeps, quick screens
+(edge module).
 
 - :func:`check_governance`: refuse a closed direction before anything starts;
 - :func:`open_writer`: the archive preamble (spec, corpora, environment, governance, run-start);
@@ -6,7 +7,8 @@
   info -> stop (or detach), every service recorded in ``service.json``;
 - :func:`record_witness` / memory sampling: what the server said while waves ran;
 - :func:`finish`: finalize the archive, ingest it into the ledgers, run the evidence rules and
-  write their verdicts back.
+  write their verdicts back;
+- :func:`record_end`: the events every run ends with (``interrupted`` or ``failed``, ``run-end``).
 
 Nothing a run starts outlives it: every service the session starts is tracked from the moment it
 exists until it is stopped (:meth:`ServiceSession.stop_all` stops what is left, whatever ended the
@@ -22,38 +24,29 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from harness.errors import ArchiveError, DsvError, RunInterrupted
 from harness.evidence.findings import Finding
 from harness.evidence.io import apply_findings, check_archive
-from harness.evidence.rules_client import serves_simulator
 from harness.governance.io import analysis_plan_status, check_direction
-from harness.inputs.spec import AbbaSpec, CampaignSpec, ClaimClass, ServiceProfile
-from harness.inputs.sweep_spec import SweepSpec
+from harness.inputs.spec import AbbaSpec, CampaignSpec, ClaimClass, ServiceProfile, SweepSpec
 from harness.interrupts import critical, fault_point, received
 from harness.measure import metrics as m
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import run_sentinels
 from harness.records import RequestRecord
+from harness.run.events import Reporter, ServiceReady, ServiceStarting, ServiceStopped
 from harness.run.selfcheck import WaveSelfCheck
 from harness.run.wave import MetricsWitness, witness_summary
 from harness.service.environment import capture_environment, clock_anchor
 from harness.service.manager import RunningService, start_service, verify_identity
 from harness.service.memory import MemorySampler
-from harness.store.archive import Archive, ArchiveWriter, claim_resume, open_archive
-from harness.store.ledger import ingest_archive
+from harness.service.origin import SIM_LABEL, run_is_simulated
+from harness.store.archive import Archive, ArchiveWriter, claim_resume
+from harness.store.finished import FinishedArchive, load_finished, view_after_finalize
+from harness.store.ledger import ingest_view
 from harness.store.runblock import RunBlock
-
-
-class Reporter(Protocol):
-    """Receives progress events (``kind`` plus fields); the CLI renders them."""
-
-    def __call__(self, kind: str, **data: Any) -> None: ...
-
-
-def silent(kind: str, **data: Any) -> None:
-    return None
 
 
 def check_governance(spec: CampaignSpec | AbbaSpec | SweepSpec, workspace: Path, source: str,
@@ -135,7 +128,7 @@ class ServiceSession:
     def start(self, profile: ServiceProfile, label: str, meta: Mapping[str, Any], **report: Any) -> RunningService:
         """Launch (or attach), verify identity (a mismatch stops what was started and raises), record
         it with ``meta`` (e.g. start index, first leg), run the sentinels before measurement."""
-        self.report("service-starting", profile=profile, **report)
+        self.report(ServiceStarting(profile, leg=report.get("leg")))
         svc = start_service(profile, self.workspace, label=label)
         self._running[id(svc)] = svc
         self.witness = MetricsWitness()
@@ -151,7 +144,7 @@ class ServiceSession:
         self.write_service_json()
         self.writer.append_event({"event": "service-ready", "url": svc.url, "t_ns": time.perf_counter_ns(),
                                   "pid": svc.process.pid if svc.process else None} | dict(report))
-        self.report("service-ready", service=svc, **report)
+        self.report(ServiceReady(svc, leg=report.get("leg")))
         try:
             self.run_sentinels(svc, "before" if not report.get("leg") else f"before {report['leg']}")
         except BaseException:
@@ -194,7 +187,7 @@ class ServiceSession:
         detached = svc.process is None
         self.writer.append_event({"event": "service-detached" if detached else "service-stopped", "url": svc.url,
                                   "t_ns": time.perf_counter_ns()})
-        self.report("service-stopped", service=svc, detached=detached)
+        self.report(ServiceStopped(svc, detached=detached))
 
     def after_checks(self, svc: RunningService) -> None:
         """Sentinels after measurement and the server's final information, while it lives; a failed
@@ -247,8 +240,8 @@ def run_labels(labels: Sequence[str], backends: Sequence[str], services: Sequenc
     """The run's labels: the spec's, plus ``simulated`` when a backend is the built-in simulator or
     any server identified itself as the dsv4h simulator (e.g. an attached ``dsv4h sim serve``)."""
     out = list(labels)
-    if ("sim" in backends or any(serves_simulator(dict(s)) for s in services)) and "simulated" not in out:
-        out.append("simulated")
+    if run_is_simulated(backends, (), services) and SIM_LABEL not in out:
+        out.append(SIM_LABEL)
     return out
 
 
@@ -286,25 +279,34 @@ class Finished:
 
 def finish(writer: ArchiveWriter, workspace: Path, status: str, run: RunBlock) -> Finished:
     """Finalize the archive, append it to the ledgers, run every evidence rule and mark the rows
-    its blocking findings concern. One critical section: a stopping signal is held until all of it is
-    done (a process killed part-way leaves what ``harness.run.recover`` rolls forward)."""
+    its blocking findings concern. One pass: the records are read once (the table the writer already
+    read back, else one read) into one :class:`FinishedArchive` that ingest and evidence share, and
+    nothing is re-hashed (finalize has just hashed every file). One critical section, the only one:
+    the helpers it calls open none, and a stopping signal is held until all of it is done (a process
+    killed part-way leaves what ``harness.run.recover`` rolls forward)."""
     with critical(deliver=False) as held:
         path = writer.finalize(status=status, run=run)
         fault_point("finish:finalized")
-        done = settle(workspace, path)
+        done = _settle(workspace, view_after_finalize(writer, path))
     return Finished(done.archive, done.ledger_rows, done.findings, held.signal)
 
 
 def settle(workspace: Path, path: Path) -> Finished:
-    """Append a finalized archive to the ledgers, run the evidence rules and mark the rows its
-    blocking findings concern (the part of :func:`finish` after the archive exists)."""
+    """Append a finalized archive already on disk to the ledgers, run the evidence rules and mark the
+    rows its blocking findings concern (the part of :func:`finish` after the archive exists): every
+    file verified once, the records read once, one critical section."""
+    view = load_finished(path)
     with critical():
-        archive = open_archive(path)
-        rows = ingest_archive(workspace, archive)
-        fault_point("finish:ingested")
-        findings = check_archive(archive)
-        apply_findings(workspace, archive.archive_id, findings)
-    return Finished(archive, rows, findings)
+        return _settle(workspace, view)
+
+
+def _settle(workspace: Path, view: FinishedArchive) -> Finished:
+    """Ingest and evidence over one view (the caller holds the critical section)."""
+    rows = ingest_view(workspace, view)
+    fault_point("finish:ingested")
+    findings = check_archive(view)
+    apply_findings(workspace, view.archive_id, findings)
+    return Finished(view.archive, rows, findings)
 
 
 def interrupted_error(what: str, signum: int | None = None) -> RunInterrupted:
@@ -321,3 +323,19 @@ def storage_error(exc: OSError, partial: Path) -> ArchiveError:
     return ArchiveError(f"cannot write the run's files: {exc.strerror or exc} ({exc.filename or partial})",
                         hint=f"free space or fix permissions; the waves written so far are kept in {partial}; "
                         "'dsv4h archive recover' finalizes them once writing works again")
+
+
+def record_end(writer: ArchiveWriter, status: str, error: DsvError | None) -> None:
+    """Append the events every run ends with, before it is finalized: ``interrupted`` (a stopping
+    signal ended it; with the exit status) or ``failed`` (an error ended it), then ``run-end`` (status
+    and error). A write that fails (a full disk) is skipped: finalizing is tried next regardless."""
+    t_ns = time.perf_counter_ns()
+    try:
+        if isinstance(error, RunInterrupted):
+            writer.append_event({"event": "interrupted", "t_ns": t_ns, "exit_status": error.exit_code})
+        elif error is not None and status == "failed":
+            writer.append_event({"event": "failed", "error": error.message, "t_ns": t_ns})
+        writer.append_event({"event": "run-end", "status": status, "t_ns": t_ns,
+                             "error": error.message if error else None})
+    except OSError:
+        return

@@ -12,12 +12,19 @@ held by the cap); per round and per rate the throughput, latency (harness.measur
 definitions), goodput under the spec's SLOs and the schedule summary go to ``rounds.parquet`` and
 ``cells.parquet`` (ledgers ``rounds`` / ``cells`` with ``protocol_class = rate-sweep``: never formal
 cells). A round whose client could not keep its schedule is a finding (harness.evidence.sweep_rules).
+
+Each measured round that ends appends a ``round`` event (its id, status and start); the run ends with
+the events every runner writes (``interrupted`` or ``failed``, then ``run-end``) and finalizes as one
+critical section. :func:`recover_sweep` (the rate-sweep recovery of harness.run.kinds) finalizes a
+killed sweep's partial from its streamed records with the same :func:`round_row` and
+:func:`sweep_cells`, a round without its ``round`` event marked ``incomplete``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import secrets
 import statistics
@@ -29,26 +36,30 @@ from typing import Any
 
 import pyarrow as pa
 
+from harness import ids
 from harness.aio import new_event_loop
-from harness.errors import DsvError
+from harness.errors import DsvError, SpecError
+from harness.ids import RequestIdentity
 from harness.inputs.arrivals import RoundPlan, plan_hash, plan_round
 from harness.inputs.corpus import Case, Corpus, cache_salt, load_corpus
-from harness.inputs.sweep_spec import SweepSpec, load_sweep, sweep_definition
+from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec, sweep_definition
+from harness.interrupts import critical, fault_point
 from harness.load.driver import LoadClient, WaveRequest
 from harness.measure import sweep as sw
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.events import Reporter, SweepPlanReady, SweepRoundDone, SweepRoundStart, silent
+from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.prompts import load_client, prompt_texts
 from harness.run.session import (
     Finished,
-    Reporter,
     ServiceSession,
     check_governance,
     finish,
     interrupted_error,
     open_writer,
+    record_end,
     run_labels,
-    silent,
     storage_error,
 )
 from harness.service.identity import identity_hash
@@ -62,8 +73,8 @@ MAX_CONNECTIONS = 4096
 
 
 def cell_id(rate: float) -> str:
-    """Stable id of the cell of one offered rate."""
-    return f"sweep-{rate:g}rps"
+    """Stable id of the cell of one offered rate (``harness.ids.sweep_cell_id``)."""
+    return ids.sweep_cell_id(rate)
 
 
 @dataclass(frozen=True)
@@ -138,6 +149,56 @@ async def send_open_loop(client: LoadClient, requests: Sequence[WaveRequest], of
     return out
 
 
+def slo_of(spec: SweepSpec) -> sw.Slo:
+    """The spec's latency objectives in seconds."""
+    s = spec.slo
+    return sw.Slo(*[None if v is None else v / 1000 for v in (s.ttft_ms, s.tpot_ms, s.e2e_ms)])
+
+
+def round_row(spec: SweepSpec, rate: float, round_index: int, records: Sequence[RequestRecord], start_ns: int,
+              sched: Sequence[dict[str, Any]], status: str) -> dict[str, Any]:
+    """The ``rounds`` row of one measured round from its records, its start (monotonic ns) and its
+    schedule rows (``schedule.jsonl``: ``lag_s``, ``client_lag_s``, ``cap_wait_s`` per request)."""
+    tol = spec.schedule_tolerance_ms / 1000
+    client_rows = [{"lag_s": r["client_lag_s"]} for r in sched]
+    summ = sw.schedule_summary(client_rows, tol)
+    total = sw.schedule_summary(sched, tol)
+    cid = cell_id(rate)
+    row = {"round_id": ids.round_id(cid, round_index), "cell_id": cid, "round_index": round_index,
+           "rate": rate, "status": status}
+    row |= sw.rate_row(records, start_ns=start_ns, slo=slo_of(spec))
+    row |= {f"client_{k}": v for k, v in summ.items()} | {
+        "send_lag_p99_s": total["lag_p99_s"],
+        "capped_requests": sum(1 for r in sched if float(r.get("cap_wait_s", 0.0)) > 0)}
+    return row
+
+
+def sweep_cells(spec: SweepSpec, rounds: Sequence[dict[str, Any]], by_rate: dict[float, list[RequestRecord]],
+                starts: dict[float, list[int]]) -> list[dict[str, Any]]:
+    """One row per rate: medians of the round values plus the rate's pooled latency."""
+    out: list[dict[str, Any]] = []
+    for rate in spec.rate_list:
+        rows = [r for r in rounds if r["rate"] == rate]
+        if not rows:
+            continue
+        ok = [r for r in rows if r["status"] == "ok"]
+        cell: dict[str, Any] = {"cell_id": cell_id(rate), "workload": "sweep", "rate": rate,
+                                "rounds_ok": len(ok), "rounds_planned": spec.rounds,
+                                "concurrency": spec.arrivals.max_concurrency or 0}
+        for key in ("request_throughput", "output_throughput", "input_throughput", "goodput"):
+            vals = [float(r[key]) for r in ok if not math.isnan(float(r[key]))]
+            cell[f"{key}_median"] = statistics.median(vals) if vals else math.nan
+            cell[f"{key}_min"] = min(vals) if vals else math.nan
+            cell[f"{key}_max"] = max(vals) if vals else math.nan
+        recs = by_rate.get(rate, [])
+        cell |= {k: v for k, v in sw.rate_row(recs, start_ns=min(starts[rate]), slo=slo_of(spec)).items()
+                 if k.startswith(("ttft", "tpot", "itl", "e2e"))}
+        cell["schedule_kept"] = all(bool(r["client_schedule_kept"]) for r in rows)
+        cell["client_lag_p99_s"] = max(float(r["client_lag_p99_s"]) for r in rows)
+        out.append(cell)
+    return out
+
+
 @dataclass
 class SweepOutcome:
     """What a sweep produced: the finished archive (ledgers, findings) and its per-rate cells."""
@@ -169,20 +230,21 @@ class SweepRunner:
         s = self.spec
         declared = case.output_tokens if s.use_case_output_lengths else None
         cid = cell_id(rate)
-        wave = f"{cid}.warmup.w000" if k < 0 else f"{cid}.r{k}.w000"
+        wave = ids.wave_id(cid, k, 0)  # one wave per round; a warmup round is k = -1
         return WaveRequest(
-            input_ids=case.ids_list(), rid=f"{self.token}-{cid}-{k}-{i}",
+            input_ids=case.ids_list(), rid=ids.sweep_request_id(self.token, cid, k, i),
             max_new_tokens=min(declared, s.max_new_tokens) if declared else s.max_new_tokens,
             ignore_eos=True if declared else s.ignore_eos,
             prompt_text=self.texts(case) if self.texts else None,
-            cache_salt=cache_salt(self.token, cid, k, i), run_id=self.token, cell_id=cid, round_index=k,
-            wave_id=wave, wave_index=0, phase="warmup" if k < 0 else "measured", workload="sweep",
-            case_id=case.case_id, input_hash=case.sha256[:16],
+            cache_salt=cache_salt(self.token, cid, k, i),
+            identity=RequestIdentity(run_id=self.token, cell_id=cid, round_index=k, wave_id=wave, wave_index=0,
+                                     phase="warmup" if k < 0 else "measured", workload="sweep",
+                                     case_id=case.case_id, input_hash=case.sha256[:16]),
             concurrency=s.arrivals.max_concurrency or 0)
 
     async def _round(self, client: LoadClient, writer: ArchiveWriter, plan: RoundPlan) -> None:
         reqs = [self._request(self.cases[c], plan.rate, plan.round_index, i) for i, c in enumerate(plan.case_ids)]
-        self.report("sweep-round-start", rate=plan.rate, round_index=plan.round_index, n=len(reqs))
+        self.report(SweepRoundStart(plan.rate, plan.round_index, len(reqs)))
         sent = await send_open_loop(client, reqs, plan.offsets_s, self.spec.arrivals.max_concurrency)
         writer.write_wave(sent.records)
         sched = sw.schedule(sent.planned_ns, sent.records)
@@ -192,26 +254,20 @@ class SweepRunner:
             writer.append_jsonl("schedule.jsonl", row)
         if plan.round_index < 0:
             return
-        tol = self.spec.schedule_tolerance_ms / 1000
-        client_rows = [{"lag_s": r["client_lag_s"]} for r in sched]
-        summ = sw.schedule_summary(client_rows, tol)
-        total = sw.schedule_summary(sched, tol)
-        cid = cell_id(plan.rate)
-        row = {"round_id": f"{cid}.r{plan.round_index}", "cell_id": cid, "round_index": plan.round_index,
-               "rate": plan.rate, "status": "ok" if all(r.ok for r in sent.records) else "failed"}
-        row |= sw.rate_row(sent.records, start_ns=sent.start_ns, slo=self._slo)
-        row |= {f"client_{k}": v for k, v in summ.items()} | {
-            "send_lag_p99_s": total["lag_p99_s"], "capped_requests": sum(1 for w in sent.cap_wait_ns if w > 0)}
+        fault_point("sweep:round-written")
+        row = round_row(self.spec, plan.rate, plan.round_index, sent.records, sent.start_ns, sched,
+                        "ok" if all(r.ok for r in sent.records) else "failed")
+        writer.append_event({"event": "round", "round_id": row["round_id"], "status": row["status"],
+                             "start_ns": sent.start_ns, "t_ns": time.perf_counter_ns()})
         self.rounds.append(row)
         self.by_rate.setdefault(plan.rate, []).extend(sent.records)
         self.starts.setdefault(plan.rate, []).append(sent.start_ns)
-        self.report("sweep-round-done", row=row)
+        self.report(SweepRoundDone(row))
+        fault_point("sweep:round-ended")
 
     @property
     def _slo(self) -> sw.Slo:
-        s = self.spec.slo
-        ms = [None if v is None else v / 1000 for v in (s.ttft_ms, s.tpot_ms, s.e2e_ms)]
-        return sw.Slo(*ms)
+        return slo_of(self.spec)
 
     async def _run(self, url: str, writer: ArchiveWriter) -> None:
         cap = self.spec.arrivals.max_concurrency
@@ -223,27 +279,7 @@ class SweepRunner:
 
     def cells(self) -> list[dict[str, Any]]:
         """One row per rate: medians of the round values plus the rate's pooled latency."""
-        out: list[dict[str, Any]] = []
-        for rate in self.spec.rate_list:
-            rows = [r for r in self.rounds if r["rate"] == rate]
-            if not rows:
-                continue
-            ok = [r for r in rows if r["status"] == "ok"]
-            cell: dict[str, Any] = {"cell_id": cell_id(rate), "workload": "sweep", "rate": rate,
-                                    "rounds_ok": len(ok), "rounds_planned": self.spec.rounds,
-                                    "concurrency": self.spec.arrivals.max_concurrency or 0}
-            for key in ("request_throughput", "output_throughput", "input_throughput", "goodput"):
-                vals = [float(r[key]) for r in ok if not math.isnan(float(r[key]))]
-                cell[f"{key}_median"] = statistics.median(vals) if vals else math.nan
-                cell[f"{key}_min"] = min(vals) if vals else math.nan
-                cell[f"{key}_max"] = max(vals) if vals else math.nan
-            recs = self.by_rate.get(rate, [])
-            cell |= {k: v for k, v in sw.rate_row(recs, start_ns=min(self.starts[rate]), slo=self._slo).items()
-                     if k.startswith(("ttft", "tpot", "itl", "e2e"))}
-            cell["schedule_kept"] = all(bool(r["client_schedule_kept"]) for r in rows)
-            cell["client_lag_p99_s"] = max(float(r["client_lag_p99_s"]) for r in rows)
-            out.append(cell)
-        return out
+        return sweep_cells(self.spec, self.rounds, self.by_rate, self.starts)
 
     def run(self) -> SweepOutcome:
         """Run the sweep; always finalize an archive, whatever happens."""
@@ -257,7 +293,7 @@ class SweepRunner:
                                        "slo": self._slo.to_json()}})
         session = ServiceSession(writer, self.workspace, claim_class=s.claim_class, sentinels=self.sentinels,
                                  reporter=self.report, request_timeout_s=s.request_timeout_s)
-        self.report("sweep-plan", plan=self.plan)
+        self.report(SweepPlanReady(self.plan))
         status: str = "complete"
         error: DsvError | None = None
         try:
@@ -271,45 +307,125 @@ class SweepRunner:
             status, error = "partial", interrupted_error("every finished round is kept")
         except DsvError as exc:
             status, error = "failed", exc
-            with contextlib.suppress(OSError):
-                writer.append_event({"event": "failed", "error": exc.message, "t_ns": time.perf_counter_ns()})
         except OSError as exc:
             status, error = "failed", storage_error(exc, writer.dir)
-        finally:
+        except BaseException:  # a bug: stop what was started, keep the traceback
             session.stop_all()
-        return self._finalize(writer, status, error, anchor, session)
+            raise
+        # stopping and finalizing take a bounded time: a signal meanwhile is held, not cutting them in half
+        with critical(deliver=False) as held:
+            session.stop_all()
+            record_end(writer, status, error)
+            out = self._finalize(writer, status, error, anchor, session)
+        if held.signal is not None and out.error is None:
+            out.error = interrupted_error(f"the sweep ended after it was finalized: archive "
+                                          f"{out.finished.archive.archive_id} and its ledger rows are complete",
+                                          signum=held.signal)
+        return out
 
     def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None, anchor: dict[str, Any],
                   session: ServiceSession) -> SweepOutcome:
         s = self.spec
         cells = self.cells()
-        extra = {"campaign": s.name, "claim_class": s.claim_class, "protocol_class": s.protocol_class}
-        if cells:
-            writer.write_table("cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
-        if self.rounds:
-            writer.write_table("rounds.parquet", pa.Table.from_pylist([r | extra for r in self.rounds]))
-        knee = sw.knee(cells and [{"rate": c["rate"], "goodput": c["goodput_median"]} for c in cells])
-        writer.write_json("sweep.json", {"cells": cells, "rounds": self.rounds, "knee": knee,
-                                         "slo": self._slo.to_json(), "plan_id": self.plan.plan_id,
-                                         "goodput_definition": sw.__doc__})
         labels = run_labels(s.labels, [s.service.backend], session.services)
         if session.oracles_failed:
             labels.append("oracle-failed")
-        run = RunBlock(campaign=s.name, kind="rate-sweep", claim_class=s.claim_class,
-                       protocol_class=s.protocol_class, backend=s.service.backend, service_name=s.service.name,
-                       created_wall=str(anchor.get("wall_iso", "")), run_token=self.token, labels=tuple(labels),
-                       error=error.message if error else None, oracles_failed=session.oracles_failed,
-                       identity_hash=identity_hash(session.services), direction=s.direction,
-                       plan_id=self.plan.plan_id, service_starts=1)
-        return SweepOutcome(finish(writer, self.workspace, status, run), cells, self.rounds, error)
+        run = sweep_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services, labels=labels,
+                              error=error.message if error else None, oracles_failed=session.oracles_failed,
+                              plan_id=self.plan.plan_id)
+        done = finalize_sweep(writer, self.workspace, s, self.plan.plan_id, self.rounds, cells, status, run)
+        return SweepOutcome(done, cells, self.rounds, error)
+
+
+def sweep_run_block(spec: SweepSpec, token: str, created_wall: str, services: Sequence[dict[str, Any]], *,
+                    labels: Sequence[str], error: str | None, oracles_failed: int, plan_id: str) -> RunBlock:
+    """The run block of a rate sweep (kind and protocol class ``rate-sweep``)."""
+    return RunBlock(campaign=spec.name, kind=spec.kind, claim_class=spec.claim_class,
+                    protocol_class=spec.protocol_class, backend=spec.service.backend,
+                    service_name=spec.service.name, created_wall=created_wall, run_token=token,
+                    labels=tuple(labels), error=error, oracles_failed=oracles_failed,
+                    identity_hash=identity_hash(list(services)), direction=spec.direction, plan_id=plan_id,
+                    service_starts=1)
+
+
+def finalize_sweep(writer: ArchiveWriter, workspace: Path, spec: SweepSpec, plan_id: str,
+                   rounds: Sequence[dict[str, Any]], cells: Sequence[dict[str, Any]], status: str,
+                   run: RunBlock) -> Finished:
+    """Write the sweep's result tables (``cells``, ``rounds``) and ``sweep.json``, then finish the
+    archive (finalize, ledgers, evidence)."""
+    extra = {"campaign": spec.name, "claim_class": spec.claim_class, "protocol_class": spec.protocol_class}
+    if cells:
+        writer.write_table("cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
+    if rounds:
+        writer.write_table("rounds.parquet", pa.Table.from_pylist([r | extra for r in rounds]))
+    slo = slo_of(spec)
+    knee = sw.knee(list(cells) and [{"rate": c["rate"], "goodput": c["goodput_median"]} for c in cells])
+    writer.write_json("sweep.json", {"cells": list(cells), "rounds": list(rounds), "knee": knee,
+                                     "slo": slo.to_json(), "plan_id": plan_id, "goodput_definition": sw.__doc__})
+    return finish(writer, workspace, status, run)
+
+
+def recover_sweep(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, Any]) -> Finished:
+    """Finalize a killed sweep's partial (``harness.run.kinds``: the rate-sweep recovery) from its
+    streamed records as a sweep: status ``partial``, label ``recovered``, kind and protocol class
+    ``rate-sweep``; each measured round's row and each rate's cell computed as the run computes them
+    (:func:`round_row`, :func:`sweep_cells`), a round that never reported its end marked ``incomplete``."""
+    spec = SweepSpec.model_validate(spec_json)
+    d = writer.dir
+    events = read_events(d)
+    start = run_start(events)
+    ended = {str(e["round_id"]): e for e in events if e.get("event") == "round" and e.get("round_id")}
+    sched: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    path = d / "schedule.jsonl"
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            r = json.loads(line)
+            sched.setdefault((str(r["cell_id"]), int(r["round_index"])), []).append(r)
+    recs: dict[tuple[str, int], list[RequestRecord]] = {}
+    for rec in writer.streamed_records():
+        if rec.phase == "measured":
+            recs.setdefault((rec.cell_id, rec.round_index), []).append(rec)
+    rounds: list[dict[str, Any]] = []
+    by_rate: dict[float, list[RequestRecord]] = {}
+    starts: dict[float, list[int]] = {}
+    for rate in spec.rate_list:
+        for k in range(spec.rounds):
+            got = recs.get((cell_id(rate), k))
+            if not got:
+                continue
+            ev = ended.get(ids.round_id(cell_id(rate), k))
+            start_ns = int(ev["start_ns"]) if ev and ev.get("start_ns") else min(r.send_ns for r in got)
+            status = str(ev.get("status", "incomplete")) if ev else "incomplete"
+            rounds.append(round_row(spec, rate, k, got, start_ns, sched.get((cell_id(rate), k), []), status))
+            by_rate.setdefault(rate, []).extend(got)
+            starts.setdefault(rate, []).append(start_ns)
+    services = list(read_json_or(d, "service.json", {}).get("services", []))
+    oracles_failed = sum(1 for r in read_json_or(d, "oracles.json", {}).get("results", []) if not r.get("passed"))
+    labels = run_labels(spec.labels, [spec.service.backend], services)
+    if oracles_failed:
+        labels.append("oracle-failed")
+    labels.append("recovered")
+    plan_id = str(read_json_or(d, "plan.json", {}).get("plan_id", ""))
+    run = sweep_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
+                          error=RECOVERED_ERROR, oracles_failed=oracles_failed, plan_id=plan_id)
+    return finalize_sweep(writer, workspace, spec, plan_id, rounds, sweep_cells(spec, rounds, by_rate, starts),
+                          "partial", run)
+
+
+def run_sweep_loaded(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> SweepOutcome:
+    """Run the rate sweep of a loaded spec (the ``rate-sweep`` runner of harness.run.kinds) into
+    ``<workspace>/archives`` and the ledgers."""
+    spec = loaded.spec
+    if not isinstance(spec, SweepSpec):
+        raise SpecError(f"{loaded.source}: kind '{spec.kind}' is not a rate sweep",
+                        hint="run formal matrices and ABBA screens with 'dsv4h campaign run'")
+    spec = spec.model_copy(update={"oracles": [str(p) for p in loaded.paths.oracles]})
+    corpus = load_corpus(loaded.paths.corpora["sweep"])
+    check_port_free(spec.service, port_field(loaded.source))  # a taken port: refused before the archive opens
+    return SweepRunner(spec, corpus, workspace, raw=loaded.raw, source=str(loaded.source or ""),
+                       reporter=reporter).run()
 
 
 def run_sweep(spec_path: Path, workspace: Path, *, reporter: Reporter = silent) -> SweepOutcome:
     """Run the rate sweep in ``spec_path`` into ``<workspace>/archives`` and the ledgers."""
-    spec, corpus_path = load_sweep(spec_path)
-    spec = spec.model_copy(update={"oracles": [str((spec_path.parent / p).resolve()) if not Path(p).is_absolute()
-                                               else p for p in spec.oracles]})
-    corpus = load_corpus(corpus_path)
-    check_port_free(spec.service, port_field(spec_path))  # a taken port: refused before the archive opens
-    return SweepRunner(spec, corpus, workspace, raw=spec_path.read_bytes(), source=str(spec_path),
-                       reporter=reporter).run()
+    return run_sweep_loaded(load_spec(spec_path), workspace, reporter=reporter)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from harness.errors import MeasurementError, ServerUnreachable
+from harness.ids import RequestIdentity, fresh_salt, request_id
 from harness.inputs.corpus import Case
 from harness.load.driver import LiveSink, LoadClient, WaveRequest, run_wave
 from harness.load.prom import parse_gauges
@@ -26,7 +27,8 @@ from harness.service.manager import RunningService, http_post
 
 @dataclass(frozen=True)
 class WaveSpec:
-    """Everything that identifies one wave and how to send it."""
+    """Everything that identifies one wave and how to send it (each request's identity is built
+    from it by ``request_identity``)."""
 
     run_id: str
     cell_id: str
@@ -40,6 +42,12 @@ class WaveSpec:
     ignore_eos: bool
     cache: str  # "fresh-salt" | "flush" | "none"
 
+    def request_identity(self, case: Case) -> RequestIdentity:
+        """The identity of this wave's request for ``case``."""
+        return RequestIdentity(run_id=self.run_id, cell_id=self.cell_id, round_index=self.round_index,
+                               wave_id=self.wave_id, wave_index=self.wave_index, phase=self.phase,
+                               workload=self.workload, case_id=case.case_id, input_hash=case.sha256)
+
 
 def build_requests(spec: WaveSpec, cases: Sequence[Case],
                    texts: Callable[[Case], str] | None = None) -> list[WaveRequest]:
@@ -47,15 +55,13 @@ def build_requests(spec: WaveSpec, cases: Sequence[Case],
     each case's prompt text for servers that take text (pure given ``texts``)."""
     reqs = []
     for i, case in enumerate(cases):
-        rid = f"{spec.run_id}.{spec.wave_id}.{i:03d}"
+        rid = request_id(spec.run_id, spec.wave_id, i)
         reqs.append(WaveRequest(
             input_ids=case.input_ids,  # type: ignore[arg-type]  # a read-only int32 array is a sequence
             max_new_tokens=spec.max_new_tokens, rid=rid,
             ignore_eos=spec.ignore_eos, prompt_text=texts(case) if texts is not None else None,
-            cache_salt=f"{spec.run_id}.{rid}" if spec.cache == "fresh-salt" else None,
-            run_id=spec.run_id, cell_id=spec.cell_id, round_index=spec.round_index, wave_id=spec.wave_id,
-            wave_index=spec.wave_index, phase=spec.phase, workload=spec.workload, case_id=case.case_id,
-            input_hash=case.sha256, input_len=case.n_tokens, concurrency=spec.concurrency,
+            cache_salt=fresh_salt(spec.run_id, rid) if spec.cache == "fresh-salt" else None,
+            identity=spec.request_identity(case), input_len=case.n_tokens, concurrency=spec.concurrency,
         ))
     return reqs
 

@@ -96,6 +96,7 @@ class ArchiveWriter:
                                hint="wait for that run to end, or pick another archive")
         (self.dir / RECORDS_DIR).mkdir(parents=True, exist_ok=True)
         self._wave_files: list[Path] = sorted((self.dir / RECORDS_DIR).glob("part-*.parquet"))
+        self._records: pa.Table | None = None  # the streamed records read back, until the next wave
 
     def close(self) -> None:
         """Release the partial directory's lock (finalize does this; idempotent)."""
@@ -148,15 +149,23 @@ class ArchiveWriter:
         path = self.dir / RECORDS_DIR / f"part-{len(self._wave_files):06d}.parquet"
         atomic_write_table(path, records_to_table(records))
         self._wave_files.append(path)
+        self._records = None
         return path
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """Write a result table (Parquet) into the archive."""
         atomic_write_table(self.dir / name, table)
 
+    def records_table(self) -> pa.Table:
+        """All raw records streamed so far as one table, in order: read back from disk once and kept
+        until the next wave is written (finishing a run reads its records once)."""
+        if self._records is None:
+            self._records = read_records_table(self.dir)
+        return self._records
+
     def streamed_records(self) -> list[RequestRecord]:
-        """All raw records streamed so far, in order."""
-        return table_to_records(read_records_table(self.dir))
+        """All raw records streamed so far, in order (:meth:`records_table`)."""
+        return table_to_records(self.records_table())
 
     def finalize(self, *, status: str, run: RunBlock) -> Path:
         """Hash every file, write the manifest and move the directory to

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from harness.errors import ArchiveError
 from harness.formats import Strict, parse_model
+from harness.service.origin import backends_of, run_is_simulated
 
 RUN_BLOCK_VERSION = 2
 
@@ -56,8 +57,9 @@ class RunBlock(Strict):
 
     @property
     def simulated(self) -> bool:
-        """True when any service of the run was the built-in simulator."""
-        return "sim" in self.backend.split("+") or "simulated" in self.labels
+        """True when a backend of the run is the built-in simulator or it is labelled ``simulated``
+        (``harness.service.origin.run_is_simulated``; the services are not in the block)."""
+        return run_is_simulated(backends_of(self.backend), self.labels)
 
     def to_json(self) -> dict[str, Any]:
         """The block as stored in the manifest."""

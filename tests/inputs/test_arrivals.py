@@ -9,7 +9,7 @@ import pytest
 
 from harness.inputs.arrivals import geometric_rates, offsets, plan_hash, plan_round
 from harness.inputs.corpus import load_corpus
-from harness.inputs.sweep_spec import load_sweep
+from harness.inputs.spec import SweepSpec, load_spec
 from harness.run.sweep import make_sweep_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,9 @@ def test_round_plan_cycles_cases_and_hash_is_stable() -> None:
 
 
 def test_demo_sweep_spec_plans_warmups_and_three_rounds() -> None:
-    spec, corpus_path = load_sweep(ROOT / "campaigns" / "sweep-demo.yaml")
+    loaded = load_spec(ROOT / "campaigns" / "sweep-demo.yaml")
+    spec, corpus_path = loaded.spec, loaded.paths.corpora["sweep"]
+    assert isinstance(spec, SweepSpec)
     assert spec.protocol_class == "rate-sweep" and spec.rate_list == [4.0, 8.0, 16.0]
     plan = make_sweep_plan(spec, load_corpus(corpus_path))
     assert [(r.rate, r.round_index) for r in plan.rounds][:4] == [(4.0, -1), (4.0, 0), (4.0, 1), (4.0, 2)]

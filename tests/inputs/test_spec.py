@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import SpecError
-from harness.inputs.spec import load_campaign
+from harness.inputs.spec import CampaignSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,6 +19,13 @@ service: {backend: sim, sim: {profile: fast}}
 corpora: {decode: CORPUS}
 decode: {tiers: [1, 2], rounds: 3, min_resident_seconds: 0.2, max_new_tokens: 32}
 """
+
+
+def load_campaign(path: Path) -> CampaignSpec:
+    """The formal matrix ``path`` holds, through the one loader."""
+    spec = load_spec(path).spec
+    assert isinstance(spec, CampaignSpec)
+    return spec
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from harness.errors import DsvError
 from harness.inputs.plan import Plan
-from harness.inputs.spec import MAX_CONCURRENCY, MAX_ROUNDS, AbbaSpec, load_spec
+from harness.inputs.spec import MAX_CONCURRENCY, MAX_ROUNDS, CampaignSpec, load_spec
 from harness.run.campaign import load_corpora, make_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def test_mutated_specs_give_clean_errors_or_valid_plans(tmp_path_factory: Any, t
     t = time.process_time()  # CPU work: a busy machine stretches only the wall time
     try:
         loaded = load_spec(path)
-        if not isinstance(loaded.spec, AbbaSpec):
+        if isinstance(loaded.spec, CampaignSpec):  # an ABBA screen or a sweep has no matrix plan
             _valid_plan(make_plan(loaded.spec, load_corpora(loaded)))
     except DsvError as exc:  # a clean error: what it says and how the command line exits
         err: DsvError | None = exc
@@ -162,7 +162,7 @@ def test_specs_at_their_limits_plan_quickly(tmp_path_factory: Any, text: str) ->
     t = time.process_time()  # CPU work: a busy machine stretches only the wall time
     try:
         loaded = load_spec(path)
-        assert not isinstance(loaded.spec, AbbaSpec)
+        assert isinstance(loaded.spec, CampaignSpec)
         _valid_plan(make_plan(loaded.spec, load_corpora(loaded)))
     except DsvError as exc:  # only a limit can refuse these specs
         err: DsvError | None = exc

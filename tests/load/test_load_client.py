@@ -23,6 +23,7 @@ from load_helpers import (
 )
 
 from harness.errors import ServerUnreachable
+from harness.ids import RequestIdentity
 from harness.load import LoadClient, WaveRequest, probe, run_sync, run_wave, run_wave_sync
 from harness.records import RequestRecord
 
@@ -61,7 +62,7 @@ def chunks_handler(chunks: list[bytes], delays: list[float] | None = None) -> Ha
 def test_cumulative_stream_record_and_request_body() -> None:
     payloads = sg_stream(TOKENS, [1, 2, 3], cached=2)
     with serve(chunks_handler([sse([p]) for p in payloads])) as srv:
-        rec = one(srv.url, ignore_eos=True, cache_salt="s1", case_id="c7", wave_id="w")
+        rec = one(srv.url, ignore_eos=True, cache_salt="s1", identity=RequestIdentity(case_id="c7", wave_id="w"))
     assert rec.error is None, rec.error
     assert rec.http_status == 200
     assert rec.output_ids.tolist() == TOKENS
@@ -320,7 +321,8 @@ def test_wave_order_identity_and_togetherness() -> None:
         return web.Response(body=sse(sg_stream(TOKENS[: n + 1], [n + 1])), content_type="text/event-stream")
 
     reqs = [
-        WaveRequest(input_ids=IDS, max_new_tokens=6, rid=f"r{i}", case_id=f"case{i}", wave_index=3, run_id="R")
+        WaveRequest(input_ids=IDS, max_new_tokens=6, rid=f"r{i}",
+                    identity=RequestIdentity(case_id=f"case{i}", wave_index=3, run_id="R"))
         for i in range(5)
     ]
     with serve(handler) as srv:

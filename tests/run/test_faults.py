@@ -35,6 +35,7 @@ import pytest
 from harness.evidence.findings import Finding
 from harness.evidence.io import concerned_rows
 from harness.run.campaign import RunOutcome, run_campaign
+from harness.run.events import Event, RoundDone
 
 REPO = Path(__file__).resolve().parents[2]
 D512 = REPO / "corpora" / "sim-code-512"
@@ -109,10 +110,10 @@ class Recorder:
     """A reporter that keeps every progress event."""
 
     def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[Event] = []
 
-    def __call__(self, kind: str, **data: Any) -> None:
-        self.events.append((kind, data))
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
 
 
 def run_fault(tmp_path: Path, fault: Fault, service: str | None = None,
@@ -222,7 +223,7 @@ def test_fault_yields_exactly_its_findings(tmp_path: Path, fault: Fault) -> None
     runs = pd.read_parquet(ws / "ledgers" / "runs")
     assert bool(runs["valid"].iloc[0]) == (not any(sev == "blocking" for _, sev, _ in want_findings | busy))
     # the live display gets a line for every round that ended, a failed one included
-    ended = [(d["status"], d.get("error")) for kind, d in progress.events if kind == "round-done"]
+    ended = [(e.status, e.error) for e in progress.events if isinstance(e, RoundDone)]
     if fault.findings == FAILED_ROUND:
         assert len(ended) == 1 and ended[0][0] == "failed", ended
         assert str(ended[0][1]).endswith(" of 4 requests failed in wave 0"), ended

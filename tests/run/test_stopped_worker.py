@@ -16,6 +16,7 @@ import pytest
 
 from harness.load import workers
 from harness.run.campaign import run_campaign
+from harness.run.events import Event, WarmupDone
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,8 +53,8 @@ def _stopper(cont_after_s: float | None) -> tuple[Any, list[int]]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(w.pid, signal.SIGCONT)
 
-    def report(kind: str, **data: Any) -> None:
-        if kind == "warmup-done" and not stopped:
+    def report(event: Event) -> None:
+        if isinstance(event, WarmupDone) and not stopped:
             threading.Thread(target=stop, daemon=True).start()
 
     return report, stopped

@@ -43,7 +43,7 @@ def test_build_requests_unique_rids_and_salts() -> None:
     reqs = build_requests(spec, cases)
     assert [r.rid for r in reqs] == ["run.cell.r0.w000.000", "run.cell.r0.w000.001"]
     assert len({r.cache_salt for r in reqs}) == 2 and all(r.cache_salt for r in reqs)
-    assert [r.case_id for r in reqs] == ["c000", "c001"] and reqs[1].input_len == 2
+    assert [r.identity.case_id for r in reqs] == ["c000", "c001"] and reqs[1].input_len == 2
     none = build_requests(WaveSpec(**{**spec.__dict__, "cache": "none"}), cases)
     assert all(r.cache_salt is None for r in none)
 

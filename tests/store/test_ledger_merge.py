@@ -5,6 +5,7 @@ test_merge_hostile.py."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from harness.governance.io import freeze_file, table_rows
 from harness.records import RequestRecord
 from harness.run.merge import merge_workspace
 from harness.store.archive import ArchiveWriter, open_archive, open_verified
-from harness.store.ledger import ingest_archive, read_table
+from harness.store.ledger import ingest_archive, ingested_ids, ledger_dir, locked, read_table
 from harness.store.ledger.layout import SCHEMAS, WALL
 
 TABLES_OF_ONE = ("cells", "rounds", "waves", "requests", "runs")
@@ -144,10 +145,50 @@ def schema2_ledger(ws: Path, old_id: str = "a" * 16, new_id: str = "b" * 16) -> 
                                           "ledger_schema_version": 2}]), led / "closures.parquet")
 
 
-def test_a_schema2_ledger_is_migrated_once_on_first_read(tmp_path: Path) -> None:
-    schema2_ledger(tmp_path)
-    cells = read_table(tmp_path, "cells")  # reading migrates it
+def every_file(ws: Path) -> dict[str, str]:
+    """Every path under ``ledgers/`` (lock file and directories included) with the SHA-256 of its bytes."""
+    led = ws / "ledgers"
+    return {str(p.relative_to(led)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(led.rglob("*"))}
+
+
+def check_schema2_cells(cells: pa.Table | None) -> None:
+    """The schema-2 fixture's cells in the canonical schema (read in memory or after migrating)."""
     assert cells is not None
+    df = cells.to_pandas()
+    assert df.median_tok_s.tolist() == [100.0, 101.0] and df.http_output_tok_s.tolist() == [50.0, 50.0]
+    assert df.ttft_n.tolist() == [3, 3] and (df.ledger_schema_version == 3).all()
+    assert cells.schema.field("created_wall").type == WALL
+    assert df.created_wall.iloc[0] == pd.Timestamp("2026-11-29T10:00:00Z")
+    assert df.valid.tolist() == [False, True] and cells.column("superseded_by").to_pylist() == ["b" * 16, None]
+
+
+@pytest.mark.parametrize("version", [2, 1])
+def test_reading_an_old_ledger_never_rewrites_it(tmp_path: Path, version: int) -> None:
+    schema2_ledger(tmp_path)
+    if version == 1:  # schema 1: no superseded_by column (read as null)
+        t = pq.read_table(tmp_path / "ledgers" / "runs.parquet")
+        pq.write_table(t.drop_columns(["superseded_by"]), tmp_path / "ledgers" / "runs.parquet")
+    before = every_file(tmp_path)
+    check_schema2_cells(read_table(tmp_path, "cells"))  # cast at read time, in memory
+    runs = read_table(tmp_path, "runs")
+    assert runs is not None and runs.schema.equals(SCHEMAS["runs"])
+    assert runs.column("archive_id").to_pylist() == ["a" * 16, "b" * 16]
+    assert runs.column("resumed_from").to_pylist() == [None, "a" * 16]
+    assert table_rows(tmp_path, "closures")[0]["at"] == "2026-11-29T12:00:00.000001+00:00"
+    findings = read_table(tmp_path, "findings")
+    assert findings is not None and findings.column("rule").to_pylist() == ["r"]
+    assert ingested_ids(tmp_path) == {"a" * 16, "b" * 16}
+    with pytest.raises(LedgerError, match="schema-2 ledger"):  # a Dataset cannot cast: told to migrate
+        hl.read(tmp_path, "cells")
+    assert every_file(tmp_path) == before  # byte-identical: no file written, moved or created
+
+
+def test_a_schema2_ledger_is_migrated_once_on_first_write(tmp_path: Path) -> None:
+    schema2_ledger(tmp_path)
+    with locked(ledger_dir(tmp_path)):  # what every write (and 'dsv4h ledger migrate') takes first
+        pass
+    cells = read_table(tmp_path, "cells")
     led = tmp_path / "ledgers"
     assert sorted(p.name for p in (led / ".schema2-backup").iterdir()) == [
         "cells.parquet", "closures.parquet", "findings.parquet", "runs.parquet"]
@@ -156,15 +197,13 @@ def test_a_schema2_ledger_is_migrated_once_on_first_read(tmp_path: Path) -> None
     for table in ("cells", "runs", "findings", "closures"):
         for f in (led / table).glob("*.parquet"):
             assert pq.read_schema(f).equals(SCHEMAS[table]), table
-    df = cells.to_pandas()
-    assert df.median_tok_s.tolist() == [100.0, 101.0] and df.http_output_tok_s.tolist() == [50.0, 50.0]
-    assert df.ttft_n.tolist() == [3, 3] and (df.ledger_schema_version == 3).all()
-    assert cells.schema.field("created_wall").type == WALL
-    assert df.created_wall.iloc[0] == pd.Timestamp("2026-11-29T10:00:00Z")
-    assert df.valid.tolist() == [False, True] and cells.column("superseded_by").to_pylist() == ["b" * 16, None]
+    check_schema2_cells(cells)
+    assert hl.read(tmp_path, "cells").median_tok_s.tolist() == [100.0, 101.0]
     assert (led / ".resumes" / ("a" * 16)).read_text() == "b" * 16  # supersede state carried over
     assert table_rows(tmp_path, "closures")[0]["at"] == "2026-11-29T12:00:00.000001+00:00"
     before = files(tmp_path)
+    with locked(ledger_dir(tmp_path)):
+        pass
     assert read_table(tmp_path, "runs") is not None and files(tmp_path) == before  # once only
 
 

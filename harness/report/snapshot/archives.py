@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.errors import ArchiveError
 from harness.report.config import Selection
+from harness.service.origin import backends_of, run_is_simulated
 from harness.store.runblock import RunBlock, read_run_block
 
 __all__ = ["ArchiveContent", "is_simulated", "select_archives"]
@@ -102,10 +103,5 @@ def select_archives(manifests: Sequence[Mapping[str, Any]], selection: Selection
 def is_simulated(content: ArchiveContent) -> bool:
     """True when any data of the archive comes from the built-in simulator (backend ``sim``, a
     ``simulated`` label, or a simulated service identity)."""
-    if read_run_block(content.manifest, f"archive {content.archive_id}").simulated:
-        return True
-    for svc in (content.service or {}).get("services") or []:
-        info = svc.get("server_info") or {}
-        if svc.get("backend") == "sim" or (isinstance(info, Mapping) and "dsv4h_simulator" in info):
-            return True
-    return False
+    run = read_run_block(content.manifest, f"archive {content.archive_id}")
+    return run_is_simulated(backends_of(run.backend), run.labels, (content.service or {}).get("services") or [])

@@ -7,7 +7,9 @@ carries the archive id, claim class, protocol class, backend, ``data_origin`` (`
 built-in simulator, owned or attached, else ``measured``; an import: what its file says of its server,
 ``simulated``, ``external`` or ``unknown``) and the ledger schema version. Ingesting an
 archive twice adds nothing (its ``runs`` file exists); an archive is verified (every file re-hashed)
-before any of its rows is read. Ingest never reads or rewrites another archive's files, except the one
+before any of its rows is read, once: a run's ``finish`` hands over the view its writer has just hashed
+(``harness.store.finished``). A read never migrates a schema-2 ledger (:func:`read_table` casts it in
+memory). Ingest never reads or rewrites another archive's files, except the one
 archive a resumed run supersedes, so its cost does not grow with the ledger.
 
 Writes happen under a lock file and are all-or-nothing per archive: every file is first written to
@@ -42,7 +44,6 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -62,8 +63,9 @@ import pyarrow.parquet as pq
 from harness.errors import LedgerError
 from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_dir, read_regular
 from harness.interrupts import critical, fault_point
-from harness.measure.metrics import flat_list_column, request_timings
-from harness.store.archive import STATE_DIR, Archive, is_archive_id, open_verified, resumed_by
+from harness.service.origin import backends_of, run_is_simulated
+from harness.store.archive import STATE_DIR, Archive, is_archive_id, resumed_by
+from harness.store.finished import FinishedArchive, load_finished, request_rows, run_anchor
 from harness.store.ledger.layout import (
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
@@ -81,7 +83,8 @@ from harness.store.ledger.layout import (
     table_files,
     with_common,
 )
-from harness.store.ledger.migrate import legacy_tables, migrate_directory
+from harness.store.ledger.migrate import legacy_tables, migrate_directory, read_legacy
+from harness.store.runblock import RunBlock
 
 JOURNAL = ".commit.json"
 STAGING = ".staging"
@@ -90,15 +93,23 @@ _held = [0]
 
 __all__ = [
     "ARCHIVE_TABLES", "GOVERNANCE_TABLES", "JOURNAL", "LEDGER_SCHEMA_VERSION", "PER_ARCHIVE", "TABLES",
-    "append_rows", "archive_rows", "commit_files", "ingest_archive", "ingested", "ingested_ids", "ledger_dir",
-    "locked", "read_table", "recover", "request_rows", "rows_iso", "run_anchor", "successor_of", "supersede",
+    "append_rows", "archive_rows", "commit_files", "ingest_archive", "ingest_view", "ingested", "ingested_ids",
+    "ledger_dir", "locked", "read_table", "recover", "request_rows", "rows_iso", "run_anchor", "successor_of",
+    "supersede",
 ]
 
 
 @contextmanager
 def locked(directory: Path) -> Iterator[None]:
-    """Hold the ledger directory's exclusive lock (``.lock``, flock) for the duration; first finish
-    any commit an interrupted writer left, then migrate schema-2 tables (module docstring)."""
+    """Hold the ledger directory's exclusive lock (``.lock``, flock) for the duration, to write; first
+    finish any commit an interrupted writer left, then migrate schema-2 tables (module docstring:
+    migration happens on the first write, never on a read)."""
+    with _lock(directory, migrate=True):
+        yield
+
+
+@contextmanager
+def _lock(directory: Path, *, migrate: bool) -> Iterator[None]:
     directory.mkdir(parents=True, exist_ok=True)
     try:  # never through a symlink, never truncating: the lock file only ever holds the lock
         fd = os.open(directory / ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -110,7 +121,7 @@ def locked(directory: Path) -> Iterator[None]:
         _held[0] += 1
         try:
             _roll_forward(directory)
-            if legacy_tables(directory):
+            if migrate and legacy_tables(directory):
                 migrate_directory(directory)
             yield
         finally:
@@ -228,13 +239,14 @@ def commit_files(workspace: Path, files: Mapping[str, pa.Table | bytes]) -> None
 
 
 def recover(workspace: Path) -> None:
-    """Finish a commit an interrupted writer left, and migrate schema-2 tables (readers call this
-    before reading)."""
+    """Finish a commit an interrupted writer left (readers call this before reading: the commit was
+    decided when its journal was written). A schema-2 ledger is left as it is: readers cast its
+    tables in memory (:func:`read_table`); migration happens on the first write."""
     directory = ledger_dir(workspace)
     if _held[0] or not directory.is_dir():
         return
-    if os.path.lexists(directory / JOURNAL) or legacy_tables(directory):
-        with locked(directory):
+    if os.path.lexists(directory / JOURNAL):
+        with _lock(directory, migrate=False):
             pass
 
 
@@ -259,11 +271,13 @@ def read_table(workspace: Path, table: str) -> pa.Table | None:
     _check(table)
     recover(workspace)
     paths = table_files(table_dir(workspace, table))
-    if not paths:
+    legacy = read_legacy(ledger_dir(workspace), table)  # a schema-2 file, cast in memory (never migrated here)
+    if not paths and legacy is None:
         return None
     if table in GOVERNANCE_TABLES:
-        return pa.concat_tables([_read_files([p], table) for p in paths])
-    t = _read_files(paths, table)
+        return pa.concat_tables(([legacy] if legacy is not None else []) + [_read_files([p], table) for p in paths])
+    parts = ([legacy] if legacy is not None else []) + ([_read_files(paths, table)] if paths else [])
+    t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     if t.num_rows and "created_wall" in t.column_names:
         order = pc.sort_indices(t, sort_keys=[("created_wall", "ascending"), ("archive_id", "ascending")])
         t = t.take(order)
@@ -316,9 +330,14 @@ def ingested(workspace: Path, archive_id: str) -> bool:
 
 
 def ingested_ids(workspace: Path) -> set[str]:
-    """Archive ids present in the ``runs`` table (its file names)."""
+    """Archive ids present in the ``runs`` table (its file names, and the ids of a schema-2 ``runs``
+    file not migrated yet)."""
     recover(workspace)
-    return {p.stem for p in table_files(table_dir(workspace, "runs"))}
+    ids = {p.stem for p in table_files(table_dir(workspace, "runs"))}
+    legacy = read_legacy(ledger_dir(workspace), "runs")
+    if legacy is not None:
+        ids |= {str(a) for a in legacy.column("archive_id").to_pylist() if a is not None}
+    return ids
 
 
 def supersede(table: pa.Table, old_id: str, new_id: str) -> pa.Table:
@@ -400,113 +419,60 @@ def resume_files(workspace: Path, archive_id: str, resumed_from: str | None) -> 
     return out
 
 
-def data_origin(archive: Archive) -> str:
-    """``simulated`` or ``measured`` for a dsv4h run (:func:`_simulated`); an import's own
-    ``external.json`` ``data_origin`` (``simulated``, ``external`` or ``unknown``: what its file says of
-    its server, harness.store.peers), ``unknown`` for an import made before that was recorded or
-    recovered without it (claim class ``external``)."""
+def data_origin(archive: Archive, run: RunBlock | None = None) -> str:
+    """``simulated`` or ``measured`` for a dsv4h run (``harness.service.origin.run_is_simulated`` of
+    its run block and services); an import's own ``external.json`` ``data_origin`` (``simulated``,
+    ``external`` or ``unknown``: what its file says of its server, harness.store.peers), ``unknown``
+    for an import made before that was recorded or recovered without it (claim class ``external``).
+    ``run``: the archive's run block when the caller has parsed it already."""
     if archive.has("external.json"):
         return str(archive.json("external.json").get("data_origin") or "unknown")
-    if archive.run.claim_class == "external":
+    run = run or archive.run
+    if run.claim_class == "external":
         return "unknown"
-    return "simulated" if _simulated(archive) else "measured"
-
-
-def _simulated(archive: Archive) -> bool:
-    """Simulator data: backend ``sim`` or labelled ``simulated``, or a server of the run identified
-    itself as the dsv4h simulator (``server_info.dsv4h_simulator``, e.g. an attached one)."""
-    if archive.run.simulated:
-        return True
     services = archive.json("service.json").get("services", []) if archive.has("service.json") else []
-    return any(isinstance(s, dict) and "dsv4h_simulator" in (s.get("server_info") or {}) for s in services)
+    return "simulated" if run_is_simulated(backends_of(run.backend), run.labels, services) else "measured"
 
 
-def request_rows(records: pa.Table, anchor: Mapping[str, Any] | None = None) -> pa.Table:
-    """Per-request summary rows from a raw-record table (no per-event arrays): the four instants
-    (``send_ns``, ``first_token_ns``, ``last_token_ns``, ``done_ns``: client monotonic int64 ns, -1 when
-    absent), latencies in seconds, token counts, count method, output hash, and the run's wall-clock
-    anchor (``anchor_wall_ns`` / ``anchor_perf_ns``: one wall time and the monotonic reading taken with
-    it) so a notebook can place every instant on the wall clock and recompute every rate and latency
-    from this table alone. Vectorised over the flattened event arrays (harness.measure.metrics)."""
-    n = records.num_rows
-    t = request_timings(records)
-    ooff, oids = flat_list_column(records.column("output_ids"))
-    oids32 = oids.astype("<i4", copy=False)
-    hashes = [
-        hashlib.sha256(oids32[ooff[i]:ooff[i + 1]].tobytes()).hexdigest()[:16] if ooff[i + 1] > ooff[i] else None
-        for i in range(n)
-    ]
-    errors = records.column("error")
-    keep = ["rid", "cell_id", "wave_id", "round_index", "wave_index", "phase", "workload", "case_id",
-            "input_hash", "input_len", "concurrency", "prompt_tokens", "cached_tokens", "completion_tokens",
-            "finish_reason", "http_status", "error", "count_method"]
-    out = records.select([c for c in keep if c in records.column_names])
-    anchor = anchor or {}
-    extra = {
-        "send_ns": pa.array(t.send_ns, type=pa.int64()),
-        "first_token_ns": pa.array(t.first_ns, type=pa.int64()),
-        "last_token_ns": pa.array(t.last_ns, type=pa.int64()),
-        "done_ns": pa.array(t.done_ns, type=pa.int64()),
-        "anchor_wall_ns": pa.array([anchor.get("wall_ns")] * n, type=pa.int64()),
-        "anchor_perf_ns": pa.array([anchor.get("perf_counter_ns")] * n, type=pa.int64()),
-        "first_event_tokens": pa.array(t.first_tokens),
-        "n_tokens": pa.array(t.n_tokens),
-        "n_events": pa.array(t.n_events),
-        "ttft_s": pa.array(t.ttft_s, type=pa.float64()),
-        "e2e_s": pa.array(t.e2e_s, type=pa.float64()),
-        "ok": pc.is_null(errors),
-        "output_hash16": pa.array(hashes, type=pa.string()),
-    }
-    for name, col in extra.items():
-        out = out.append_column(name, col)
-    return out
-
-
-def run_anchor(archive: Archive) -> dict[str, Any]:
-    """The run's wall-clock anchor (the ``run-start`` event of ``events.jsonl``); {} when absent."""
-    path = archive.path / "events.jsonl"
-    if not path.is_file():
-        return {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("event") == "run-start":
-            return {k: event.get(k) for k in ("wall_ns", "perf_counter_ns", "wall_iso")}
-    return {}
-
-
-def _archive_tables(archive: Archive) -> dict[str, pa.Table]:
+def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
     for name in ("cells", "rounds", "waves"):
-        if (archive.path / f"{name}.parquet").exists():
-            tables[name] = archive.table(f"{name}.parquet")
-    if (archive.path / "comparison.parquet").exists():
-        tables["comparisons"] = archive.table("comparison.parquet")
-    records = archive.records_table()
-    if records.num_rows:
-        try:
-            tables["requests"] = request_rows(records, run_anchor(archive))
-        except (pa.ArrowException, KeyError, ValueError, TypeError) as exc:
-            raise LedgerError(f"archive {archive.archive_id}: its records cannot be summarised: {str(exc)[:200]}",
-                              hint="the archive's record parts are not dsv4h raw records") from None
+        if view.archive.has(f"{name}.parquet"):
+            tables[name] = view.archive.table(f"{name}.parquet")
+    if view.archive.has("comparison.parquet"):
+        tables["comparisons"] = view.archive.table("comparison.parquet")
+    try:
+        requests = view.requests
+    except (pa.ArrowException, KeyError, ValueError, TypeError) as exc:
+        raise LedgerError(f"archive {view.archive_id}: its records cannot be summarised: {str(exc)[:200]}",
+                          hint="the archive's record parts are not dsv4h raw records") from None
+    if requests is not None:
+        tables["requests"] = requests
     return tables
 
 
-def ingest_archive(workspace: Path, archive: Archive) -> dict[str, int]:
+def ingest_archive(workspace: Path, archive: Archive | FinishedArchive) -> dict[str, int]:
     """Append one archive's rows to every ledger table, all or nothing; returns rows added per table.
 
-    The archive is verified first (``ArchiveError`` naming each changed, missing or extra file). An
-    archive already in the ``runs`` table adds nothing (returns an empty dict). Ingesting an archive
-    that resumed another supersedes the other's rows (module docstring). Reads and writes only this
-    archive's files (and the superseded archive's).
+    An :class:`Archive` is verified first (``ArchiveError`` naming each changed, missing or extra
+    file) and read into a :class:`FinishedArchive`; a view is used as it is (it was verified when it
+    was built). An archive already in the ``runs`` table adds nothing (returns an empty dict).
+    Ingesting an archive that resumed another supersedes the other's rows (module docstring). Reads
+    and writes only this archive's files (and the superseded archive's). One critical section;
+    :func:`ingest_view` is the same without it, for a caller that holds one (``finish``).
     """
-    archive = open_verified(archive.path)
-    run = archive.run
+    view = archive if isinstance(archive, FinishedArchive) else load_finished(archive)
+    with critical():
+        return ingest_view(workspace, view)
+
+
+def ingest_view(workspace: Path, view: FinishedArchive) -> dict[str, int]:
+    """:func:`ingest_archive` of a verified view, without a critical section of its own."""
+    archive = view.archive
+    run = view.run
     aid = archive.archive_id
-    tables = _archive_tables(archive)
-    with critical(), locked(ledger_dir(workspace)):
+    tables = _archive_tables(view)
+    with locked(ledger_dir(workspace)):
         if ingested(workspace, aid):
             return {}
         successor = successor_of(workspace, aid)
@@ -518,7 +484,7 @@ def ingest_archive(workspace: Path, archive: Archive) -> dict[str, int]:
             "claim_class": run.claim_class,
             "protocol_class": run.protocol_class,
             "backend": run.backend,
-            "data_origin": data_origin(archive),
+            "data_origin": data_origin(archive, run),
             "archive_status": archive.status,
             "created_wall": run.created_wall,
             "identity_hash": run.identity_hash,

@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.formats import json_safe
+from harness.formats import json_safe, parse_wall
 
 LEDGER_SCHEMA_VERSION = 3
 ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "requests", "comparisons")
@@ -191,21 +191,15 @@ def file_metadata(table: str) -> dict[bytes, bytes]:
     return {b"dsv4h.ledger_schema_version": str(LEDGER_SCHEMA_VERSION).encode(), b"dsv4h.table": table.encode()}
 
 
-def parse_wall(value: Any) -> datetime | None:
-    """An ISO 8601 wall time (``...+0000``, ``...+00:00``, ``...Z``) or int ns as an aware UTC datetime;
-    None for None/empty/unparseable text. A time without an offset is taken as UTC."""
+def wall_or_null(value: Any) -> datetime | None:
+    """A ledger wall-time cell: :func:`harness.formats.parse_wall` (offset required), None for
+    None/empty text and for a value it refuses (a time without an offset, or not a time)."""
     if value is None or value == "":
         return None
-    if isinstance(value, datetime):
-        t = value
-    elif isinstance(value, int):
-        return datetime.fromtimestamp(value / 1e9, UTC)
-    else:
-        try:
-            t = datetime.fromisoformat(str(value).strip())
-        except ValueError:
-            return None
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    try:
+        return parse_wall(value)
+    except (ValueError, TypeError, OverflowError, OSError):
+        return None
 
 
 def iso(value: Any) -> Any:
@@ -222,7 +216,7 @@ def _wall_column(col: pa.ChunkedArray | pa.Array) -> pa.Array:
         return pc.cast(pc.cast(col, pa.int64()), WALL)
     values = col.to_pylist()
     cache: dict[Any, datetime | None] = {}
-    return pa.array([cache.setdefault(v, parse_wall(v)) if v is not None else None for v in values], type=WALL)
+    return pa.array([cache.setdefault(v, wall_or_null(v)) if v is not None else None for v in values], type=WALL)
 
 
 def _cast(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | pa.Array:
@@ -290,6 +284,6 @@ def with_common(table: pa.Table, common: Mapping[str, Any]) -> pa.Table:
         if typ is None:
             col = pa.nulls(n, _S) if value is None else pa.array([value] * n)
         else:
-            col = pa.array([parse_wall(value) if typ == WALL else value] * n, type=typ)
+            col = pa.array([wall_or_null(value) if typ == WALL else value] * n, type=typ)
         table = table.append_column(key, col)
     return table

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from harness.errors import LedgerError
 from harness.formats import atomic_write, atomic_write_table, fsync_dir
 from harness.store.archive import is_archive_id
-from harness.store.ledger.layout import GOVERNANCE_TABLES, PER_ARCHIVE, TABLES, canonical
+from harness.store.ledger.layout import GOVERNANCE_TABLES, PER_ARCHIVE, SCHEMAS, TABLES, canonical
 
 BACKUP = ".schema2-backup"
 MIGRATED_KEY = "00000000T000000000000-schema2"
@@ -97,6 +97,31 @@ def migrate_table(directory: Path, table: str) -> int:
     fsync_dir(backup)
     fsync_dir(directory)
     return written
+
+
+def read_legacy(directory: Path, table: str) -> pa.Table | None:
+    """A schema-2 table file of ``directory`` cast to ``table``'s canonical schema in memory (each
+    archive's rows with its own kind's column names, as :func:`migrate_table` writes them), or None
+    when there is none. Nothing is written: reading an old ledger never migrates it."""
+    path = directory / f"{table}.parquet"
+    if not path.is_file():
+        return None
+    try:
+        old = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise LedgerError(f"{path}: cannot read the schema-2 table: {exc}",
+                          hint="restore the file from a copy, or move it aside and re-ingest the archives") from exc
+    if table in PER_ARCHIVE and "archive_id" in old.column_names:
+        _path_values(path, table, old)  # refused as migration would refuse it: the ids name files later
+    if table in GOVERNANCE_TABLES or "archive_id" not in old.column_names or not old.num_rows:
+        return canonical(table, old).cast(SCHEMAS[table])
+    parts = []
+    for aid in dict.fromkeys(old.column("archive_id").to_pylist()):
+        mine = pc.is_null(old.column("archive_id")) if aid is None else \
+            pc.fill_null(pc.equal(old.column("archive_id"), aid), False)
+        part = old.filter(mine)
+        parts.append(canonical(table, part, _kind(part)).cast(SCHEMAS[table]))
+    return pa.concat_tables(parts)
 
 
 def migrate_directory(directory: Path) -> dict[str, int]:

@@ -22,6 +22,7 @@ import pydantic_core
 
 from harness.errors import ArchiveError
 from harness.formats import UnreadableFile, fsync_dir, open_regular
+from harness.service.origin import server_is_simulator
 from harness.store.peers.docs import (
     MAX_LENGTH,
     MAX_REQUESTS,
@@ -205,8 +206,8 @@ def server_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
     identity comes from, None when the file has none), the server's ``version`` and ``model_path``,
     ``requested_model`` (the client's ``--model``/``model_id``: a name the client asked for, not an
     identity) and ``dsv4h_simulator``: True when the server reported itself as the dsv4h simulator
-    (``server_info.dsv4h_simulator``, or a ``sim-`` version, as the evidence rule ``serves_simulator``
-    reads it), False when it reported another identity, None when the file cannot tell."""
+    (``harness.service.origin.server_is_simulator``), False when it reported another identity, None when
+    the file cannot tell."""
     info = doc.get("server_info")
     requested = next((v for k in ("model_id", "model") if isinstance(v := doc.get(k), str)), None)
     if not isinstance(info, dict) or not info:
@@ -215,7 +216,7 @@ def server_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
     version, model = info.get("version"), info.get("model_path")
     return {"reported_by": SERVER_SOURCE, "version": version if isinstance(version, str) else None,
             "model_path": model if isinstance(model, str) else None, "requested_model": requested,
-            "dsv4h_simulator": "dsv4h_simulator" in info or (isinstance(version, str) and version.startswith("sim-"))}
+            "dsv4h_simulator": server_is_simulator(info)}
 
 
 def origin_of(server: Mapping[str, Any]) -> str:

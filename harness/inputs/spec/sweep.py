@@ -20,25 +20,14 @@ Example::
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness.errors import SpecError
-from harness.formats import Strict, parse_model, read_yaml, resolve_path
+from harness.formats import Strict
 from harness.inputs.arrivals import Process, geometric_rates
-from harness.inputs.spec import (
-    CAMPAIGN_NAME_PATTERN,
-    MAX_CONCURRENCY,
-    MAX_NEW_TOKENS,
-    MAX_SECONDS,
-    ClaimClass,
-    ClientLimits,
-    ReopenSpec,
-    ServiceProfile,
-    load_profile,
-)
+from harness.inputs.spec.base import MAX_CONCURRENCY, MAX_NEW_TOKENS, MAX_SECONDS
+from harness.inputs.spec.service import OneServiceSpec
 
 MAX_RATES = 64
 MAX_RATE = 1e6
@@ -80,19 +69,12 @@ class SloSpec(Strict):
     e2e_ms: float | None = Field(None, gt=0, allow_inf_nan=False, description="end-to-end latency bound (ms)")
 
 
-class SweepSpec(Strict):
+class SweepSpec(OneServiceSpec):
     """A rate sweep (``kind: rate-sweep``)."""
 
-    format_version: int = Field(1, description="spec format version; this dsv4h reads 1 (version)")
-    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN, description="campaign name (letters, digits, '.', '_', '-')")
     kind: Literal["rate-sweep"] = Field("rate-sweep", description="spec kind")
-    description: str = Field("", max_length=100_000, description="free text shown in reports")
-    claim_class: ClaimClass = Field(description="what the measured decoding claims to be")
     protocol_class: Literal["rate-sweep"] = Field("rate-sweep", description="evidence protocol class (fixed by "
                                                   "the kind)")
-    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64,
-                                                                description="free labels for listings")
-    service: ServiceProfile = Field(description="the service measured (inline, or a profile file's path)")
     corpus: str = Field(min_length=1, max_length=4096, description="frozen corpus the requests draw from")
     rates: list[Annotated[float, Field(gt=0, le=MAX_RATE, allow_inf_nan=False)]] | None = Field(
         None, max_length=MAX_RATES, description="offered rates, run ascending; or give 'geometric' (requests/s)")
@@ -112,15 +94,8 @@ class SweepSpec(Strict):
                          description="latency objectives for goodput")
     schedule_tolerance_ms: float = Field(50.0, gt=0, le=60_000, allow_inf_nan=False,
                                          description="p99 send lag above this is a schedule not kept (ms)")
-    oracles: list[Annotated[str, Field(max_length=4096)]] = Field(
-        default_factory=list, max_length=64, description="oracle files run before and after the sweep")
-    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$",
-                                  description="direction this sweep explores; refused while closed")
-    reopen: ReopenSpec | None = Field(None, description="new evidence that reopens a closed 'direction'")
     request_timeout_s: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                                      description="longest silence tolerated while reading a response (seconds)")
-    client: ClientLimits = Field(default_factory=lambda: ClientLimits(),  # noqa: PLW0108 - mypy needs the call
-                                 description="bounds on every streamed request")
 
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:
@@ -148,22 +123,6 @@ class SweepSpec(Strict):
     def analysis_plan(self) -> None:
         """Sweeps name no analysis plan (the run skeleton asks)."""
         return None
-
-
-def load_sweep(path: Path) -> tuple[SweepSpec, Path]:
-    """Load a ``kind: rate-sweep`` YAML file (``service`` may name a profile file); returns the spec,
-    with the profile's paths made absolute, and the resolved corpus path."""
-    data = read_yaml(path)
-    if isinstance(data, dict):
-        if data.get("kind", "rate-sweep") != "rate-sweep":
-            raise SpecError(f"{path}: kind '{data.get('kind')}' is not a rate sweep",
-                            hint="run formal matrices and ABBA screens with 'dsv4h campaign run'")
-        svc = data.get("service")
-        if isinstance(svc, str):
-            data = dict(data)
-            data["service"] = load_profile(resolve_path(svc, path.parent)).model_dump(mode="json")
-    spec = parse_model(SweepSpec, data, str(path))
-    return spec, resolve_path(spec.corpus, path.parent)
 
 
 def sweep_definition(spec: SweepSpec) -> dict[str, Any]:

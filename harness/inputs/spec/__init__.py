@@ -1,0 +1,70 @@
+"""Spec formats of every kind (pydantic, ``extra="forbid"``; pure, reads files).
+
+- :mod:`.base`: limits, names and :class:`SpecBase`, the header every kind shares (one format check);
+- :mod:`.service`: service profiles, simulator/OpenAI/load settings;
+- :mod:`.formal`, :mod:`.abba`, :mod:`.sweep`: the kinds' models (formal-matrix, abba, rate-sweep);
+- :mod:`.load`: :func:`load_spec`, the one loader, which decides the kind.
+
+The public names are re-exported here (``from harness.inputs.spec import X``).
+"""
+
+from harness.inputs.spec.abba import AbbaSpec, AbbaWorkload, abba_from_files
+from harness.inputs.spec.base import (
+    CAMPAIGN_NAME_PATTERN,
+    MAX_CAMPAIGN_NAME_CHARS,
+    MAX_CONCURRENCY,
+    MAX_EVENT_BYTES,
+    MAX_NAME_CHARS,
+    MAX_NEW_TOKENS,
+    MAX_ROUNDS,
+    MAX_SECONDS,
+    MAX_TIERS,
+    MAX_WAVES,
+    MAX_WORKERS,
+    NAME_PATTERN,
+    SPEC_FORMAT_VERSION,
+    SPEC_KINDS,
+    TIERS,
+    Backend,
+    ClaimClass,
+    ClientLimits,
+    ProtocolClass,
+    ReopenSpec,
+    SpecBase,
+    check_format_version,
+    check_name,
+    kinds_hint,
+)
+from harness.inputs.spec.formal import CampaignSpec, CorporaSpec, DecodeSpec, PrefillSpec
+from harness.inputs.spec.load import (
+    SPEC_MODELS,
+    AnySpec,
+    LoadedSpec,
+    SpecPaths,
+    kind_of,
+    load_spec,
+    loaded_abba,
+    spec_paths,
+    with_resolved_profiles,
+)
+from harness.inputs.spec.service import (
+    LoadSettings,
+    OneServiceSpec,
+    OpenAISettings,
+    ServiceProfile,
+    SimSettings,
+    load_profile,
+    resolve_profile,
+)
+from harness.inputs.spec.sweep import ArrivalSettings, GeometricRates, SloSpec, SweepSpec, sweep_definition
+
+__all__ = [
+    "CAMPAIGN_NAME_PATTERN", "MAX_CAMPAIGN_NAME_CHARS", "MAX_CONCURRENCY", "MAX_EVENT_BYTES", "MAX_NAME_CHARS",
+    "MAX_NEW_TOKENS", "MAX_ROUNDS", "MAX_SECONDS", "MAX_TIERS", "MAX_WAVES", "MAX_WORKERS", "NAME_PATTERN",
+    "SPEC_FORMAT_VERSION", "SPEC_KINDS", "SPEC_MODELS", "TIERS", "AbbaSpec", "AbbaWorkload", "AnySpec",
+    "ArrivalSettings", "Backend", "CampaignSpec", "ClaimClass", "ClientLimits", "CorporaSpec", "DecodeSpec",
+    "GeometricRates", "LoadSettings", "LoadedSpec", "OneServiceSpec", "OpenAISettings", "PrefillSpec",
+    "ProtocolClass", "ReopenSpec", "ServiceProfile", "SimSettings", "SloSpec", "SpecBase", "SpecPaths", "SweepSpec",
+    "abba_from_files", "check_format_version", "check_name", "kind_of", "kinds_hint", "load_profile", "load_spec",
+    "loaded_abba", "resolve_profile", "spec_paths", "sweep_definition", "with_resolved_profiles",
+]

@@ -1,0 +1,132 @@
+"""The shared header of every spec kind (pure): limits, names, and :class:`SpecBase`.
+
+Every kind's model (formal matrix, ABBA screen, rate sweep) extends :class:`SpecBase`, so the
+header fields (format version, name, kind, description, labels, oracles, direction, reopen,
+request timeout, client limits) are declared once and the format version is checked in one place.
+
+Limits: everything that sizes work has a bound checked at load (``MAX_*`` below: concurrency, tiers,
+rounds, waves, tokens, durations; floats must be finite), so no spec makes the planner or a run
+allocate or loop without end. Names that become file names (service, campaign, workload) are
+names: letters, digits, ``.``, ``_``, ``-``, starting with a letter or digit, at most
+``MAX_NAME_CHARS`` (service) or ``MAX_CAMPAIGN_NAME_CHARS`` characters (:func:`check_name`).
+
+Spec format history (``SPEC_FORMAT_VERSION``, every kind):
+  1 - first version (2026-11-29).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from harness.errors import SpecError
+from harness.formats import Strict
+
+SPEC_FORMAT_VERSION = 1
+
+MAX_NAME_CHARS = 64
+MAX_CAMPAIGN_NAME_CHARS = 160
+MAX_CONCURRENCY = 4096
+MAX_WORKERS = 256
+MAX_TIERS = 64
+MAX_ROUNDS = 100
+MAX_WAVES = 100_000
+MAX_NEW_TOKENS = 1 << 20
+MAX_SECONDS = 7 * 86400.0
+MAX_EVENT_BYTES = 1 << 30
+NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_CHARS - 1}}}$"
+CAMPAIGN_NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_CAMPAIGN_NAME_CHARS - 1}}}$"
+_TEXT = 100_000  # characters of free text (descriptions, reasons)
+_PATH = 4096  # characters of a path or URL
+_LIST = 4096  # entries of a list of arguments, ids or keys
+
+
+def check_name(value: str, what: str = "service name") -> str:
+    """``value`` if it is a valid name (module docstring), else ``SpecError`` saying why; for names
+    given on the command line, which become file names inside the workspace."""
+    if not re.fullmatch(NAME_PATTERN, value):
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise SpecError(f"{what} {shown!r} is not a name: use letters, digits, '.', '_' and '-', starting with "
+                        f"a letter or digit, at most {MAX_NAME_CHARS} characters",
+                        hint="names never contain '/' or spaces; list started services with 'dsv4h service "
+                        "status -w WORKSPACE'")
+    return value
+
+ClaimClass = Literal["native-ar", "speculative-full-target", "speculative-approximate"]
+ProtocolClass = Literal["formal", "abba-screen", "rate-sweep"]
+Backend = Literal["sim", "sglang", "vllm", "command", "attach"]
+TIERS = (1, 2, 4, 8, 16, 32, 64)
+# Every value a spec's ``kind`` may take, in the order the docs list them (one place: the CLI's
+# unknown-kind hint, the JSON Schema and docs/spec-reference.md all read it).
+SPEC_KINDS = ("formal-matrix", "abba", "rate-sweep")
+
+
+def kinds_hint(lead: str = "kind: ") -> str:
+    """``use kind: formal-matrix, kind: abba or kind: rate-sweep`` (``lead`` before each kind), built
+    from ``SPEC_KINDS``."""
+    named = [f"{lead}{k}" for k in SPEC_KINDS]
+    return "use " + ", ".join(named[:-1]) + " or " + named[-1]
+
+
+
+
+class ReopenSpec(Strict):
+    """New evidence that reopens a closed direction (``dsv4h closure list``)."""
+
+    evidence: str = Field(min_length=1, max_length=_PATH,
+                          description="archive id/path of NEW evidence (not the closing archive)")
+    reason: str = Field(min_length=1, max_length=_TEXT, description="why this evidence reopens the direction")
+
+
+class ClientLimits(Strict):
+    """Bounds on every streamed request, so no server can hold a run: a request fails (with the
+    reason in its record) once it has run longer than ``deadline_grace_s`` + ``deadline_factor`` x
+    ``max_new_tokens`` x the step observed on its own stream (time per output token since its first
+    token), once its server streams more output tokens than ``max_new_tokens``, or once one SSE
+    event grows past ``max_event_bytes`` without ending. Silence is bounded by ``request_timeout_s``."""
+
+    deadline_factor: float = Field(4.0, ge=1, le=1000, allow_inf_nan=False,
+                                   description="multiplies max_new_tokens x observed step (ratio)")
+    deadline_grace_s: float = Field(60.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                    description="time added to every request's deadline (seconds)")
+    max_event_bytes: int = Field(4 << 20, ge=1024, le=MAX_EVENT_BYTES,
+                                 description="largest SSE event accepted (bytes)")
+
+
+
+
+class SpecBase(Strict):
+    """The header every spec kind shares; the kinds' models narrow ``kind`` and ``protocol_class``."""
+
+    format_version: int = Field(SPEC_FORMAT_VERSION, description="spec format version; this dsv4h reads 1 (version)")
+    name: str = Field(pattern=CAMPAIGN_NAME_PATTERN, description="campaign name (letters, digits, '.', '_', '-')")
+    kind: str = Field(description="spec kind")
+    description: str = Field("", max_length=_TEXT, description="free text shown in reports")
+    protocol_class: str = Field(description="evidence protocol class (fixed by the kind)")
+    labels: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list, max_length=64,
+                                                                description="free labels for listings")
+    oracles: list[Annotated[str, Field(max_length=_PATH)]] = Field(
+        default_factory=list, max_length=64,
+        description="oracle files run as sentinels before and after measurement on every service")
+    direction: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$",
+                                  description="direction this run explores; refused while closed")
+    reopen: ReopenSpec | None = Field(None, description="new evidence that reopens a closed 'direction'")
+    request_timeout_s: float = Field(1800.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                     description="longest silence tolerated while reading a response (seconds)")
+    client: ClientLimits = Field(default_factory=lambda: ClientLimits(),  # noqa: PLW0108 - mypy needs the call
+                                 description="bounds on every streamed request")
+
+    @field_validator("format_version")
+    @classmethod
+    def _format_version(cls, value: int) -> int:
+        return check_format_version(value)
+
+
+def check_format_version(value: int) -> int:
+    """``value`` when this dsv4h reads spec format ``value``, else ``ValueError`` naming the versions
+    it reads (the loader adds the file's name)."""
+    if value != SPEC_FORMAT_VERSION:
+        raise ValueError(f"format_version {value} is not supported (this dsv4h reads {SPEC_FORMAT_VERSION})")
+    return value

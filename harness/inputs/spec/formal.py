@@ -1,0 +1,116 @@
+"""Formal matrix specs (``kind: formal-matrix``, protocol class ``formal``; pure): decode and prefill
+cells over frozen corpora on one service."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from harness.formats import Strict
+from harness.inputs.spec.base import (
+    _PATH,
+    MAX_CONCURRENCY,
+    MAX_NEW_TOKENS,
+    MAX_ROUNDS,
+    MAX_SECONDS,
+    MAX_TIERS,
+    MAX_WAVES,
+    TIERS,
+)
+from harness.inputs.spec.service import LoadSettings, OneServiceSpec
+
+
+class CorporaSpec(Strict):
+    """Paths of frozen corpora (relative to the spec file, or to the working directory)."""
+
+    decode: str | None = Field(None, max_length=_PATH, description="corpus of the decode cells")
+    prefill: str | None = Field(None, max_length=_PATH, description="corpus of the prefill cells")
+
+
+class DecodeSpec(Strict):
+    """Formal decode cells: duration-driven rounds of natural-EOS waves."""
+
+    tiers: list[int] = Field(default_factory=lambda: list(TIERS),
+                             description="concurrencies measured, one cell each (requests in flight)")
+    rounds: int = Field(3, ge=1, le=MAX_ROUNDS, description="measured rounds per cell (count)")
+    min_resident_seconds: float = Field(30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                        description="common resident window a round must reach (seconds)")
+    warmup_waves: int = Field(1, ge=0, le=1000, description="unmeasured waves before each cell (count)")
+    max_new_tokens: int = Field(2048, ge=1, le=MAX_NEW_TOKENS, description="cap on every answer (tokens)")
+    ignore_eos: bool = Field(False, description="keep generating past EOS up to max_new_tokens")
+    temperature: float = Field(0.0, ge=0, le=100, allow_inf_nan=False,
+                               description="sampling temperature; 0 = greedy (ratio)")
+    cache_salt: Literal["fresh", "none"] = Field("fresh", description="a fresh cache salt per request, or none")
+    max_waves_per_round: int = Field(200, ge=1, le=MAX_WAVES,
+                                     description="waves after which a round stops short of its window (count)")
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: list[int]) -> list[int]:
+        return _check_tiers(v)
+
+
+class PrefillSpec(Strict):
+    """Formal prefill cells: one output token, cache defeated, ``cached_tokens == 0`` verified."""
+
+    tiers: list[int] = Field(default_factory=lambda: list(TIERS),
+                             description="concurrencies measured, one cell each (requests in flight)")
+    rounds: int = Field(3, ge=1, le=MAX_ROUNDS, description="measured rounds per cell (count)")
+    waves_per_round: int = Field(1, ge=1, le=10_000, description="waves in each measured round (count)")
+    warmup_waves: int = Field(1, ge=0, le=1000, description="unmeasured waves before each cell (count)")
+    max_new_tokens: int = Field(1, ge=1, le=MAX_NEW_TOKENS, description="output per request (tokens)")
+    cache_defeat: Literal["salt", "flush"] = Field("salt", description="how the prefix cache is defeated: a "
+                                                   "fresh salt per request, or a flush before each wave")
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: list[int]) -> list[int]:
+        return _check_tiers(v)
+
+
+def _check_tiers(v: list[int]) -> list[int]:
+    if not v:
+        raise ValueError("tiers is empty; list at least one concurrency, e.g. [1, 2, 4, 8, 16, 32, 64]")
+    if len(v) > MAX_TIERS:
+        raise ValueError(f"{len(v)} tiers; at most {MAX_TIERS}")
+    if any(c < 1 or c > MAX_CONCURRENCY for c in v):
+        raise ValueError(f"every tier must be a concurrency from 1 to {MAX_CONCURRENCY}")
+    if len(set(v)) != len(v):
+        raise ValueError("tiers contain duplicates")
+    return sorted(v)
+
+
+class CampaignSpec(OneServiceSpec):
+    """A formal matrix campaign (``kind: formal-matrix``)."""
+
+    kind: Literal["formal-matrix"] = Field("formal-matrix", description="spec kind (the default when absent)")
+    protocol_class: Literal["formal"] = Field("formal", description="evidence protocol class (fixed by the kind)")
+    corpora: CorporaSpec = Field(default_factory=CorporaSpec, description="frozen corpora per workload")
+    decode: DecodeSpec | None = Field(None, description="decode cells (needs corpora.decode)")
+    prefill: PrefillSpec | None = Field(None, description="prefill cells (needs corpora.prefill)")
+    analysis_plan: str | None = Field(None, max_length=_PATH,
+                                      description="analysis plan frozen with 'dsv4h freeze FILE' before the run")
+    order: list[Literal["decode", "prefill"]] = Field(default_factory=lambda: ["decode", "prefill"],  # type: ignore[arg-type]
+                                                      description="workloads in the order they run")
+    load: LoadSettings = Field(default_factory=lambda: LoadSettings(),  # noqa: PLW0108 - mypy needs the call
+                               description="how the load is generated")
+
+    @model_validator(mode="after")
+    def _check(self) -> CampaignSpec:
+        if self.decode is None and self.prefill is None:
+            raise ValueError("a formal matrix needs a 'decode' section, a 'prefill' section, or both")
+        if self.decode is not None and not self.corpora.decode:
+            raise ValueError("'decode' is set but 'corpora.decode' is missing")
+        if self.prefill is not None and not self.corpora.prefill:
+            raise ValueError("'prefill' is set but 'corpora.prefill' is missing")
+        if self.reopen is not None and self.direction is None:
+            raise ValueError("'reopen' needs the 'direction' it reopens")
+        if len(set(self.order)) != len(self.order):
+            raise ValueError(f"'order' lists a workload twice: {self.order}")
+        dropped = [w for w, sec in (("decode", self.decode), ("prefill", self.prefill))
+                   if sec is not None and w not in self.order]
+        if dropped:
+            raise ValueError(f"'{dropped[0]}' is set but 'order' ({self.order}) leaves it out, so it would never "
+                             f"run; add it to 'order' or remove the section")
+        return self

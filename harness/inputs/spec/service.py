@@ -1,0 +1,221 @@
+"""Service profiles and load settings (pure, reads YAML): what service a run measures, how it is
+started, and how the load client drives it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from harness.formats import Strict, parse_model, read_yaml, resolve_path
+from harness.inputs.spec.base import (
+    _LIST,
+    _PATH,
+    MAX_CONCURRENCY,
+    MAX_SECONDS,
+    MAX_WORKERS,
+    NAME_PATTERN,
+    Backend,
+    ClaimClass,
+    SpecBase,
+)
+
+
+class SimSettings(Strict):
+    """Options of the built-in simulator when ``backend: sim``."""
+
+    profile: str = Field("paper-tp8", max_length=128, description="built-in simulator profile name "
+                         "(harness/sim/profile_files/)")
+    profile_file: str | None = Field(
+        None, max_length=_PATH, description="a simulator profile YAML file (relative to the spec; "
+        "harness/sim/profile_files/ holds the built-ins as examples); replaces 'profile' when set")
+    stream_mode: Literal["cumulative", "delta", "skip-tokenizer-init"] = Field(
+        "cumulative", description="how the simulator streams text: cumulative, delta, or token ids only")
+    openai_usage: Literal["honor", "final-only", "none"] = Field(
+        "honor", description="usage in the simulator's OpenAI streams: per chunk when asked (vLLM-like), "
+        "final-only, or none (text deltas only, like transformers serve)")
+    stream_interval: int = Field(1, ge=1, le=10_000, description="decode steps per streamed event (tokens)")
+    time_scale: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False,
+                              description="multiplies every simulated duration (ratio)")
+    step_factor: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False,
+                               description="multiplies decode step time; 1/1.1 = +10% faster (ratio)")
+    die_after_requests: int | None = Field(None, ge=1, le=10**9,
+                                           description="fault injection for tests: exit after N requests (count)")
+    fault: str | None = Field(None, description="fault injection for tests: a simulator fault spec "
+                              "(harness.sim.faults, e.g. error_event:3), checked when the simulator starts")
+    fault_every: int = Field(1, ge=1, description="apply the fault to every N-th generate request (count)")
+    fault_first: int | None = Field(None, ge=0,
+                                    description="apply the fault only among the first N requests (count)")
+    processes: int = Field(1, ge=1, le=64, description="simulator processes on one port and one step grid "
+                           "(harness.sim.cluster): for event rates one process cannot emit (about 20k events/s "
+                           "each); needs a profile whose decode step does not depend on the batch (count)")
+
+
+class OpenAISettings(Strict):
+    """How a generic OpenAI-compatible server is driven (``protocol: openai-completions|openai-chat``).
+
+    Token counting prefers usage on every chunk, then per-chunk token ids, then one token per
+    content chunk reconciled with the final usage, then re-tokenized text (``tokenizer`` needed);
+    ``count_method`` pins one. Every record says which method produced its counts.
+    """
+
+    prompt_format: Literal["token-ids", "text"] = Field(
+        "token-ids", description="send prompts as token ids or as text decoded with 'tokenizer'")
+    continuous_usage_stats: bool = Field(True, description="ask for usage on every streamed chunk")
+    return_token_ids: bool = Field(False, description="ask the server for the token ids of every chunk")
+    send_cache_salt: bool = Field(False, description="send a cache salt (the server must accept the field)")
+    count_method: Literal["auto", "usage-per-chunk", "token-ids", "chunks", "retokenized"] = Field(
+        "auto", description="how output tokens are counted (auto: the best the stream offers)")
+    chat_template: str | None = Field(
+        None, description="what the server applies to chat messages (recorded; e.g. 'model default')")
+
+
+class ServiceProfile(Strict):
+    """What service to measure and how to start it.
+
+    ``backend``: ``sim`` (built-in simulator, started as an owned subprocess), ``sglang`` or ``vllm``
+    (launched as an owned process tree), ``attach`` (an already-running server at ``url``; the
+    harness then cannot prove a fresh process and records that).
+    """
+
+    name: str = Field("service", pattern=NAME_PATTERN,
+                      description="a name (letters, digits, '.', '_', '-'; at most 64 characters): it names "
+                      "log files and state in the workspace")
+    backend: Backend = Field("sim", description="how the service is started (or attached to)")
+    url: str | None = Field(None, max_length=_PATH, description="base URL of the server ('attach' needs it)")
+    protocol: Literal["sglang", "vllm", "openai-completions", "openai-chat"] | None = Field(
+        None, description="HTTP protocol spoken (default: vllm for backend vllm, else sglang)")
+    openai: OpenAISettings = Field(default_factory=lambda: OpenAISettings(),  # noqa: PLW0108 - mypy needs the call
+                                   description="settings for the openai-* protocols")
+    tokenizer: str | None = Field(
+        None, description="tokenizer (directory or tokenizer.json) that decodes corpus ids into text prompts "
+        "and re-tokenizes streamed text; needed for text prompts, chat and re-tokenized counting")
+    model_path: str | None = Field(None, max_length=_PATH, description="model weights ('sglang'/'vllm' need it)")
+    served_model_name: str | None = Field(None, max_length=_PATH, description="model name the server reports")
+    tp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="tensor-parallel size (count)")
+    ep_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="expert-parallel size (count)")
+    dp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="data-parallel size (count)")
+    host: str = Field("127.0.0.1", max_length=255, description="address the server listens on")
+    port: int | None = Field(None, ge=0, le=65535, description="TCP port (default: a free one) (port)")
+    python: str | None = Field(None, max_length=_PATH,
+                               description="interpreter that runs the engine (default: this one)")
+    command: list[str] | None = Field(
+        None, max_length=_LIST, description="backend 'command': the server's argv; {host} and {port} are filled "
+        "in (any OpenAI-compatible server, e.g. transformers serve)")
+    health_path: str = Field("/health", pattern=r"^/", max_length=_PATH,
+                             description="GET path answering 200 once the server is ready (e.g. /v1/models)")
+    # SGLang launch settings (None = leave the engine's default; see harness.service.command)
+    mem_fraction_static: float | None = Field(None, gt=0, le=1,
+                                              description="GPU memory share for weights and KV (ratio)")
+    max_total_tokens: int | None = Field(None, ge=1, le=1 << 40, description="KV pool size (tokens)")
+    chunked_prefill_size: int | None = Field(None, ge=1, le=1 << 31, description="prefill chunk size (tokens)")
+    max_running_requests: int | None = Field(None, ge=1, le=1 << 24,
+                                             description="requests the engine runs at once (count)")
+    max_prefill_tokens: int | None = Field(None, ge=1, le=1 << 31,
+                                           description="tokens in one prefill batch (tokens)")
+    cuda_graph_bs: list[int] | None = Field(None, max_length=_LIST,
+                                            description="batch sizes captured as CUDA graphs (count)")
+    attention_backend: str | None = Field(None, max_length=256, description="engine attention backend")
+    moe_backend: str | None = Field(None, max_length=256, description="engine MoE backend")
+    page_size: int | None = Field(None, ge=1, le=1 << 20, description="KV cache page size (tokens)")
+    disable_radix_cache: bool = Field(False, description="turn the engine's prefix cache off")
+    trust_remote_code: bool = Field(False, description="let the engine run the model's own code")
+    numa: Literal["none", "interleave"] = Field("none", description="NUMA memory policy of the engine process")
+    nnodes: int = Field(1, ge=1, le=1024, description="hosts the service spans (count)")
+    node_rank: int | None = Field(None, ge=0, le=1023, description="this host's rank among nnodes (index)")
+    dist_init_addr: str | None = Field(None, max_length=512, description="host:port of the multi-node rendezvous")
+    gpus: list[int | str] | None = Field(
+        None, max_length=_LIST,
+        description="GPU indices/UUIDs the service uses (default: *_VISIBLE_DEVICES from env, else all) (index)")
+    gpu_owners_source: Literal["auto", "amd-smi", "nvidia-smi", "nvml", "none"] = Field(
+        "auto", description="tool that lists GPU owner processes")
+    check_gpu_owners: bool | None = Field(
+        None, description="refuse unrelated GPU owners before launch and before every cell/leg "
+        "(default: on for every backend but sim)")
+    memory_sample_interval_s: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False,
+                                            description="period of GPU memory samples (seconds)")
+    extra_args: list[str] = Field(default_factory=list, max_length=_LIST,
+                                  description="more arguments appended to the engine's argv")
+    env: dict[str, str] = Field(default_factory=dict, max_length=_LIST,
+                                description="environment variables set for the engine")
+    patches: str | None = Field(None, max_length=_PATH, description="path of a model_patches series file")
+    sim: SimSettings = Field(default_factory=lambda: SimSettings(),  # noqa: PLW0108 - mypy needs the call
+                             description="simulator settings (backend sim)")
+    startup_timeout_s: float = Field(900.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+                                     description="longest wait for the server to become healthy (seconds)")
+    expect: dict[str, Any] = Field(
+        default_factory=dict, max_length=_LIST,
+        description="server_info keys the running server must report (identity verification)",
+    )
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> ServiceProfile:
+        if self.backend == "attach" and not self.url:
+            raise ValueError("backend 'attach' needs 'url' (e.g. url: http://127.0.0.1:30021)")
+        if self.backend in ("sglang", "vllm") and not self.model_path:
+            raise ValueError(f"backend '{self.backend}' needs 'model_path'")
+        if self.backend == "command" and not self.command:
+            raise ValueError("backend 'command' needs 'command' (the server's argv, with {port})")
+        if self.backend == "command" and self.protocol is None:
+            raise ValueError("backend 'command' needs 'protocol' (sglang, vllm, openai-completions or openai-chat)")
+        return self
+
+    @property
+    def checks_gpus(self) -> bool:
+        """Whether GPU ownership is checked for this service."""
+        return self.check_gpu_owners if self.check_gpu_owners is not None else self.backend != "sim"
+
+    @property
+    def wire_protocol(self) -> Literal["sglang", "vllm", "openai-completions", "openai-chat"]:
+        """The HTTP protocol the load client speaks to this service."""
+        if self.protocol:
+            return self.protocol
+        return "vllm" if self.backend == "vllm" else "sglang"
+
+
+class LoadSettings(Strict):
+    """How the load is generated. ``workers``: client processes a wave's streams are spread over
+    (``harness.load.workers``; same host, one monotonic clock, synchronized start). ``1`` keeps every
+    stream in the campaign's own process; ``auto`` sizes the pool from the offered event rate and the
+    measured client CPU per event (``harness.load.workers.auto_workers``). ``transport``: how the client
+    reads the streams (``harness.load.driver.resolve_transport``: ``auto`` is the lean ``wire`` transport
+    for ``http://`` services, aiohttp for ``https://``)."""
+
+    workers: int | Literal["auto"] = Field(1, description="client worker processes (1 = in process) or auto "
+                                             "(count)")
+    pin_cpus: bool = Field(False, description="pin each worker process to its own CPU (Linux)")
+    transport: Literal["auto", "wire", "aiohttp"] = Field("auto", description="client transport: auto, wire "
+                                                          "or aiohttp")
+
+    @field_validator("workers")
+    @classmethod
+    def _workers_range(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= MAX_WORKERS:
+            raise ValueError(f"workers must be 'auto' or 1..{MAX_WORKERS}")
+        return value
+
+
+class OneServiceSpec(SpecBase):
+    """The header of a kind that measures one service (formal matrix, rate sweep): its claim class
+    and its service profile."""
+
+    claim_class: ClaimClass = Field(description="what the measured decoding claims to be")
+    service: ServiceProfile = Field(description="the service measured (inline, or a profile file's path)")
+
+
+def load_profile(path: Path) -> ServiceProfile:
+    """Load and validate a service-profile YAML file (its ``patches`` path resolved against the file's
+    directory)."""
+    return resolve_profile(parse_model(ServiceProfile, read_yaml(path), str(path)), path.parent)
+
+
+def resolve_profile(profile: ServiceProfile, base: Path) -> ServiceProfile:
+    """``profile`` with its ``patches``, ``tokenizer`` and ``sim.profile_file`` paths made absolute
+    against ``base`` (the directory of the file that named them)."""
+    update: dict[str, Any] = {key: str(resolve_path(value, base)) for key, value in
+                              (("patches", profile.patches), ("tokenizer", profile.tokenizer)) if value is not None}
+    if profile.sim.profile_file is not None:
+        update["sim"] = profile.sim.model_copy(
+            update={"profile_file": str(resolve_path(profile.sim.profile_file, base))})
+    return profile.model_copy(update=update) if update else profile
