@@ -16,6 +16,7 @@ from typing import Any, Literal
 from harness import ids
 from harness.hashing import sha256_json
 from harness.inputs.spec import CampaignSpec
+from harness.inputs.spec.base import CacheDefeat
 
 Workload = Literal["decode", "prefill"]
 
@@ -33,7 +34,7 @@ class CellPlan:
     max_new_tokens: int
     ignore_eos: bool
     temperature: float
-    cache: Literal["fresh-salt", "flush", "none"]
+    cache: CacheDefeat
     corpus: str
     corpus_sha256: str
     min_resident_seconds: float | None = None
@@ -70,6 +71,13 @@ class Plan:
     cell_estimates_s: tuple[float, ...] = ()
 
 
+PLAN_CACHE_WORDS: dict[str, dict[str, str]] = {"decode": {"fresh-salt": "fresh", "none": "none"},
+                                               "prefill": {"fresh-salt": "salt", "flush": "flush"}}
+"""The cache-defeat word a cell's definition hashes: the first spec spelling (``cache_salt`` /
+``cache_defeat``), so a cell id and plan id made before ``cache:`` replaced them stay the same (a
+partial archive of an older plan can still be resumed)."""
+
+
 def _cell_id(workload: Workload, concurrency: int, definition: dict[str, Any]) -> str:
     return ids.formal_cell_id(workload, concurrency, sha256_json(definition))
 
@@ -95,7 +103,7 @@ def build_plan(
                     "workload": "decode", "concurrency": c, "rounds": d.rounds,
                     "min_resident_seconds": d.min_resident_seconds, "warmup_waves": d.warmup_waves,
                     "max_new_tokens": d.max_new_tokens, "ignore_eos": d.ignore_eos,
-                    "temperature": d.temperature, "cache": d.cache_salt,
+                    "temperature": d.temperature, "cache": PLAN_CACHE_WORDS["decode"][d.cache],
                     "corpus_sha256": corpus_hashes.get("decode", ""),
                 }
                 cells.append(CellPlan(
@@ -103,7 +111,7 @@ def build_plan(
                     concurrency=c, rounds=d.rounds, warmup_waves=d.warmup_waves,
                     max_new_tokens=d.max_new_tokens, ignore_eos=d.ignore_eos,
                     temperature=d.temperature,
-                    cache="fresh-salt" if d.cache_salt == "fresh" else "none",
+                    cache=d.cache,
                     corpus=spec.corpora.decode or "", corpus_sha256=corpus_hashes.get("decode", ""),
                     min_resident_seconds=d.min_resident_seconds,
                     max_waves_per_round=d.max_waves_per_round, definition=definition,
@@ -114,14 +122,14 @@ def build_plan(
                 definition = {
                     "workload": "prefill", "concurrency": c, "rounds": p.rounds,
                     "waves_per_round": p.waves_per_round, "warmup_waves": p.warmup_waves,
-                    "max_new_tokens": p.max_new_tokens, "cache": p.cache_defeat,
+                    "max_new_tokens": p.max_new_tokens, "cache": PLAN_CACHE_WORDS["prefill"][p.cache],
                     "corpus_sha256": corpus_hashes.get("prefill", ""),
                 }
                 cells.append(CellPlan(
                     cell_id=_cell_id("prefill", c, definition), index=len(cells), workload="prefill",
                     concurrency=c, rounds=p.rounds, warmup_waves=p.warmup_waves,
                     max_new_tokens=p.max_new_tokens, ignore_eos=True, temperature=0.0,
-                    cache="fresh-salt" if p.cache_defeat == "salt" else "flush",
+                    cache=p.cache,
                     corpus=spec.corpora.prefill or "", corpus_sha256=corpus_hashes.get("prefill", ""),
                     waves_per_round=p.waves_per_round, definition=definition,
                 ))

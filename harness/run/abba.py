@@ -279,7 +279,7 @@ class AbbaRunner:
         spec = WaveSpec(run_id=self.token, cell_id=leg, wave_id=wave_id, round_index=li, wave_index=j,
                         phase=phase, workload="decode", concurrency=wl.concurrency,
                         max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos,
-                        cache="fresh-salt" if wl.cache_salt == "fresh" else "none")
+                        cache=wl.cache)
         recs = await execute_wave(svc, client, spec, self.cases, self.session.witness,
                                   self.inputs.texts.get(leg[0]), selfcheck=self.session.selfcheck,
                                   on_live=lambda t: self.report(LegWaveLive(leg, j, phase, t)))

@@ -18,6 +18,7 @@ import aiohttp
 from harness.errors import MeasurementError, ServerUnreachable
 from harness.ids import RequestIdentity, fresh_salt, request_id
 from harness.inputs.corpus import Case
+from harness.inputs.spec.base import CacheDefeat
 from harness.load.driver import LiveSink, LoadClient, WaveRequest, run_wave
 from harness.load.prom import parse_gauges
 from harness.records import RequestRecord
@@ -40,7 +41,7 @@ class WaveSpec:
     concurrency: int
     max_new_tokens: int
     ignore_eos: bool
-    cache: str  # "fresh-salt" | "flush" | "none"
+    cache: CacheDefeat
 
     def request_identity(self, case: Case) -> RequestIdentity:
         """The identity of this wave's request for ``case``."""
@@ -84,7 +85,7 @@ async def flush_cache(svc: RunningService, attempts: int = 50, total_s: float = 
             return
         await asyncio.sleep(0.1)
     raise MeasurementError(f"{svc.url}/flush_cache kept refusing ({status}; {total_s:g} s at most)",
-                           hint="use cache_defeat: salt if the server supports cache salts")
+                           hint="use cache: fresh-salt if the server supports cache salts")
 
 
 async def watched(svc: RunningService, coro: Awaitable[list[RequestRecord]]) -> list[RequestRecord]:

@@ -4,7 +4,7 @@ candidate profiles plus one fixed workload, run A1 -> B1 -> B2 -> A2."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -17,6 +17,7 @@ from harness.inputs.spec.base import (
     MAX_NEW_TOKENS,
     ClaimClass,
     SpecBase,
+    legacy_cache,
 )
 from harness.inputs.spec.service import ServiceProfile, load_profile
 
@@ -36,7 +37,8 @@ class AbbaWorkload(Strict):
     warmup_waves: int = Field(1, ge=0, le=1000, description="unmeasured waves before each leg (count)")
     max_new_tokens: int = Field(2048, ge=1, le=MAX_NEW_TOKENS, description="cap on every answer (tokens)")
     ignore_eos: bool = Field(False, description="keep generating past EOS up to max_new_tokens")
-    cache_salt: Literal["fresh", "none"] = Field("fresh", description="a fresh cache salt per request, or none")
+    cache: Literal["fresh-salt", "none"] = Field("fresh-salt", description="prefix-cache defeat: a fresh cache "
+                                                 "salt per request, or none (was cache_salt: fresh|none)")
     boundary: Literal["resident", "http"] = Field("resident", description="rate measured over resident windows "
                                                   "or over whole HTTP requests")
     declared_change: list[str] = Field(
@@ -45,6 +47,11 @@ class AbbaWorkload(Strict):
     )
     noise_floor_pct: float = Field(0.5, ge=0, le=100, allow_inf_nan=False,
                                    description="differences below this are noise (percent)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_cache(cls, data: Any) -> Any:
+        return legacy_cache(data)
 
     @model_validator(mode="after")
     def _check(self) -> AbbaWorkload:

@@ -10,8 +10,15 @@ allocate or loop without end. Names that become file names (service, campaign, w
 names: letters, digits, ``.``, ``_``, ``-``, starting with a letter or digit, at most
 ``MAX_NAME_CHARS`` (service) or ``MAX_CAMPAIGN_NAME_CHARS`` characters (:func:`check_name`).
 
+Cache defeat has one vocabulary (:data:`CacheDefeat`): ``fresh-salt`` (a fresh cache salt per
+request), ``flush`` (``/flush_cache`` before each wave), ``none``; a spec says it as ``cache:`` in
+``decode``, ``prefill`` and an ABBA workload, the plan and every wave carry the same word. The first
+spellings (``cache_salt: fresh|none``, ``cache_defeat: salt|flush``) are still read
+(:func:`legacy_cache`), never written.
+
 Spec format history (``SPEC_FORMAT_VERSION``, every kind):
-  1 - first version (2026-11-29).
+  1 - first version (2026-11-29); 2026-12-02: ``cache:`` replaces ``cache_salt`` / ``cache_defeat``
+      (both still read, so every version-1 file keeps loading with the same plan).
 """
 
 from __future__ import annotations
@@ -25,6 +32,30 @@ from harness.errors import SpecError
 from harness.formats import Strict
 
 SPEC_FORMAT_VERSION = 1
+
+CacheDefeat = Literal["fresh-salt", "flush", "none"]
+"""How a wave defeats the server's prefix cache (module docstring)."""
+
+_LEGACY_CACHE = {"cache_salt": {"fresh": "fresh-salt", "none": "none"},
+                 "cache_defeat": {"salt": "fresh-salt", "flush": "flush"}}
+
+
+def legacy_cache(data: object) -> object:
+    """``data`` (a section's raw mapping) with a first-spelling key (``cache_salt`` / ``cache_defeat``)
+    turned into ``cache``; an unknown value passes through for ``cache``'s own error. Raises
+    ``ValueError`` (a validation error of the section) when it gives more than one spelling."""
+    if not isinstance(data, dict):
+        return data
+    old = [k for k in _LEGACY_CACHE if k in data]
+    if not old:
+        return data
+    if "cache" in data or len(old) > 1:
+        raise ValueError(f"give one of cache, {', '.join(old)} (they say the same thing): "
+                         "write cache: fresh-salt | flush | none")
+    out = {k: v for k, v in data.items() if k != old[0]}
+    value = data[old[0]]
+    out["cache"] = _LEGACY_CACHE[old[0]].get(value, value) if isinstance(value, str) else value
+    return out
 
 MAX_NAME_CHARS = 64
 MAX_CAMPAIGN_NAME_CHARS = 160

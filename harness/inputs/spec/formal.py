@@ -3,7 +3,7 @@ cells over frozen corpora on one service."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -17,6 +17,7 @@ from harness.inputs.spec.base import (
     MAX_TIERS,
     MAX_WAVES,
     TIERS,
+    legacy_cache,
 )
 from harness.inputs.spec.service import LoadSettings, OneServiceSpec
 
@@ -41,9 +42,15 @@ class DecodeSpec(Strict):
     ignore_eos: bool = Field(False, description="keep generating past EOS up to max_new_tokens")
     temperature: float = Field(0.0, ge=0, le=100, allow_inf_nan=False,
                                description="sampling temperature; 0 = greedy (ratio)")
-    cache_salt: Literal["fresh", "none"] = Field("fresh", description="a fresh cache salt per request, or none")
+    cache: Literal["fresh-salt", "none"] = Field("fresh-salt", description="prefix-cache defeat: a fresh cache "
+                                                 "salt per request, or none (was cache_salt: fresh|none)")
     max_waves_per_round: int = Field(200, ge=1, le=MAX_WAVES,
                                      description="waves after which a round stops short of its window (count)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_cache(cls, data: Any) -> Any:
+        return legacy_cache(data)
 
     @field_validator("tiers")
     @classmethod
@@ -60,8 +67,14 @@ class PrefillSpec(Strict):
     waves_per_round: int = Field(1, ge=1, le=10_000, description="waves in each measured round (count)")
     warmup_waves: int = Field(1, ge=0, le=1000, description="unmeasured waves before each cell (count)")
     max_new_tokens: int = Field(1, ge=1, le=MAX_NEW_TOKENS, description="output per request (tokens)")
-    cache_defeat: Literal["salt", "flush"] = Field("salt", description="how the prefix cache is defeated: a "
-                                                   "fresh salt per request, or a flush before each wave")
+    cache: Literal["fresh-salt", "flush"] = Field("fresh-salt", description="how the prefix cache is defeated: a "
+                                                  "fresh salt per request, or a flush before each wave (was "
+                                                  "cache_defeat: salt|flush)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_cache(cls, data: Any) -> Any:
+        return legacy_cache(data)
 
     @field_validator("tiers")
     @classmethod

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.inputs.spec.base import legacy_cache
 from harness.report.config import HistoricalFigure, ReportConfig
 from harness.report.snapshot.archives import ArchiveContent, is_simulated
 from harness.report.snapshot.imports import import_entries
@@ -80,10 +81,10 @@ def _spec_summary(spec: Mapping[str, Any] | None) -> dict[str, Any]:
     spec = spec or {}
     out: dict[str, Any] = {}
     for part, keys in (("decode", ("tiers", "rounds", "warmup_waves", "min_resident_seconds", "max_new_tokens",
-                                   "ignore_eos", "temperature", "cache_salt")),
+                                   "ignore_eos", "temperature", "cache")),
                        ("prefill", ("tiers", "rounds", "warmup_waves", "waves_per_round", "max_new_tokens",
-                                    "cache_defeat"))):
-        sect = spec.get(part)
+                                    "cache"))):
+        sect = legacy_cache(spec.get(part))  # an archive of the first spelling says cache_salt / cache_defeat
         if isinstance(sect, Mapping):
             out[part] = {k: sect.get(k) for k in keys if k in sect}
     return out
