@@ -247,24 +247,28 @@ def merge_cmd(
 
 @app.command("migrate")
 def migrate_cmd(workspace: WorkspaceOpt = Path()) -> None:
-    """Migrate schema-2 ledgers (one file per table, ledgers/<table>.parquet) to schema 3 (one
-    directory per table, one file per archive); the old files move to ledgers/.schema2-backup/. Also
-    done automatically the first time dsv4h reads or writes a schema-2 ledger; running it again does
-    nothing.
+    """Migrate older ledgers to the current schema: schema-2 tables (one file per table) to one
+    directory per table (old files in ledgers/.schema2-backup/), schema-3 directories to schema 4 (a
+    rate sweep's rows in sweep_cells and sweep_rounds, no kind column outside runs; old files in
+    ledgers/.schema3-backup/). Also done automatically on the first write to an older ledger (never on
+    a read); running it again does nothing.
 
     Example: dsv4h ledger migrate -w ws
     """
     from harness.store.ledger import locked
-    from harness.store.ledger.layout import ledger_dir
-    from harness.store.ledger.migrate import legacy_tables
+    from harness.store.ledger.layout import LEDGER_SCHEMA_VERSION, ledger_dir
+    from harness.store.ledger.migrate import legacy_tables, needs_migration, schema_version
 
     ws = _ws(workspace)
     directory = ledger_dir(ws)
-    before = legacy_tables(directory) if directory.is_dir() else []
-    if not before:
-        console.print(f"{esc(directory)}: already schema 3, nothing to migrate")
+    if not directory.is_dir() or not needs_migration(directory):
+        console.print(f"{esc(directory)}: already schema {LEDGER_SCHEMA_VERSION}, nothing to migrate")
         return
-    with locked(directory):  # taking the lock migrates a schema-2 ledger
+    before = legacy_tables(directory)
+    older = schema_version(directory)
+    with locked(directory):  # taking the lock to write migrates an older ledger
         pass
-    console.print(f"{esc(directory)}: migrated {', '.join(before)} to one directory per table "
-                  "(old files in .schema2-backup/)")
+    what = [f"{', '.join(before)} to one directory per table (old files in .schema2-backup/)"] if before else []
+    if older < LEDGER_SCHEMA_VERSION:
+        what.append(f"schema {older} tables to schema {LEDGER_SCHEMA_VERSION} (old files in .schema3-backup/)")
+    console.print(f"{esc(directory)}: migrated {'; '.join(what)}")

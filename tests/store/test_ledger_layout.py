@@ -70,7 +70,7 @@ def test_every_file_of_a_table_has_the_canonical_schema_and_globs_read(tmp_path:
         for f in files:
             schema = pq.read_schema(f)
             assert schema.equals(SCHEMAS[table]), (table, f.name)
-            assert schema.metadata[b"dsv4h.ledger_schema_version"] == b"3"
+            assert schema.metadata[b"dsv4h.ledger_schema_version"] == b"4"
             assert schema.metadata[b"dsv4h.table"] == table.encode()
         glob = str(tmp_path / "ledgers" / table / "*.parquet")
         rel = duckdb.sql(f"SELECT count(*) FROM '{glob}'")
@@ -100,11 +100,11 @@ def test_rates_carry_units_and_archives_keep_their_names(tmp_path: Path) -> None
 
 def test_a_sweep_rate_is_its_arrival_rate() -> None:
     t = pa.table({"round_id": ["s.r0"], "rate": [4.0], "goodput": [3.5], "output_throughput": [900.0]})
-    sweep = canonical("rounds", t, "rate-sweep").to_pylist()[0]
+    sweep = canonical("sweep_rounds", t, "rate-sweep").to_pylist()[0]
     assert (sweep["arrival_rate_req_s"], sweep["goodput_req_s"], sweep["output_throughput_tok_s"]) == (4.0, 3.5, 900.0)
-    assert sweep["rate_tok_s"] is None and sweep["extra"] is None
-    formal = canonical("rounds", t.select(["round_id", "rate"]), "formal-matrix").to_pylist()[0]
-    assert formal["rate_tok_s"] == 4.0 and formal["arrival_rate_req_s"] is None
+    assert "rate_tok_s" not in sweep and sweep["extra"] is None  # a sweep round has no tok/s rate column
+    formal = canonical("rounds", t.select(["round_id", "rate"]), "formal").to_pylist()[0]
+    assert formal["rate_tok_s"] == 4.0 and "arrival_rate_req_s" not in formal and formal["extra"] is None
 
 
 def test_wall_anchors_are_utc_timestamps(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def test_apply_findings_rewrites_only_that_archive(tmp_path: Path) -> None:
     rounds = pq.read_table(tmp_path / "ledgers" / "rounds" / f"{target}.parquet").to_pylist()
     assert [r["valid"] for r in rounds] == [False]
     (finding,) = pq.read_table(tmp_path / "ledgers" / "findings" / f"{target}.parquet").to_pylist()
-    assert finding["rule"] == "r" and finding["ledger_schema_version"] == 3
+    assert finding["rule"] == "r" and finding["ledger_schema_version"] == 4
 
 
 @pytest.mark.parametrize("table", ["nope", "cells.parquet"])

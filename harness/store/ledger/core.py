@@ -67,6 +67,7 @@ from harness.service.origin import backends_of, run_is_simulated
 from harness.store.archive import STATE_DIR, Archive, is_archive_id, resumed_by
 from harness.store.finished import FinishedArchive, load_finished, request_rows, run_anchor
 from harness.store.ledger.layout import (
+    ARCHIVE_FILE_TABLES,
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
     LEDGER_SCHEMA_VERSION,
@@ -83,7 +84,14 @@ from harness.store.ledger.layout import (
     table_files,
     with_common,
 )
-from harness.store.ledger.migrate import legacy_tables, migrate_directory, read_legacy
+from harness.store.ledger.migrate import (
+    mark_current,
+    migrate_directory,
+    needs_migration,
+    read_legacy,
+    read_schema3,
+    schema_version,
+)
 from harness.store.runblock import RunBlock
 
 JOURNAL = ".commit.json"
@@ -121,8 +129,10 @@ def _lock(directory: Path, *, migrate: bool) -> Iterator[None]:
         _held[0] += 1
         try:
             _roll_forward(directory)
-            if migrate and legacy_tables(directory):
-                migrate_directory(directory)
+            if migrate:
+                if needs_migration(directory):
+                    migrate_directory(directory)
+                mark_current(directory)
             yield
         finally:
             _held[0] -= 1
@@ -130,7 +140,7 @@ def _lock(directory: Path, *, migrate: bool) -> Iterator[None]:
 
 
 _STAGED_RE = re.compile(r"[0-9a-f]{8}-[0-9]{1,9}(\.parquet)?")
-_FINAL_RE = re.compile(r"(?P<table>[a-z]+)/(?P<stem>[0-9a-f]{16}|[0-9]{8}T[0-9]{12}-(?:[0-9a-f]{8}|schema2))"
+_FINAL_RE = re.compile(r"(?P<table>[a-z_]+)/(?P<stem>[0-9a-f]{16}|[0-9]{8}T[0-9]{12}-(?:[0-9a-f]{8}|schema2))"
                        r"\.parquet|\.resumes/[0-9a-f]{16}")
 
 
@@ -270,14 +280,24 @@ def read_table(workspace: Path, table: str) -> pa.Table | None:
     tables in order of ``created_wall`` then archive id; governance tables in append order."""
     _check(table)
     recover(workspace)
+    directory = ledger_dir(workspace)
+    legacy = read_legacy(directory, table)  # a schema-2 file, cast in memory (never migrated here)
+    if table in PER_ARCHIVE and schema_version(directory) < LEDGER_SCHEMA_VERSION:
+        old = read_schema3(directory, table)  # a schema-3 directory, cast in memory (never migrated here)
+        parts = [t for t in (legacy, old) if t is not None]
+        if not parts:
+            return None
+        return _ordered(parts[0] if len(parts) == 1 else pa.concat_tables(parts))
     paths = table_files(table_dir(workspace, table))
-    legacy = read_legacy(ledger_dir(workspace), table)  # a schema-2 file, cast in memory (never migrated here)
     if not paths and legacy is None:
         return None
     if table in GOVERNANCE_TABLES:
         return pa.concat_tables(([legacy] if legacy is not None else []) + [_read_files([p], table) for p in paths])
     parts = ([legacy] if legacy is not None else []) + ([_read_files(paths, table)] if paths else [])
-    t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    return _ordered(parts[0] if len(parts) == 1 else pa.concat_tables(parts))
+
+
+def _ordered(t: pa.Table) -> pa.Table:
     if t.num_rows and "created_wall" in t.column_names:
         order = pc.sort_indices(t, sort_keys=[("created_wall", "ascending"), ("archive_id", "ascending")])
         t = t.take(order)
@@ -436,9 +456,10 @@ def data_origin(archive: Archive, run: RunBlock | None = None) -> str:
 
 def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
+    own = ARCHIVE_FILE_TABLES.get(view.run.protocol_class, {})
     for name in ("cells", "rounds", "waves"):
         if view.archive.has(f"{name}.parquet"):
-            tables[name] = view.archive.table(f"{name}.parquet")
+            tables[own.get(name, name)] = view.archive.table(f"{name}.parquet")
     if view.archive.has("comparison.parquet"):
         tables["comparisons"] = view.archive.table("comparison.parquet")
     try:
@@ -480,7 +501,6 @@ def ingest_view(workspace: Path, view: FinishedArchive) -> dict[str, int]:
             "archive_id": aid,
             "ledger_schema_version": LEDGER_SCHEMA_VERSION,
             "campaign": run.campaign,
-            "kind": run.kind,
             "claim_class": run.claim_class,
             "protocol_class": run.protocol_class,
             "backend": run.backend,
@@ -496,10 +516,10 @@ def ingest_view(workspace: Path, view: FinishedArchive) -> dict[str, int]:
         for name, t in tables.items():
             if t.num_rows == 0:
                 continue
-            files[f"{name}/{aid}.parquet"] = canonical(name, with_common(t, common), run.kind)
+            files[f"{name}/{aid}.parquet"] = canonical(name, with_common(t, common), run.protocol_class)
             added[name] = t.num_rows
-        run_row = {**common, "plan_id": run.plan_id or "", "service": run.service_name,
-                   "n_cells": int(tables["cells"].num_rows) if "cells" in tables else 0,
+        run_row = {**common, "kind": run.kind, "plan_id": run.plan_id or "", "service": run.service_name,
+                   "n_cells": sum(int(tables[t].num_rows) for t in ("cells", "sweep_cells") if t in tables),
                    "archive_path": str(archive.path), "resumed_from": run.resumed_from}
         files[f"runs/{aid}.parquet"] = canonical("runs", with_common(pa.table({"plan_id": [run_row["plan_id"]]}),
                                                                      run_row))

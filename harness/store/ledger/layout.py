@@ -25,126 +25,38 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.formats import json_safe, parse_wall
+from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
 
-LEDGER_SCHEMA_VERSION = 3
-ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "requests", "comparisons")
+LEDGER_SCHEMA_VERSION = 4
+ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons")
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
 GOVERNANCE_TABLES = ("records", "closures", "gates", "freezes", "historical")
 TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)
-
-_S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
-WALL = pa.timestamp("ns", tz="UTC")
-_LS, _LF = pa.list_(_S), pa.list_(_F)
-
-
-def _lat() -> list[tuple[str, pa.DataType]]:
-    out: list[tuple[str, pa.DataType]] = []
-    for metric in ("ttft", "itl", "tpot", "e2e", "itl_bench", "tpot_bench"):
-        out += [(f"{metric}_{s}_s", _F) for s in ("p50", "p90", "p99", "mean", "max")] + [(f"{metric}_n", _I)]
-    return out
-
-
-COMMON: list[tuple[str, pa.DataType]] = [
-    ("archive_id", _S), ("ledger_schema_version", _I), ("campaign", _S), ("kind", _S), ("claim_class", _S),
-    ("protocol_class", _S), ("backend", _S), ("data_origin", _S), ("archive_status", _S), ("created_wall", WALL),
-    ("identity_hash", _S), ("valid", _B), ("superseded_by", _S),
-]
-_SWEEP_THROUGHPUT = [(f"{q}_{s}_{u}", _F) for q, u in (("request_throughput", "req_s"), ("output_throughput", "tok_s"),
-                                                       ("input_throughput", "tok_s"), ("goodput", "req_s"))
-                     for s in ("median", "min", "max")]
-_FIELDS: dict[str, list[tuple[str, pa.DataType]]] = {
-    "runs": [*COMMON, ("plan_id", _S), ("service", _S), ("n_cells", _I), ("archive_path", _S), ("resumed_from", _S)],
-    "cells": [
-        ("cell_id", _S), ("workload", _S), ("concurrency", _I), ("status", _S), ("rounds_required", _I),
-        ("round_tok_s", _LF), ("round_status", _LS), ("median_tok_s", _F), ("observed_min_tok_s", _F),
-        ("observed_max_tok_s", _F), ("http_output_tok_s", _F), ("round_http_output_tok_s", _LF),
-        ("cache_violations", _I), ("count_method", _S),
-        ("arrival_rate_req_s", _F), ("rounds_ok", _I), ("rounds_planned", _I), *_SWEEP_THROUGHPUT,
-        ("schedule_kept", _B), ("client_lag_p99_s", _F), *_lat(), ("extra", _S), *COMMON,
-    ],
-    "rounds": [
-        ("round_id", _S), ("cell_id", _S), ("round_index", _I), ("workload", _S), ("concurrency", _I), ("status", _S),
-        ("n_waves", _I), ("n_requests", _I), ("n_failed", _I), ("rate_tok_s", _F), ("tokens", _I), ("seconds", _F),
-        ("http_output_tok_s", _F), ("http_tokens", _I), ("http_seconds", _F), ("cache_violations", _I),
-        ("count_method", _S),
-        ("arrival_rate_req_s", _F), ("n_ok", _I), ("duration_s", _F), ("request_throughput_req_s", _F),
-        ("output_throughput_tok_s", _F), ("input_throughput_tok_s", _F), ("goodput_req_s", _F), ("slo_met", _I),
-        ("client_lag_p50_s", _F), ("client_lag_p99_s", _F), ("client_lag_max_s", _F), ("client_late", _I),
-        ("client_schedule_kept", _B), ("send_lag_p99_s", _F), ("capped_requests", _I),
-        *_lat(), ("extra", _S), *COMMON,
-    ],
-    "waves": [
-        ("wave_id", _S), ("cell_id", _S), ("round_index", _I), ("wave_index", _I), ("phase", _S), ("workload", _S),
-        ("concurrency", _I), ("n_requests", _I), ("n_failed", _I), ("resident_tokens", _I),
-        ("resident_seconds", _F), ("resident_output_tok_s", _F), ("http_tokens", _I), ("http_seconds", _F),
-        ("http_output_tok_s", _F), ("prefill_tokens", _I), ("prefill_seconds", _F), ("prefill_input_tok_s", _F),
-        ("cache_violations", _I), ("cached_unknown", _I), ("case_ids", _LS), ("lag_p50_s", _F), ("lag_p99_s", _F),
-        ("errors", _LS), ("count_method", _S), *_lat(), ("extra", _S), *COMMON,
-    ],
-    "requests": [
-        ("rid", _S), ("cell_id", _S), ("wave_id", _S), ("round_index", _I), ("wave_index", _I), ("phase", _S),
-        ("workload", _S), ("case_id", _S), ("input_hash", _S), ("input_len", _I), ("concurrency", _I),
-        ("prompt_tokens", _I), ("cached_tokens", _I), ("completion_tokens", _I), ("finish_reason", _S),
-        ("http_status", _I), ("error", _S), ("count_method", _S), ("send_ns", _I), ("first_token_ns", _I),
-        ("last_token_ns", _I), ("done_ns", _I), ("anchor_wall", WALL), ("anchor_perf_ns", _I),
-        ("first_event_tokens", _I), ("n_tokens", _I), ("n_events", _I), ("ttft_s", _F), ("e2e_s", _F), ("ok", _B),
-        ("output_hash16", _S), ("extra", _S), *COMMON,
-    ],
-    "comparisons": [
-        ("screen", _S), ("boundary", _S), ("concurrency", _I), ("waves_per_leg", _I), ("a1_median_tok_s", _F),
-        ("b1_median_tok_s", _F), ("b2_median_tok_s", _F), ("a2_median_tok_s", _F), ("control_mean_tok_s", _F),
-        ("candidate_mean_tok_s", _F), ("ratio_pct", _F), ("drift_pct", _F), ("spread_pct", _F),
-        ("http_ratio_pct", _F), ("separated", _B), ("verdict", _S), ("reason", _S), ("outputs_compared", _I),
-        ("outputs_identical_all_legs", _I), ("outputs_differing", _I), ("outputs_identical_across_arms", _I),
-        ("b2_shares_b1_service", _B), ("declared_change", _S), ("undeclared_differences", _I),
-        ("allow_identity_change", _B), ("status", _S), ("extra", _S), *COMMON,
-    ],
-    "findings": [("archive_id", _S), ("rule", _S), ("severity", _S), ("message", _S), ("remedy", _S),
-                 ("rows", _S), ("ledger_schema_version", _I)],
-    "records": [
-        ("record_id", _S), ("name", _S), ("scope", _S), ("description", _S), ("metric", _S), ("unit", _S),
-        ("concurrency", _I), ("claim_class", _S), ("protocol_class", _S), ("data_origin", _S), ("candidate", _S),
-        ("value", _F), ("suite_ids", _LS), ("suite_values", _LF), ("control_ids", _LS), ("control_values", _LF),
-        ("declared_change", _LS), ("gates", _LS), ("previous_record_id", _S), ("previous_value", _F),
-        ("over_previous_pct", _F), ("over_control_pct", _F), ("proposal_file", _S), ("proposal_sha256", _S),
-        ("recorded_at", WALL), ("content", _S), ("ledger_schema_version", _I),
-    ],
-    "closures": [("direction", _S), ("action", _S), ("evidence_archive_id", _S), ("reason", _S), ("at", WALL),
-                 ("closing_archive_id", _S), ("source", _S), ("ledger_schema_version", _I)],
-    "gates": [
-        ("gate", _S), ("description", _S), ("quantity", _S), ("op", _S), ("threshold", _F), ("unit", _S),
-        ("selectors", _S), ("archive_id", _S), ("candidate", _S), ("value", _F), ("n", _I), ("passed", _B),
-        ("detail", _S), ("checked_at", WALL), ("gate_file", _S), ("gate_sha256", _S), ("claim_class", _S),
-        ("protocol_class", _S), ("data_origin", _S), ("ledger_schema_version", _I),
-    ],
-    "freezes": [
-        ("action", _S), ("path", _S), ("sha256", _S), ("bytes", _I), ("at", WALL), ("outcome", _S), ("passed", _B),
-        ("reason", _S), ("freeze_at", WALL), ("results_archive_id", _S), ("results_created_wall", WALL),
-        ("ledger_schema_version", _I),
-    ],
-    "historical": [
-        ("entry_id", _S), ("source", _S), ("published_date", _S), ("measured_date", _S), ("protocol_label", _S),
-        ("claim_class", _S), ("protocol_class", _S), ("metric", _S), ("concurrency", _I), ("value", _F),
-        ("range_max", _F), ("unit", _S), ("tp", _I), ("label", _S), ("not_claims", _LS), ("quote", _S),
-        ("section", _S), ("locator", _S), ("experiment", _S), ("leg", _S), ("historical", _B), ("data_origin", _S),
-        ("content_sha256", _S), ("import_file", _S), ("import_sha256", _S), ("imported_at", WALL),
-        ("ledger_schema_version", _I),
-    ],
+# An archive file's table in the ledger, per protocol class: a rate sweep's cells and rounds are
+# sweep cells and sweep rounds (their own measures, never formal cells).
+ARCHIVE_FILE_TABLES: dict[str, dict[str, str]] = {
+    "rate-sweep": {"cells": "sweep_cells", "rounds": "sweep_rounds"},
 }
-SCHEMAS: dict[str, pa.Schema] = {name: pa.schema(fields) for name, fields in _FIELDS.items()}
 
-# Archive column -> ledger column, per (table, run kind); "*" applies to every kind, a kind's own
-# entry overrides it (a rate sweep's ``rate`` is its arrival rate, a formal round's its tok/s).
+_S, _I = pa.string(), pa.int64()
+COMMON: list[tuple[str, pa.DataType]] = ARCHIVE_COLUMNS
+SCHEMAS: dict[str, pa.Schema] = {name: arrow_schema(name) for name in TABLES}
+
+# Archive (format 1/2) column -> ledger column, per (table, protocol class); "*" applies to every
+# class, a class's own entry overrides it (a rate sweep's ``rate`` is its arrival rate, a formal
+# round's its tok/s).
+_SWEEP_THROUGHPUT = [(f"{q}_{s}", f"{q}_{s}_{u}") for q, u in (
+    ("request_throughput", "req_s"), ("output_throughput", "tok_s"), ("input_throughput", "tok_s"),
+    ("goodput", "req_s")) for s in ("median", "min", "max")]
 RENAMES: dict[tuple[str, str], dict[str, str]] = {
     ("cells", "*"): {"median": "median_tok_s", "observed_min": "observed_min_tok_s",
                      "observed_max": "observed_max_tok_s", "http_rate": "http_output_tok_s",
                      "round_rates": "round_tok_s", "round_http_rates": "round_http_output_tok_s"},
-    ("cells", "rate-sweep"): {"rate": "arrival_rate_req_s"} | {
-        c.rsplit("_", 2)[0]: c for c, _ in _SWEEP_THROUGHPUT},
+    ("sweep_cells", "*"): {"rate": "arrival_rate_req_s"} | dict(_SWEEP_THROUGHPUT),
     ("rounds", "*"): {"rate": "rate_tok_s", "http_rate": "http_output_tok_s"},
-    ("rounds", "rate-sweep"): {"rate": "arrival_rate_req_s", "request_throughput": "request_throughput_req_s",
-                               "output_throughput": "output_throughput_tok_s",
-                               "input_throughput": "input_throughput_tok_s", "goodput": "goodput_req_s"},
+    ("sweep_rounds", "*"): {"rate": "arrival_rate_req_s", "request_throughput": "request_throughput_req_s",
+                            "output_throughput": "output_throughput_tok_s",
+                            "input_throughput": "input_throughput_tok_s", "goodput": "goodput_req_s"},
     ("waves", "*"): {"resident_rate": "resident_output_tok_s", "http_rate": "http_output_tok_s",
                      "prefill_rate": "prefill_input_tok_s"},
     ("requests", "*"): {"anchor_wall_ns": "anchor_wall"},
@@ -153,9 +65,9 @@ RENAMES: dict[tuple[str, str], dict[str, str]] = {
 }
 
 
-def renames(table: str, kind: str | None) -> dict[str, str]:
-    """The archive-to-ledger column renames of ``table`` for runs of ``kind``."""
-    return RENAMES.get((table, "*"), {}) | RENAMES.get((table, kind or ""), {})
+def renames(table: str, protocol_class: str | None) -> dict[str, str]:
+    """The archive-to-ledger column renames of ``table`` for runs of ``protocol_class``."""
+    return RENAMES.get((table, "*"), {}) | RENAMES.get((table, protocol_class or ""), {})
 
 
 def ledger_dir(workspace: Path) -> Path:
@@ -231,12 +143,16 @@ def _cast(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | pa.Array:
     return pc.cast(col, to)
 
 
-def canonical(table: str, t: pa.Table, kind: str | None = None) -> pa.Table:
+def canonical(table: str, t: pa.Table, protocol_class: str | None = None) -> pa.Table:
     """``t`` (archive column names, or ledger names) as ``table``'s canonical schema: columns renamed
-    (:func:`renames`), cast, missing ones null; any other column, or one that cannot be cast, goes into
-    ``extra`` (a JSON object per row, null when empty) for tables that have it."""
+    (:func:`renames`), cast, missing ones null; a ``kind`` column dropped where the table has none
+    (every archive row carries ``protocol_class``; only ``runs`` keeps ``kind``); any other column, or
+    one that cannot be cast, goes into ``extra`` (a JSON object per row, null when empty) for tables
+    that have it."""
     schema = SCHEMAS[table]
-    names = renames(table, kind)
+    if "kind" in t.column_names and "kind" not in schema.names:
+        t = t.drop_columns(["kind"])
+    names = renames(table, protocol_class)
     t = t.rename_columns([names.get(c, c) if names.get(c, c) not in t.column_names else c for c in t.column_names])
     cols: list[pa.ChunkedArray | pa.Array] = []
     leftover = [c for c in t.column_names if c not in schema.names and c != "extra"]

@@ -1,4 +1,14 @@
-"""One-time migration of schema-1/2 ledgers to schema 3 (edge module: files).
+"""One-time migrations of older ledgers to the current schema (edge module: files).
+
+Schema 3 -> 4 (:func:`migrate_schema3`): a rate sweep's rows leave ``cells`` and ``rounds`` for
+``sweep_cells`` and ``sweep_rounds`` (split by ``protocol_class``), ``kind`` leaves every archive
+table but ``runs``, each archive file is rewritten in its table's schema-4 columns (every row kept,
+every value carried; the old file copied first to ``ledgers/.schema3-backup/<table>/``), then the
+marker ``ledgers/.schema`` says ``4``. Governance files are left as they are (their columns did not
+change). Rewrites are atomic and idempotent and the marker is written last, so an interrupted
+migration is simply run again. A ledger without the marker but with table directories is schema 3;
+:func:`read_schema3` reads one table of it in memory, as the migration would write it (reads never
+migrate).
 
 Schema 2 kept one file per table, ``ledgers/<table>.parquet``. Migration splits each archive table into
 one file per archive (``<table>/<archive id>.parquet``) and writes each governance table as one file
@@ -15,6 +25,7 @@ the first time a schema-2 ledger is locked).
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,22 +35,109 @@ import pyarrow.parquet as pq
 from harness.errors import LedgerError
 from harness.formats import atomic_write, atomic_write_table, fsync_dir
 from harness.store.archive import is_archive_id
-from harness.store.ledger.layout import GOVERNANCE_TABLES, PER_ARCHIVE, SCHEMAS, TABLES, canonical
+from harness.store.ledger.layout import (
+    ARCHIVE_FILE_TABLES,
+    GOVERNANCE_TABLES,
+    LEDGER_SCHEMA_VERSION,
+    PER_ARCHIVE,
+    SCHEMAS,
+    TABLES,
+    canonical,
+    table_files,
+)
 
 BACKUP = ".schema2-backup"
+BACKUP3 = ".schema3-backup"
 MIGRATED_KEY = "00000000T000000000000-schema2"
+SCHEMA_MARKER = ".schema"
+# the schema-3 table a schema-4 table's rows came from
+_SOURCE = {new: old for by_class in ARCHIVE_FILE_TABLES.values() for old, new in by_class.items()}
+
+
+def schema_version(directory: Path) -> int:
+    """The schema of a ledger directory's table directories: the marker's number; else 3 when any
+    table directory exists (schema 3 had no marker); else the current one (nothing written yet)."""
+    marker = directory / SCHEMA_MARKER
+    if marker.is_file():
+        try:
+            return int(marker.read_text().strip())
+        except ValueError:
+            raise LedgerError(f"{marker}: not a schema number",
+                              hint=f"write {LEDGER_SCHEMA_VERSION} into it if the ledger was migrated") from None
+    if any((directory / t).is_dir() for t in TABLES):
+        return 3
+    return LEDGER_SCHEMA_VERSION
+
+
+def mark_current(directory: Path) -> None:
+    """Write the schema marker (the ledger directory's tables are of the current schema)."""
+    if not (directory / SCHEMA_MARKER).is_file():
+        atomic_write(directory / SCHEMA_MARKER, f"{LEDGER_SCHEMA_VERSION}\n".encode())
+
+
+def split_rows(table: str, t: pa.Table) -> dict[str, pa.Table]:
+    """An older ledger's (or archive's) rows of ``table`` as current tables: rows of a protocol class
+    with tables of its own (:data:`ARCHIVE_FILE_TABLES`) go there, the rest stay in ``table``; each
+    part canonical (pure; every row lands in exactly one part)."""
+    if "protocol_class" not in t.column_names or not t.num_rows:
+        return {table: canonical(table, t)} if t.num_rows else {}
+    out: dict[str, pa.Table] = {}
+    classes = pc.fill_null(pc.cast(t.column("protocol_class"), pa.string()), "")
+    for cls in dict.fromkeys(classes.to_pylist()):
+        part = t.filter(pc.equal(classes, cls))
+        target = ARCHIVE_FILE_TABLES.get(cls, {}).get(table, table)
+        got = canonical(target, part, cls)
+        out[target] = pa.concat_tables([out[target], got]) if target in out else got
+    return out
+
+
+def _read_raw(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise LedgerError(f"{path}: cannot read: {exc}",
+                          hint="restore the ledgers from a copy, or re-ingest archives") from exc
+
+
+def read_schema3(directory: Path, table: str) -> pa.Table | None:
+    """One archive table of a schema-3 ledger directory as schema 4, in memory (what
+    :func:`migrate_schema3` would write), or None when it has no rows. Nothing is written."""
+    source = _SOURCE.get(table, table)
+    parts = []
+    for path in table_files(directory / source):
+        got = split_rows(source, _read_raw(path)).get(table)
+        if got is not None:
+            parts.append(got.cast(SCHEMAS[table]))
+    return pa.concat_tables(parts) if parts else None
+
+
+def migrate_schema3(directory: Path) -> dict[str, int]:
+    """Migrate a schema-3 ledger directory to schema 4 (lock held; module docstring); files written per table."""
+    written: dict[str, int] = {}
+    for table in PER_ARCHIVE:
+        if table in _SOURCE:
+            continue
+        for path in table_files(directory / table):
+            parts = split_rows(table, _read_raw(path))
+            backup = directory / BACKUP3 / table
+            backup.mkdir(parents=True, exist_ok=True)
+            if not (backup / path.name).exists():
+                shutil.copy2(path, backup / path.name)
+            for target, rows in parts.items():
+                (directory / target).mkdir(exist_ok=True)
+                atomic_write_table(directory / target / path.name, rows)
+                written[target] = written.get(target, 0) + 1
+            if table not in parts:  # every row moved to another table
+                path.unlink()
+            fsync_dir(directory / table)
+    atomic_write(directory / SCHEMA_MARKER, f"{LEDGER_SCHEMA_VERSION}\n".encode())
+    fsync_dir(directory)
+    return written
 
 
 def legacy_tables(directory: Path) -> list[str]:
     """Tables of ``directory`` (a ledger dir) still in the single-file schema-2 layout."""
     return [t for t in TABLES if (directory / f"{t}.parquet").is_file()]
-
-
-def _kind(t: pa.Table) -> str | None:
-    if "kind" not in t.column_names or not t.num_rows:
-        return None
-    v = t.column("kind")[0].as_py()
-    return str(v) if v is not None else None
 
 
 def _path_values(path: Path, table: str, old: pa.Table) -> list[tuple[str, str | None]]:
@@ -86,8 +184,10 @@ def migrate_table(directory: Path, table: str) -> int:
         written = 1
     for aid, prev in archives:
         part = old.filter(pc.fill_null(pc.equal(old.column("archive_id"), aid), False))
-        atomic_write_table(out / f"{aid}.parquet", canonical(table, part, _kind(part)))
-        written += 1
+        for target, rows in split_rows(table, part).items():
+            (directory / target).mkdir(exist_ok=True)
+            atomic_write_table(directory / target / f"{aid}.parquet", rows)
+            written += 1
         if prev is not None:
             (directory / ".resumes").mkdir(exist_ok=True)
             atomic_write(directory / ".resumes" / prev, aid.encode())
@@ -101,9 +201,10 @@ def migrate_table(directory: Path, table: str) -> int:
 
 def read_legacy(directory: Path, table: str) -> pa.Table | None:
     """A schema-2 table file of ``directory`` cast to ``table``'s canonical schema in memory (each
-    archive's rows with its own kind's column names, as :func:`migrate_table` writes them), or None
-    when there is none. Nothing is written: reading an old ledger never migrates it."""
-    path = directory / f"{table}.parquet"
+    archive's rows split and renamed by its protocol class, as :func:`migrate_table` writes them), or
+    None when there is none. Nothing is written: reading an old ledger never migrates it."""
+    source = _SOURCE.get(table, table)
+    path = directory / f"{source}.parquet"
     if not path.is_file():
         return None
     try:
@@ -111,19 +212,32 @@ def read_legacy(directory: Path, table: str) -> pa.Table | None:
     except (OSError, pa.ArrowInvalid) as exc:
         raise LedgerError(f"{path}: cannot read the schema-2 table: {exc}",
                           hint="restore the file from a copy, or move it aside and re-ingest the archives") from exc
-    if table in PER_ARCHIVE and "archive_id" in old.column_names:
-        _path_values(path, table, old)  # refused as migration would refuse it: the ids name files later
-    if table in GOVERNANCE_TABLES or "archive_id" not in old.column_names or not old.num_rows:
-        return canonical(table, old).cast(SCHEMAS[table])
+    if source in PER_ARCHIVE and "archive_id" in old.column_names:
+        _path_values(path, source, old)  # refused as migration would refuse it: the ids name files later
+    if source in GOVERNANCE_TABLES or "archive_id" not in old.column_names or not old.num_rows:
+        return canonical(table, old).cast(SCHEMAS[table]) if source == table else None
     parts = []
     for aid in dict.fromkeys(old.column("archive_id").to_pylist()):
         mine = pc.is_null(old.column("archive_id")) if aid is None else \
             pc.fill_null(pc.equal(old.column("archive_id"), aid), False)
-        part = old.filter(mine)
-        parts.append(canonical(table, part, _kind(part)).cast(SCHEMAS[table]))
-    return pa.concat_tables(parts)
+        got = split_rows(source, old.filter(mine)).get(table)
+        if got is not None:
+            parts.append(got.cast(SCHEMAS[table]))
+    return pa.concat_tables(parts) if parts else None
 
 
 def migrate_directory(directory: Path) -> dict[str, int]:
-    """Migrate every schema-2 table of a ledger directory (lock held); files written per table."""
-    return {t: migrate_table(directory, t) for t in legacy_tables(directory)}
+    """Bring a ledger directory to the current schema (lock held): schema-2 tables first (written
+    straight as the current schema), then a schema-3 directory's files; files written per table."""
+    older = schema_version(directory) < LEDGER_SCHEMA_VERSION  # before schema-2 files make directories
+    out = {t: migrate_table(directory, t) for t in legacy_tables(directory)}
+    if older:
+        for t, n in migrate_schema3(directory).items():
+            out[t] = out.get(t, 0) + n
+    mark_current(directory)
+    return out
+
+
+def needs_migration(directory: Path) -> bool:
+    """Whether a ledger directory holds tables older than the current schema."""
+    return bool(legacy_tables(directory)) or schema_version(directory) < LEDGER_SCHEMA_VERSION

@@ -1,0 +1,467 @@
+"""One row model per ledger table, named once, with units in the names (pure).
+
+Each table's columns are declared here and nowhere else: a frozen dataclass per table (:data:`ROW_MODELS`)
+whose fields, in order, are the table's own columns; :func:`arrow_schema` derives the Arrow schema the
+ledger files carry (``harness.store.ledger.layout.SCHEMAS``). Tables of measured rows (``cells``,
+``rounds``, ``waves``, ``sweep_cells``, ``sweep_rounds``) add the flat latency columns
+(:data:`LATENCY_COLUMNS`, ``<metric>_<stat>_s`` and ``<metric>_n``: every protocol's rows have them);
+archive tables add ``extra`` (JSON of columns outside the model) and the archive columns
+(:class:`ArchiveColumns`). Units: rates ``_tok_s`` (tokens/s) or ``_req_s`` (requests/s), durations
+``_s``, instants ``_ns`` (int64 ns, monotonic), wall anchors ``datetime`` (``timestamp[ns, UTC]``).
+
+Protocol-specific measures live in their own tables: ``cells`` / ``rounds`` / ``waves`` are formal
+matrix (and quick-bench) results, ``sweep_cells`` / ``sweep_rounds`` rate-sweep results, ``comparisons``
+ABBA screens; so no table has columns null by design for a whole protocol. Every row of an archive
+table carries ``protocol_class``; only ``runs`` carries ``kind`` as well (the run registry's key,
+``harness.run.kinds``; one row per archive).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+import pyarrow as pa
+
+from harness.measure.latency import METRICS
+
+WALL = pa.timestamp("ns", tz="UTC")
+LATENCY_METRICS = (*METRICS, "itl_bench", "tpot_bench")
+LATENCY_COLUMNS: tuple[str, ...] = tuple(
+    c for metric in LATENCY_METRICS
+    for c in (*(f"{metric}_{s}_s" for s in ("p50", "p90", "p99", "mean", "max")), f"{metric}_n"))
+
+
+@dataclass(frozen=True)
+class ArchiveColumns:
+    """Columns on every row of an archive table: where the row comes from and whether it counts."""
+
+    archive_id: str | None = None
+    ledger_schema_version: int | None = None
+    campaign: str | None = None
+    claim_class: str | None = None
+    protocol_class: str | None = None
+    backend: str | None = None
+    data_origin: str | None = None
+    archive_status: str | None = None
+    created_wall: datetime | None = None
+    identity_hash: str | None = None
+    valid: bool | None = None
+    superseded_by: str | None = None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """``runs``: one row per archive."""
+
+    kind: str | None = None
+    plan_id: str | None = None
+    service: str | None = None
+    n_cells: int | None = None
+    archive_path: str | None = None
+    resumed_from: str | None = None
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """``cells``: a formal cell, the median of its ok round rates (tokens/s), every round's value."""
+
+    cell_id: str | None = None
+    workload: str | None = None
+    concurrency: int | None = None
+    status: str | None = None
+    rounds_required: int | None = None
+    round_tok_s: list[float] | None = None
+    round_status: list[str] | None = None
+    median_tok_s: float | None = None
+    observed_min_tok_s: float | None = None
+    observed_max_tok_s: float | None = None
+    http_output_tok_s: float | None = None
+    round_http_output_tok_s: list[float] | None = None
+    cache_violations: int | None = None
+    count_method: str | None = None
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    """``rounds``: a formal round, the aggregate over its measured waves (tokens/s)."""
+
+    round_id: str | None = None
+    cell_id: str | None = None
+    round_index: int | None = None
+    workload: str | None = None
+    concurrency: int | None = None
+    status: str | None = None
+    n_waves: int | None = None
+    n_requests: int | None = None
+    n_failed: int | None = None
+    rate_tok_s: float | None = None
+    tokens: int | None = None
+    seconds: float | None = None
+    http_output_tok_s: float | None = None
+    http_tokens: int | None = None
+    http_seconds: float | None = None
+    cache_violations: int | None = None
+    count_method: str | None = None
+
+
+@dataclass(frozen=True)
+class WaveRow:
+    """``waves``: one wave's three metric windows (resident, HTTP, prefill)."""
+
+    wave_id: str | None = None
+    cell_id: str | None = None
+    round_index: int | None = None
+    wave_index: int | None = None
+    phase: str | None = None
+    workload: str | None = None
+    concurrency: int | None = None
+    n_requests: int | None = None
+    n_failed: int | None = None
+    resident_tokens: int | None = None
+    resident_seconds: float | None = None
+    resident_output_tok_s: float | None = None
+    http_tokens: int | None = None
+    http_seconds: float | None = None
+    http_output_tok_s: float | None = None
+    prefill_tokens: int | None = None
+    prefill_seconds: float | None = None
+    prefill_input_tok_s: float | None = None
+    cache_violations: int | None = None
+    cached_unknown: int | None = None
+    case_ids: list[str] | None = None
+    lag_p50_s: float | None = None
+    lag_p99_s: float | None = None
+    errors: list[str] | None = None
+    count_method: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepRoundRow:
+    """``sweep_rounds``: one measured round of one offered rate of a rate sweep."""
+
+    round_id: str | None = None
+    cell_id: str | None = None
+    round_index: int | None = None
+    arrival_rate_req_s: float | None = None
+    status: str | None = None
+    n_requests: int | None = None
+    n_ok: int | None = None
+    n_failed: int | None = None
+    duration_s: float | None = None
+    request_throughput_req_s: float | None = None
+    output_throughput_tok_s: float | None = None
+    input_throughput_tok_s: float | None = None
+    goodput_req_s: float | None = None
+    slo_met: int | None = None
+    client_lag_p50_s: float | None = None
+    client_lag_p99_s: float | None = None
+    client_lag_max_s: float | None = None
+    client_late: int | None = None
+    client_schedule_kept: bool | None = None
+    send_lag_p99_s: float | None = None
+    capped_requests: int | None = None
+
+
+@dataclass(frozen=True)
+class SweepCellRow:
+    """``sweep_cells``: one offered rate of a rate sweep, medians (and ranges) of its ok rounds."""
+
+    cell_id: str | None = None
+    workload: str | None = None
+    concurrency: int | None = None
+    arrival_rate_req_s: float | None = None
+    rounds_ok: int | None = None
+    rounds_planned: int | None = None
+    request_throughput_median_req_s: float | None = None
+    request_throughput_min_req_s: float | None = None
+    request_throughput_max_req_s: float | None = None
+    output_throughput_median_tok_s: float | None = None
+    output_throughput_min_tok_s: float | None = None
+    output_throughput_max_tok_s: float | None = None
+    input_throughput_median_tok_s: float | None = None
+    input_throughput_min_tok_s: float | None = None
+    input_throughput_max_tok_s: float | None = None
+    goodput_median_req_s: float | None = None
+    goodput_min_req_s: float | None = None
+    goodput_max_req_s: float | None = None
+    schedule_kept: bool | None = None
+    client_lag_p99_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    """``requests``: one request's identity, counts and timings (``*_ns`` monotonic instants)."""
+
+    rid: str | None = None
+    cell_id: str | None = None
+    wave_id: str | None = None
+    round_index: int | None = None
+    wave_index: int | None = None
+    phase: str | None = None
+    workload: str | None = None
+    case_id: str | None = None
+    input_hash: str | None = None
+    input_len: int | None = None
+    concurrency: int | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    http_status: int | None = None
+    error: str | None = None
+    count_method: str | None = None
+    send_ns: int | None = None
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    done_ns: int | None = None
+    anchor_wall: datetime | None = None
+    anchor_perf_ns: int | None = None
+    first_event_tokens: int | None = None
+    n_tokens: int | None = None
+    n_events: int | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    ok: bool | None = None
+    output_hash16: str | None = None
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """``comparisons``: one ABBA screen's legs (tokens/s) and verdict."""
+
+    screen: str | None = None
+    boundary: str | None = None
+    concurrency: int | None = None
+    waves_per_leg: int | None = None
+    a1_median_tok_s: float | None = None
+    b1_median_tok_s: float | None = None
+    b2_median_tok_s: float | None = None
+    a2_median_tok_s: float | None = None
+    control_mean_tok_s: float | None = None
+    candidate_mean_tok_s: float | None = None
+    ratio_pct: float | None = None
+    drift_pct: float | None = None
+    spread_pct: float | None = None
+    http_ratio_pct: float | None = None
+    separated: bool | None = None
+    verdict: str | None = None
+    reason: str | None = None
+    outputs_compared: int | None = None
+    outputs_identical_all_legs: int | None = None
+    outputs_differing: int | None = None
+    outputs_identical_across_arms: int | None = None
+    b2_shares_b1_service: bool | None = None
+    declared_change: str | None = None
+    undeclared_differences: int | None = None
+    allow_identity_change: bool | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """``findings``: one evidence finding of one archive."""
+
+    archive_id: str | None = None
+    rule: str | None = None
+    severity: str | None = None
+    message: str | None = None
+    remedy: str | None = None
+    rows: str | None = None
+    ledger_schema_version: int | None = None
+
+
+@dataclass(frozen=True)
+class RecordRow:
+    """``records``: one accepted record (``content``: the canonical JSON its id hashes)."""
+
+    record_id: str | None = None
+    name: str | None = None
+    scope: str | None = None
+    description: str | None = None
+    metric: str | None = None
+    unit: str | None = None
+    concurrency: int | None = None
+    claim_class: str | None = None
+    protocol_class: str | None = None
+    data_origin: str | None = None
+    candidate: str | None = None
+    value: float | None = None
+    suite_ids: list[str] | None = None
+    suite_values: list[float] | None = None
+    control_ids: list[str] | None = None
+    control_values: list[float] | None = None
+    declared_change: list[str] | None = None
+    gates: list[str] | None = None
+    previous_record_id: str | None = None
+    previous_value: float | None = None
+    over_previous_pct: float | None = None
+    over_control_pct: float | None = None
+    proposal_file: str | None = None
+    proposal_sha256: str | None = None
+    recorded_at: datetime | None = None
+    content: str | None = None
+    ledger_schema_version: int | None = None
+
+
+@dataclass(frozen=True)
+class ClosureRow:
+    """``closures``: one direction closed or reopened."""
+
+    direction: str | None = None
+    action: str | None = None
+    evidence_archive_id: str | None = None
+    reason: str | None = None
+    at: datetime | None = None
+    closing_archive_id: str | None = None
+    source: str | None = None
+    ledger_schema_version: int | None = None
+
+
+@dataclass(frozen=True)
+class GateRow:
+    """``gates``: one gate checked against one archive."""
+
+    gate: str | None = None
+    description: str | None = None
+    quantity: str | None = None
+    op: str | None = None
+    threshold: float | None = None
+    unit: str | None = None
+    selectors: str | None = None
+    archive_id: str | None = None
+    candidate: str | None = None
+    value: float | None = None
+    n: int | None = None
+    passed: bool | None = None
+    detail: str | None = None
+    checked_at: datetime | None = None
+    gate_file: str | None = None
+    gate_sha256: str | None = None
+    claim_class: str | None = None
+    protocol_class: str | None = None
+    data_origin: str | None = None
+    ledger_schema_version: int | None = None
+
+
+@dataclass(frozen=True)
+class FreezeRow:
+    """``freezes``: one freeze action on a results file."""
+
+    action: str | None = None
+    path: str | None = None
+    sha256: str | None = None
+    bytes: int | None = None
+    at: datetime | None = None
+    outcome: str | None = None
+    passed: bool | None = None
+    reason: str | None = None
+    freeze_at: datetime | None = None
+    results_archive_id: str | None = None
+    results_created_wall: datetime | None = None
+    ledger_schema_version: int | None = None
+
+
+@dataclass(frozen=True)
+class HistoricalRow:
+    """``historical``: one imported published figure."""
+
+    entry_id: str | None = None
+    source: str | None = None
+    published_date: str | None = None
+    measured_date: str | None = None
+    protocol_label: str | None = None
+    claim_class: str | None = None
+    protocol_class: str | None = None
+    metric: str | None = None
+    concurrency: int | None = None
+    value: float | None = None
+    range_max: float | None = None
+    unit: str | None = None
+    tp: int | None = None
+    label: str | None = None
+    not_claims: list[str] | None = None
+    quote: str | None = None
+    section: str | None = None
+    locator: str | None = None
+    experiment: str | None = None
+    leg: str | None = None
+    historical: bool | None = None
+    data_origin: str | None = None
+    content_sha256: str | None = None
+    import_file: str | None = None
+    import_sha256: str | None = None
+    imported_at: datetime | None = None
+    ledger_schema_version: int | None = None
+
+
+@dataclass(frozen=True)
+class TableModel:
+    """A ledger table: its row model, and whether its rows carry latency, ``extra`` and the archive columns."""
+
+    model: type
+    latency: bool = False
+    archive: bool = True
+
+
+ROW_MODELS: dict[str, TableModel] = {
+    "runs": TableModel(RunRow),
+    "cells": TableModel(CellRow, latency=True),
+    "rounds": TableModel(RoundRow, latency=True),
+    "waves": TableModel(WaveRow, latency=True),
+    "sweep_cells": TableModel(SweepCellRow, latency=True),
+    "sweep_rounds": TableModel(SweepRoundRow, latency=True),
+    "requests": TableModel(RequestRow),
+    "comparisons": TableModel(ComparisonRow),
+    "findings": TableModel(FindingRow, archive=False),
+    "records": TableModel(RecordRow, archive=False),
+    "closures": TableModel(ClosureRow, archive=False),
+    "gates": TableModel(GateRow, archive=False),
+    "freezes": TableModel(FreezeRow, archive=False),
+    "historical": TableModel(HistoricalRow, archive=False),
+}
+
+_SCALARS: dict[Any, pa.DataType] = {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_(),
+                                    datetime: WALL}
+
+
+def arrow_type(annotation: Any) -> pa.DataType:
+    """The Arrow type of a row-model field annotation (``X | None``: nullable ``X``; ``list[X]``)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        (annotation,) = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) is list:
+        return pa.list_(arrow_type(get_args(annotation)[0]))
+    return _SCALARS[annotation]
+
+
+def model_fields(model: type) -> list[tuple[str, pa.DataType]]:
+    """(name, Arrow type) of each field of a row-model dataclass, in order."""
+    hints = get_type_hints(model)
+    return [(f.name, arrow_type(hints[f.name])) for f in dataclasses.fields(model)]
+
+
+def model_columns(model: type) -> tuple[str, ...]:
+    """The field names of a row-model dataclass, in order."""
+    return tuple(f.name for f in dataclasses.fields(model))
+
+
+ARCHIVE_COLUMNS: list[tuple[str, pa.DataType]] = model_fields(ArchiveColumns)
+
+
+def table_fields(table: str) -> list[tuple[str, pa.DataType]]:
+    """Every column of ``table``, in file order: its own, latency, ``extra``, the archive columns."""
+    spec = ROW_MODELS[table]
+    out = model_fields(spec.model)
+    if spec.latency:
+        out += [(c, pa.int64() if c.endswith("_n") else pa.float64()) for c in LATENCY_COLUMNS]
+    if spec.archive:
+        out += [("extra", pa.string()), *ARCHIVE_COLUMNS]
+    return out
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of ``table``, derived from its row model."""
+    return pa.schema(table_fields(table))
