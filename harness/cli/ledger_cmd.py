@@ -27,6 +27,10 @@ _DEFAULT_COLS = {
     "rounds": ["archive_id", "workload", "concurrency", "round_index", "status", "rate_tok_s",
                "http_output_tok_s", "valid"],
     "waves": ["wave_id", "phase", "n_requests", "n_failed", "valid"],
+    "sweep_cells": ["archive_id", "arrival_rate_req_s", "rounds_ok", "output_throughput_median_tok_s",
+                    "goodput_median_req_s", "valid"],
+    "sweep_rounds": ["archive_id", "arrival_rate_req_s", "round_index", "status", "output_throughput_tok_s",
+                     "goodput_req_s", "valid"],
     "runs": ["archive_id", "campaign", "kind", "claim_class", "data_origin", "archive_status"],
 }
 
@@ -51,7 +55,7 @@ _KIND_COLS: dict[tuple[str, str], tuple[Col, ...]] = {
     ("cells", "prefill"): (_ID, _r("concurrency", "C"), Col("status", "status"),
                            _r("median_tok_s", "input tok/s median"), _r("observed_min_tok_s", "min"),
                            _r("observed_max_tok_s", "max"), Col("data_origin", "origin"), _VALID),
-    ("cells", "sweep"): (_r("arrival_rate_req_s", "rate"), Col("status", "status"),
+    ("sweep_cells", "sweep"): (_r("arrival_rate_req_s", "rate"), Col("status", "status"),
                          _r("output_throughput_median_tok_s", "out tok/s"),
                          _r("request_throughput_median_req_s", "req/s", _req_s),
                          _r("goodput_median_req_s", "goodput", _req_s),
@@ -62,7 +66,7 @@ _KIND_COLS: dict[tuple[str, str], tuple[Col, ...]] = {
                            _VALID),
     ("rounds", "prefill"): (_ID, _r("concurrency", "C"), _r("round_index", "round"), Col("status", "status"),
                             _r("rate_tok_s", "input tok/s"), _VALID),
-    ("rounds", "sweep"): (_r("arrival_rate_req_s", "rate"), _r("round_index", "round"),
+    ("sweep_rounds", "sweep"): (_r("arrival_rate_req_s", "rate"), _r("round_index", "round"),
                           Col("status", "status"), _r("output_throughput_tok_s", "out tok/s"),
                           _r("request_throughput_req_s", "req/s", _req_s), _r("goodput_req_s", "goodput", _req_s),
                           _r("ttft_p50_s", "TTFT p50", ms), _r("tpot_p50_s", "TPOT p50", ms),
@@ -73,12 +77,14 @@ _KIND_COLS: dict[tuple[str, str], tuple[Col, ...]] = {
     ("waves", "prefill"): (_ID, Col("wave_id", "wave id", ident=True), Col("phase", "phase"),
                            _r("prefill_input_tok_s", "input tok/s"), _VALID),
 }
+MEASURED = ("cells", "rounds", "waves", "sweep_cells", "sweep_rounds")
 _KIND_TITLES = {"decode": "decode (resident and HTTP output tok/s)", "prefill": "prefill (input tok/s)"}
 
 
 def row_kind(row: Mapping[str, Any]) -> str:
-    """A cells/rounds/waves row's kind: ``sweep`` (a rate sweep's), ``prefill``, ``decode`` or ``other``."""
-    if row.get("protocol_class") == "rate-sweep" or row.get("kind") == "rate-sweep" or row.get("workload") == "sweep":
+    """A measured row's kind: ``sweep`` (a rate sweep's, by its protocol class), ``prefill``,
+    ``decode`` or ``other``."""
+    if row.get("protocol_class") == "rate-sweep":
         return "sweep"
     return str(row.get("workload")) if row.get("workload") in ("prefill", "decode") else "other"
 
@@ -95,7 +101,7 @@ def sweep_status(row: Mapping[str, Any]) -> str:
 
 def kind_tables(table_name: str, rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, tuple[Col, ...],
                                                                                   list[dict[str, Any]]]]:
-    """``rows`` of ``cells``, ``rounds`` or ``waves`` as (title, columns, rows) tables, one per row kind
+    """``rows`` of a measured table (:data:`MEASURED`) as (title, columns, rows) tables, one per row kind
     (:func:`row_kind`: decode, prefill, sweep, other); a rate sweep's rows one table per archive, its id
     in the title (so the sweep's columns fit 80); ``other`` rows keep the table's default columns."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -130,8 +136,9 @@ def show_cmd(
 ) -> None:
     """Print the most recent rows of a ledger table (ids are never cut; --json and --csv print every
     column of those rows unless --columns picks some). Cells, rounds and waves print one table per
-    kind, each with its own rates: decode (resident and HTTP output tok/s), prefill (input tok/s),
-    rate sweep (per archive: offered rate, status, output tok/s, req/s, goodput, latency p50 in ms).
+    kind, each with its own rates: decode (resident and HTTP output tok/s), prefill (input tok/s);
+    a rate sweep's are in sweep_cells and sweep_rounds (per archive: offered rate, status, output
+    tok/s, req/s, goodput, latency p50 in ms).
     Numbers never in exponent form; a missing value prints as an em dash.
 
     Example: dsv4h ledger show --table rounds -n 30
@@ -154,7 +161,7 @@ def show_cmd(
         raise LedgerError(f"ledger table '{table}' has no column(s) {', '.join(missing)}",
                           hint=f"columns: {', '.join(map(str, df.columns))}")
     title = f"{esc(table)}: {t.num_rows} rows, last {len(df)} shown"
-    if not (machine or columns) and table in ("cells", "rounds", "waves"):
+    if not (machine or columns) and table in MEASURED:
         every = [{c: _plain(v) for c, v in rec.items()} for rec in df.to_dict("records")]
         console.print(title)
         for ktitle, kcols, krows in kind_tables(table, every):
@@ -171,8 +178,7 @@ def show_cmd(
 _IDS = {"archive_id", "cell_id", "round_id", "wave_id", "rid", "plan_id", "superseded_by", "entry_id", "record_id"}
 _HEADERS = {"archive_id": "archive id", "concurrency": "C", "data_origin": "origin", "claim_class": "claim",
             "protocol_class": "protocol", "round_index": "round", "archive_status": "status",
-            "median": "median tok/s", "median_tok_s": "median tok/s", "http_rate": "HTTP tok/s",
-            "http_output_tok_s": "HTTP tok/s", "rate": "tok/s", "rate_tok_s": "tok/s"}
+            "median_tok_s": "median tok/s", "http_output_tok_s": "HTTP tok/s", "rate_tok_s": "tok/s"}
 
 
 def _plain(value: object) -> object:

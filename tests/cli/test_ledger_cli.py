@@ -57,7 +57,7 @@ def _tables(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     current = ""
     for line in text.splitlines():
-        if line.startswith(("cells: ", "rounds: ")) and "rows, last" not in line:
+        if line.startswith(("cells: ", "rounds: ", "sweep_cells: ", "sweep_rounds: ")) and "rows, last" not in line:
             current = " ".join(line.split()[:3])
         out.setdefault(current, []).append(line)
     return out
@@ -82,8 +82,12 @@ def test_ledger_show_prints_one_table_per_kind_with_its_own_rates(tmp_path: Path
     assert [line.split()[:6] for line in prefill if line.startswith(formal.archive_id)] == [
         [formal.archive_id, "1", "complete", "7,001", "6,970", "7,021"],
         [formal.archive_id, "2", "complete", "9,172", "9,152", "9,192"]]
-    (title,) = [t for t in tables if t.startswith("cells: rate sweep")]
-    assert f"cells: rate sweep {sweep.archive_id} (synthetic-sweep), 3 rows" in " ".join(out.split())
+    assert not any(t.startswith("cells: rate sweep") for t in tables)  # a sweep's cells are sweep cells
+    code, out, err = run_cli("ledger", "show", "-w", str(tmp_path), "-t", "sweep_cells", "-n", "0")
+    assert code == 0, err
+    tables = _tables(out)
+    (title,) = [t for t in tables if t.startswith("sweep_cells: rate sweep")]
+    assert f"sweep_cells: rate sweep {sweep.archive_id} (synthetic-sweep), 3 rows" in " ".join(out.split())
     rows = [line.split() for line in tables[title] if line.split()[:1] in (["2"], ["4"], ["8"])]
     # rate, status, out tok/s, req/s, goodput, TTFT/TPOT/ITL/E2E p50 ms, valid
     assert rows[2] == ["8", "3/3", "ok", "800", "5.00", "1.51", "2,658", "71.2", "—", "13,978", "True"]
@@ -96,11 +100,13 @@ def test_ledger_show_columns_and_rounds_use_the_listing_format(tmp_path: Path) -
     sweep = write_sweep_archive(tmp_path)
     ingest_archive(tmp_path, sweep)
     code, out, err = run_cli("ledger", "show", "-w", str(tmp_path), "-t", "rounds", "-n", "0")
+    assert code == 0 and "is empty" in out, err  # a sweep's rounds are sweep rounds
+    code, out, err = run_cli("ledger", "show", "-w", str(tmp_path), "-t", "sweep_rounds", "-n", "0")
     assert code == 0, err
     rows = [line.split() for line in out.splitlines() if line.split()[:2] in (["8", "0"], ["2", "1"])]
     assert [r[:5] for r in rows] == [["2", "1", "ok", "—", "2.00"], ["8", "0", "ok", "—", "5.00"]]
-    code, out, err = run_cli("ledger", "show", "-w", str(tmp_path), "-c", "archive_id,arrival_rate_req_s,ttft_p50_s",
-                             "-n", "1")
+    code, out, err = run_cli("ledger", "show", "-w", str(tmp_path), "-t", "sweep_cells",
+                             "-c", "archive_id,arrival_rate_req_s,ttft_p50_s", "-n", "1")
     assert code == 0, err
     assert out.splitlines()[-1].split() == [sweep.archive_id, "8", "2.66"]
 
@@ -108,16 +114,16 @@ def test_ledger_show_columns_and_rounds_use_the_listing_format(tmp_path: Path) -
 def test_kind_tables_split_waves_and_give_prefill_its_input_rate() -> None:
     from harness.cli.ledger_cmd import kind_tables
 
-    rows = [{"archive_id": "a", "wave_id": "prefill-c02.r0.w000", "workload": "prefill", "kind": "formal-matrix",
+    rows = [{"archive_id": "a", "wave_id": "prefill-c02.r0.w000", "workload": "prefill", "protocol_class": "formal",
              "prefill_input_tok_s": 7102.0, "http_output_tok_s": 0.87},
-            {"archive_id": "a", "wave_id": "decode-c02.r0.w000", "workload": "decode", "kind": "formal-matrix",
+            {"archive_id": "a", "wave_id": "decode-c02.r0.w000", "workload": "decode", "protocol_class": "formal",
              "resident_output_tok_s": 375.3, "http_output_tok_s": 341.8},
-            {"archive_id": "s", "workload": "sweep", "kind": "rate-sweep", "campaign": "sw", "rounds_ok": 2,
+            {"archive_id": "s", "workload": "sweep", "protocol_class": "rate-sweep", "campaign": "sw", "rounds_ok": 2,
              "rounds_planned": 3, "schedule_kept": False}]
     out = kind_tables("waves", rows)
     assert [t for t, _, _ in out] == ["waves: decode (resident and HTTP output tok/s), 1 row",
                                       "waves: prefill (input tok/s), 1 row", "waves: rate sweep s (sw), 1 row"]
     prefill_cols = [c.key for c in out[1][1]]
     assert "prefill_input_tok_s" in prefill_cols and "http_output_tok_s" not in prefill_cols
-    (title, _, (cell,)), = [x for x in kind_tables("cells", rows) if "sweep" in x[0]]
-    assert title == "cells: rate sweep s (sw), 1 row" and cell["status"] == "2/3 ok; schedule NOT kept"
+    (title, _, (cell,)), = [x for x in kind_tables("sweep_cells", rows[2:]) if "sweep" in x[0]]
+    assert title == "sweep_cells: rate sweep s (sw), 1 row" and cell["status"] == "2/3 ok; schedule NOT kept"
