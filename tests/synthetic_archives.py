@@ -62,10 +62,10 @@ def _finish(writer: ArchiveWriter, run: dict[str, Any], status: str = "complete"
 def _with_latency(cell: CellResult) -> CellResult:
     """Decode cells get latency columns consistent with their rate (TPOT = C / rate; TTFT ~ an 8K
     prefill wave); prefill cells none, as in a real run of one-token answers."""
-    if cell.workload != "decode" or not np.isfinite(cell.median):
+    if cell.workload != "decode" or not np.isfinite(cell.median_tok_s):
         return cell
     c = cell.concurrency
-    tpot = c / cell.median
+    tpot = c / cell.median_tok_s
     ttft = 0.5 + 0.01 * c
     n = float(3 * 2 * c)
     lat = {"ttft_n": n, "itl_n": n * 159, "tpot_n": n, "e2e_n": n}
@@ -105,8 +105,9 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
                 status = "failed" if failed_round == (wl, c, k) else "ok"
                 rr.append(RoundResult(
                     round_id=f"{cid}.r{k}", cell_id=cid, round_index=k, workload=wl, concurrency=c, status=status,
-                    n_waves=2, n_requests=2 * c, n_failed=0, rate=rate, tokens=int(rate * secs), seconds=secs,
-                    http_rate=http, http_tokens=int(http * secs * 1.2), http_seconds=secs * 1.2, cache_violations=0))
+                    n_waves=2, n_requests=2 * c, n_failed=0, rate_tok_s=rate, tokens=int(rate * secs), seconds=secs,
+                    http_output_tok_s=http, http_tokens=int(http * secs * 1.2), http_seconds=secs * 1.2,
+                    cache_violations=0))
     cells = tuple(_with_latency(cell_result(cid, wl, c, [r for r in rr if r.cell_id == cid], rounds))
                   for cid, wl, c in cells_spec)
     res = CampaignResults(waves=(), rounds=tuple(rr), cells=cells)
@@ -207,22 +208,25 @@ def write_sweep_archive(workspace: Path, *, campaign: str = "synthetic-sweep", s
         cid = f"sweep-{rate:g}rps"
         vals = [float(good * (1 + rng.normal(0, 0.01))) for _ in range(rounds)]
         for k, v in enumerate(vals):
-            round_rows.append({"round_id": f"{cid}.r{k}", "cell_id": cid, "round_index": k, "rate": rate,
-                               "status": "ok", "goodput": v, "request_throughput": served,
+            round_rows.append({"round_id": f"{cid}.r{k}", "cell_id": cid, "round_index": k,
+                               "arrival_rate_req_s": rate, "status": "ok", "goodput_req_s": v,
+                               "request_throughput_req_s": served,
                                "client_schedule_kept": True, "client_lag_p99_s": 0.001})
-        cells.append({"cell_id": cid, "workload": "sweep", "rate": rate, "rounds_ok": rounds, "rounds_planned": rounds,
-                      "concurrency": 0, "request_throughput_median": served,
-                      "output_throughput_median": served * 160.0, "input_throughput_median": served * 512.0,
-                      "goodput_median": float(np.median(vals)), "goodput_min": min(vals), "goodput_max": max(vals),
+        cells.append({"cell_id": cid, "workload": "sweep", "arrival_rate_req_s": rate, "rounds_ok": rounds,
+                      "rounds_planned": rounds, "concurrency": 0, "request_throughput_median_req_s": served,
+                      "output_throughput_median_tok_s": served * 160.0, "input_throughput_median_tok_s": served * 512.0,
+                      "goodput_median_req_s": float(np.median(vals)), "goodput_min_req_s": min(vals),
+                      "goodput_max_req_s": max(vals),
                       "ttft_p50_s": ttft, "ttft_p99_s": ttft * 1.2, "tpot_p50_s": tpot, "tpot_p99_s": tpot * 1.3,
                       "e2e_p50_s": ttft + 159 * tpot, "e2e_p99_s": (ttft + 159 * tpot) * 1.2, "schedule_kept": True,
                       "client_lag_p99_s": 0.001})
-    best = max(cells, key=lambda c: (c["goodput_median"], -c["rate"]))
+    best = max(cells, key=lambda c: (c["goodput_median_req_s"], -c["arrival_rate_req_s"]))
     w = ArchiveWriter(workspace)
     w.write_json("spec.json", {"name": campaign, "kind": "rate-sweep", "rates": list(rates), "rounds": rounds,
                                "schedule_tolerance_ms": 50.0})
     w.write_json("sweep.json", {"cells": cells, "rounds": round_rows, "slo": slo, "plan_id": f"syn{seed:013d}",
-                                "knee": {"rate": best["rate"], "goodput": best["goodput_median"]}})
+                                "knee": {"arrival_rate_req_s": best["arrival_rate_req_s"],
+                                         "goodput_median_req_s": best["goodput_median_req_s"]}})
     extra = {"campaign": campaign, "claim_class": "native-ar", "protocol_class": "rate-sweep"}
     w.write_table("cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
     w.write_table("rounds.parquet", pa.Table.from_pylist([r | extra for r in round_rows]))

@@ -19,7 +19,8 @@ from harness.store.ledger.layout import SCHEMAS
 
 def make(ws: Path, campaign: str, median: float) -> str:
     w = ArchiveWriter(ws)
-    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "workload": "decode", "median": median}]))
+    w.write_table("cells.parquet",
+                  pa.Table.from_pylist([{"cell_id": "c1", "workload": "decode", "median_tok_s": median}]))
     path = w.finalize(status="complete", run=run_block(campaign=campaign))
     ingest_archive(ws, open_archive(path))
     return path.name

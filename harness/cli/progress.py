@@ -368,9 +368,11 @@ class SweepLive(_OneBar):
                 from harness.cli.listing import ms, num  # the listings' number format (never an exponent)
 
                 self.console.print(
-                    f"{num(row['rate'])} req/s round {row['round_index']}: {row['n_ok']}/{row['n_requests']} ok, "
-                    f"{num(row.get('request_throughput'), 2)} req/s, output {num(row.get('output_throughput'))} "
-                    f"tok/s, goodput {num(row.get('goodput'), 2)} req/s, TTFT p50 {ms(row.get('ttft_p50_s'))} ms, "
+                    f"{num(row['arrival_rate_req_s'])} req/s round {row['round_index']}: "
+                    f"{row['n_ok']}/{row['n_requests']} ok, "
+                    f"{num(row.get('request_throughput_req_s'), 2)} req/s, "
+                    f"output {num(row.get('output_throughput_tok_s'))} tok/s, "
+                    f"goodput {num(row.get('goodput_req_s'), 2)} req/s, TTFT p50 {ms(row.get('ttft_p50_s'))} ms, "
                     f"TPOT p50 {ms(row.get('tpot_p50_s'))} ms, ITL p50 {ms(row.get('itl_p50_s'))} ms, "
                     f"E2E p50 {ms(row.get('e2e_p50_s'))} ms, client lag p99 {ms(row.get('client_lag_p99_s'))} ms")
         self.live.refresh()

@@ -64,15 +64,15 @@ def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Tab
         def rounds(c: CellResult | None) -> str:
             if c is None:
                 return ""
-            pairs = zip(c.round_rates, c.round_status, strict=True)
+            pairs = zip(c.round_tok_s, c.round_status, strict=True)
             return "\n".join(fmt(r) + ("" if s == "ok" else "*") for r, s in pairs)
 
         def med(c: CellResult | None) -> str:
             if c is None:
                 return ""
-            return fmt(c.median) + ("" if c.status == "complete" else f" ({c.status})")
+            return fmt(c.median_tok_s) + ("" if c.status == "complete" else f" ({c.status})")
 
-        t.add_row(str(conc), med(pre), rounds(pre), med(dec), rounds(dec), fmt(dec.http_rate) if dec else "")
+        t.add_row(str(conc), med(pre), rounds(pre), med(dec), rounds(dec), fmt(dec.http_output_tok_s) if dec else "")
     return t
 
 

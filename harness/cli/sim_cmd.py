@@ -146,10 +146,10 @@ def calibrate_cmd(
 
     arch = open_verified(find_archive(archive, workspace))
     cells = arch.json("results.json").get("cells", [])
-    decode = {int(c["concurrency"]): float(c["median"]) for c in cells
-              if c["workload"] == "decode" and c.get("median", 0) > 0}
-    prefill = {int(c["concurrency"]): float(c["median"]) for c in cells
-               if c["workload"] == "prefill" and c.get("median", 0) > 0}
+    decode = {int(c["concurrency"]): float(c["median_tok_s"]) for c in cells
+              if c["workload"] == "decode" and c.get("median_tok_s", 0) > 0}
+    prefill = {int(c["concurrency"]): float(c["median_tok_s"]) for c in cells
+               if c["workload"] == "prefill" and c.get("median_tok_s", 0) > 0}
     recs = arch.records_table().to_pydict()
     lens = [n for n, w in zip(recs["input_len"], recs["workload"], strict=True) if w == "prefill"]
     budget = chunk_budget

@@ -73,7 +73,7 @@ def sweep_latency_table(cells: Sequence[Mapping[str, Any]], rounds: Sequence[Map
                         records: Sequence[RequestRecord], percentiles: Sequence[float], *, title: str) -> Table:
     """Latency of each offered rate (its measured requests of ok rounds) at ``percentiles``, in ms."""
     at = cell_latency_at(records, {str(r["round_id"]): str(r["status"]) for r in rounds}, percentiles)
-    rows = [("", num(c.get("rate")), at.get(str(c["cell_id"]), {})) for c in cells]
+    rows = [("", num(c.get("arrival_rate_req_s")), at.get(str(c["cell_id"]), {})) for c in cells]
     return latency_grid(rows, percentiles, title=f"{title}: latency per offered rate (ms)",
                         caption="Rows by offered rate (req/s). Over the measured requests of each rate's ok rounds; "
                         "TPOT = (last - first token event) / tokens after the first event; ITL per token.",
@@ -109,8 +109,10 @@ def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[
 def sweep_cell_line(c: Mapping[str, Any]) -> str:
     """One rate's console line: medians of its ok rounds (request and output throughput, goodput) and its
     pooled latency in ms (TTFT p50/p99, TPOT, ITL and E2E p50), and whether its schedule was kept."""
-    return (f"rate {num(c.get('rate'))}: request throughput {num(c.get('request_throughput_median'), 2)} req/s, "
-            f"output {num(c.get('output_throughput_median'))} tok/s, goodput {num(c.get('goodput_median'), 2)} "
+    return (f"rate {num(c.get('arrival_rate_req_s'))}: request throughput "
+            f"{num(c.get('request_throughput_median_req_s'), 2)} req/s, "
+            f"output {num(c.get('output_throughput_median_tok_s'))} tok/s, "
+            f"goodput {num(c.get('goodput_median_req_s'), 2)} "
             f"req/s, TTFT p50 {ms(c.get('ttft_p50_s'))} p99 {ms(c.get('ttft_p99_s'))} ms, "
             f"TPOT p50 {ms(c.get('tpot_p50_s'))} ms, ITL p50 {ms(c.get('itl_p50_s'))} ms, "
             f"E2E p50 {ms(c.get('e2e_p50_s'))} ms, schedule {'kept' if c.get('schedule_kept') else 'NOT kept'}")

@@ -301,7 +301,7 @@ def _witness_allowance_s(wave: dict[str, Any] | None, check: dict[str, Any] | No
     delay p99 (any server); the step is the wave's observed step (concurrency / resident rate)."""
     step = lag = 0.0
     if wave is not None:
-        rate = _num(wave.get("resident_rate"))
+        rate = _num(wave.get("resident_output_tok_s"))
         if rate > 0:
             step = max(int(wave.get("concurrency") or 1), 1) / rate
         emit_lag = _num(wave.get("lag_p99_s"))

@@ -34,7 +34,7 @@ def rule_client_lag(d: ArchiveData) -> list[Finding]:
         if w.get("phase") != "measured" or p50 is None or p99 is None or math.isnan(float(p99)):
             continue
         conc = max(int(w.get("concurrency") or 1), 1)
-        rate = float(w.get("resident_rate") or math.nan)
+        rate = float(w.get("resident_output_tok_s") or math.nan)
         if math.isnan(rate) or rate <= 0:
             continue
         step = conc / rate
@@ -70,7 +70,7 @@ def _client_late(w: dict[str, Any], c: dict[str, Any]) -> str | None:
         if edge > CLIENT_LOOP_PREFILL_FRACTION * window:
             return f"loop delay {at} {edge * 1e3:.2f} ms, above 2% of the {window:.3f} s prefill window"
         return None
-    rate = _num(w.get("resident_rate"))
+    rate = _num(w.get("resident_output_tok_s"))
     step = max(int(w.get("concurrency") or 1), 1) / rate if rate > 0 else math.nan
     if p50 > LAG_P50_FRACTION * step or edge > LAG_P99_FRACTION * step:
         return (f"loop delay median {p50 * 1e3:.2f} ms, {at} {edge * 1e3:.2f} ms against a {step * 1e3:.2f} ms "
@@ -118,7 +118,7 @@ def stall_limit_s(w: dict[str, Any]) -> float:
         window = _num(w.get("prefill_seconds"))
         scale = STALL_PREFILL_FRACTION * window if window > 0 else math.nan
     else:
-        rate = _num(w.get("resident_rate"))
+        rate = _num(w.get("resident_output_tok_s"))
         scale = STALL_STEPS * max(int(w.get("concurrency") or 1), 1) / rate if rate > 0 else math.nan
     return STALL_FLOOR_S if math.isnan(scale) else max(STALL_FLOOR_S, scale)
 

@@ -15,7 +15,7 @@ SINGLE_STREAM_LAST = 100
 
 
 def cell_value(cells: Sequence[Mapping[str, Any]], workload: str, concurrency: int,
-               column: str = "median") -> tuple[float | None, int, str]:
+               column: str = "median_tok_s") -> tuple[float | None, int, str]:
     """The ``column`` of the one complete cell of ``workload`` at ``concurrency``.
 
     Returns (value, n rounds, detail); value is None when no complete cell matches.

@@ -94,7 +94,8 @@ def gate_value(spec: GateSpec, data: GateInputs) -> GateMeasure:
             return GateMeasure(None, 0, "archive has no formal cells")
         if sel.workload is None or sel.concurrency is None:
             return GateMeasure(None, 0, f"{q} needs selectors workload and concurrency")
-        v, n, d = cell_value(data.cells, sel.workload, sel.concurrency, "median" if q == "cell.median" else "http_rate")
+        column = "median_tok_s" if q == "cell.median" else "http_output_tok_s"
+        v, n, d = cell_value(data.cells, sel.workload, sel.concurrency, column)
         return GateMeasure(v, n, d)
     if q.startswith("abba."):
         res = (data.comparison or {}).get("result") or {}

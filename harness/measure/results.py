@@ -1,5 +1,9 @@
 """From raw records to wave, round and cell results (pure).
 
+:class:`WaveResult`, :class:`RoundResult` and :class:`CellResult` are the row models of the ``waves``,
+``rounds`` and ``cells`` tables (``harness.measure.rows`` derives the ledger schemas from them): their
+field names are the archive's and the ledger's column names, units in the name.
+
 Table 2 of the report: prefill (P) and resident decode (D) cells are medians of three round rates;
 the HTTP column aggregates every complete measured wave of the cell (sum tokens / sum durations).
 Warmup waves never enter a figure. A round's status comes from the run ("ok", "failed",
@@ -23,7 +27,7 @@ from harness.measure import latency as lat
 from harness.measure import metrics as m
 from harness.records import RequestRecord
 
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2  # 2: the row models' names (archive format 3)
 
 
 @dataclass(frozen=True)
@@ -41,13 +45,13 @@ class WaveResult:
     n_failed: int
     resident_tokens: int
     resident_seconds: float
-    resident_rate: float
+    resident_output_tok_s: float
     http_tokens: int
     http_seconds: float
-    http_rate: float
+    http_output_tok_s: float
     prefill_tokens: int
     prefill_seconds: float
-    prefill_rate: float
+    prefill_input_tok_s: float
     cache_violations: int
     cached_unknown: int
     case_ids: tuple[str, ...]
@@ -78,9 +82,9 @@ def wave_result(records: Sequence[RequestRecord]) -> WaveResult:
         wave_id=r0.wave_id, cell_id=r0.cell_id, round_index=r0.round_index, wave_index=r0.wave_index,
         phase=r0.phase, workload=r0.workload, concurrency=r0.concurrency, n_requests=len(records),
         n_failed=sum(1 for r in records if not r.ok),
-        resident_tokens=res.tokens, resident_seconds=res.seconds, resident_rate=res.rate,
-        http_tokens=http.tokens, http_seconds=http.seconds, http_rate=http.rate,
-        prefill_tokens=pre.tokens, prefill_seconds=pre.seconds, prefill_rate=pre.rate,
+        resident_tokens=res.tokens, resident_seconds=res.seconds, resident_output_tok_s=res.rate,
+        http_tokens=http.tokens, http_seconds=http.seconds, http_output_tok_s=http.rate,
+        prefill_tokens=pre.tokens, prefill_seconds=pre.seconds, prefill_input_tok_s=pre.rate,
         cache_violations=violations if r0.workload == "prefill" else 0,
         cached_unknown=unknown if r0.workload == "prefill" else 0,
         case_ids=tuple(r.case_id for r in records),
@@ -103,10 +107,10 @@ class RoundResult:
     n_waves: int
     n_requests: int
     n_failed: int
-    rate: float
+    rate_tok_s: float
     tokens: int
     seconds: float
-    http_rate: float
+    http_output_tok_s: float
     http_tokens: int
     http_seconds: float
     cache_violations: int
@@ -129,8 +133,8 @@ def round_result(round_id: str, waves: Sequence[WaveResult], status: str) -> Rou
         round_id=round_id, cell_id=w0.cell_id, round_index=w0.round_index, workload=w0.workload,
         concurrency=w0.concurrency, status=status, n_waves=len(waves),
         n_requests=sum(w.n_requests for w in waves), n_failed=sum(w.n_failed for w in waves),
-        rate=tok / sec if sec > 0 else math.nan, tokens=tok, seconds=sec,
-        http_rate=htok / hsec if hsec > 0 else math.nan, http_tokens=htok, http_seconds=hsec,
+        rate_tok_s=tok / sec if sec > 0 else math.nan, tokens=tok, seconds=sec,
+        http_output_tok_s=htok / hsec if hsec > 0 else math.nan, http_tokens=htok, http_seconds=hsec,
         cache_violations=sum(w.cache_violations for w in waves),
     )
 
@@ -139,7 +143,7 @@ def round_result(round_id: str, waves: Sequence[WaveResult], status: str) -> Rou
 class CellResult:
     """A formal cell: median of its ok round rates, every round's value, observed range.
 
-    ``status`` is ``complete`` only with ``rounds_required`` ok rounds. ``http_rate`` aggregates
+    ``status`` is ``complete`` only with ``rounds_required`` ok rounds. ``http_output_tok_s`` aggregates
     every measured wave of the cell's ok rounds. min/max are observed ranges, not confidence
     intervals.
     """
@@ -149,13 +153,13 @@ class CellResult:
     concurrency: int
     status: str
     rounds_required: int
-    round_rates: tuple[float, ...]
+    round_tok_s: tuple[float, ...]
     round_status: tuple[str, ...]
-    median: float
-    observed_min: float
-    observed_max: float
-    http_rate: float
-    round_http_rates: tuple[float, ...] = field(default=())
+    median_tok_s: float
+    observed_min_tok_s: float
+    observed_max_tok_s: float
+    http_output_tok_s: float
+    round_http_output_tok_s: tuple[float, ...] = field(default=())
     cache_violations: int = 0
     latency: dict[str, float] = field(default_factory=dict)  # over the measured requests of its ok rounds
     count_method: str = ""
@@ -165,18 +169,18 @@ def cell_result(cell_id: str, workload: str, concurrency: int, rounds: Sequence[
                 rounds_required: int) -> CellResult:
     """Combine a cell's rounds (every round listed; only ok rounds enter the median)."""
     ok = [r for r in rounds if r.status == "ok"]
-    rates = [r.rate for r in ok]
+    rates = [r.rate_tok_s for r in ok]
     htok = sum(r.http_tokens for r in ok)
     hsec = sum(r.http_seconds for r in ok)
     status = "complete" if len(ok) >= rounds_required else ("partial" if ok else "missing")
     return CellResult(
         cell_id=cell_id, workload=workload, concurrency=concurrency, status=status,
         rounds_required=rounds_required,
-        round_rates=tuple(r.rate for r in rounds), round_status=tuple(r.status for r in rounds),
-        median=m.median_of_rounds(rates) if rates else math.nan,
-        observed_min=min(rates) if rates else math.nan, observed_max=max(rates) if rates else math.nan,
-        http_rate=htok / hsec if hsec > 0 else math.nan,
-        round_http_rates=tuple(r.http_rate for r in rounds),
+        round_tok_s=tuple(r.rate_tok_s for r in rounds), round_status=tuple(r.status for r in rounds),
+        median_tok_s=m.median_of_rounds(rates) if rates else math.nan,
+        observed_min_tok_s=min(rates) if rates else math.nan, observed_max_tok_s=max(rates) if rates else math.nan,
+        http_output_tok_s=htok / hsec if hsec > 0 else math.nan,
+        round_http_output_tok_s=tuple(r.http_output_tok_s for r in rounds),
         cache_violations=sum(r.cache_violations for r in rounds),
     )
 

@@ -1,11 +1,13 @@
 """One row model per ledger table, named once, with units in the names (pure).
 
-Each table's columns are declared here and nowhere else: a frozen dataclass per table (:data:`ROW_MODELS`)
-whose fields, in order, are the table's own columns; :func:`arrow_schema` derives the Arrow schema the
-ledger files carry (``harness.store.ledger.layout.SCHEMAS``). Tables of measured rows (``cells``,
-``rounds``, ``waves``, ``sweep_cells``, ``sweep_rounds``) add the flat latency columns
-(:data:`LATENCY_COLUMNS`, ``<metric>_<stat>_s`` and ``<metric>_n``: every protocol's rows have them);
-archive tables add ``extra`` (JSON of columns outside the model) and the archive columns
+Each table's columns are declared once: a frozen dataclass per table (:data:`ROW_MODELS`) whose fields,
+in order, are the table's own columns (the formal results ``CellResult``, ``RoundResult`` and
+``WaveResult`` of :mod:`harness.measure.results` are the row models of ``cells``, ``rounds`` and
+``waves``; the others are here); :func:`arrow_schema` derives the Arrow schema the ledger files carry
+(``harness.store.ledger.layout.SCHEMAS``), and the archive's result files use the same names.
+Tables of measured rows (``cells``, ``rounds``, ``waves``, ``sweep_cells``, ``sweep_rounds``) add
+the flat latency columns (:data:`LATENCY_COLUMNS`, ``<metric>_<stat>_s`` and ``<metric>_n``: every
+protocol's rows have them); archive tables add ``extra`` (JSON of columns outside the model) and the archive columns
 (:class:`ArchiveColumns`). Units: rates ``_tok_s`` (tokens/s) or ``_req_s`` (requests/s), durations
 ``_s``, instants ``_ns`` (int64 ns, monotonic), wall anchors ``datetime`` (``timestamp[ns, UTC]``).
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -27,6 +30,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 import pyarrow as pa
 
 from harness.measure.latency import METRICS
+from harness.measure.results import CellResult, RoundResult, WaveResult
 
 WALL = pa.timestamp("ns", tz="UTC")
 LATENCY_METRICS = (*METRICS, "itl_bench", "tpot_bench")
@@ -63,80 +67,6 @@ class RunRow:
     n_cells: int | None = None
     archive_path: str | None = None
     resumed_from: str | None = None
-
-
-@dataclass(frozen=True)
-class CellRow:
-    """``cells``: a formal cell, the median of its ok round rates (tokens/s), every round's value."""
-
-    cell_id: str | None = None
-    workload: str | None = None
-    concurrency: int | None = None
-    status: str | None = None
-    rounds_required: int | None = None
-    round_tok_s: list[float] | None = None
-    round_status: list[str] | None = None
-    median_tok_s: float | None = None
-    observed_min_tok_s: float | None = None
-    observed_max_tok_s: float | None = None
-    http_output_tok_s: float | None = None
-    round_http_output_tok_s: list[float] | None = None
-    cache_violations: int | None = None
-    count_method: str | None = None
-
-
-@dataclass(frozen=True)
-class RoundRow:
-    """``rounds``: a formal round, the aggregate over its measured waves (tokens/s)."""
-
-    round_id: str | None = None
-    cell_id: str | None = None
-    round_index: int | None = None
-    workload: str | None = None
-    concurrency: int | None = None
-    status: str | None = None
-    n_waves: int | None = None
-    n_requests: int | None = None
-    n_failed: int | None = None
-    rate_tok_s: float | None = None
-    tokens: int | None = None
-    seconds: float | None = None
-    http_output_tok_s: float | None = None
-    http_tokens: int | None = None
-    http_seconds: float | None = None
-    cache_violations: int | None = None
-    count_method: str | None = None
-
-
-@dataclass(frozen=True)
-class WaveRow:
-    """``waves``: one wave's three metric windows (resident, HTTP, prefill)."""
-
-    wave_id: str | None = None
-    cell_id: str | None = None
-    round_index: int | None = None
-    wave_index: int | None = None
-    phase: str | None = None
-    workload: str | None = None
-    concurrency: int | None = None
-    n_requests: int | None = None
-    n_failed: int | None = None
-    resident_tokens: int | None = None
-    resident_seconds: float | None = None
-    resident_output_tok_s: float | None = None
-    http_tokens: int | None = None
-    http_seconds: float | None = None
-    http_output_tok_s: float | None = None
-    prefill_tokens: int | None = None
-    prefill_seconds: float | None = None
-    prefill_input_tok_s: float | None = None
-    cache_violations: int | None = None
-    cached_unknown: int | None = None
-    case_ids: list[str] | None = None
-    lag_p50_s: float | None = None
-    lag_p99_s: float | None = None
-    errors: list[str] | None = None
-    count_method: str | None = None
 
 
 @dataclass(frozen=True)
@@ -409,9 +339,9 @@ class TableModel:
 
 ROW_MODELS: dict[str, TableModel] = {
     "runs": TableModel(RunRow),
-    "cells": TableModel(CellRow, latency=True),
-    "rounds": TableModel(RoundRow, latency=True),
-    "waves": TableModel(WaveRow, latency=True),
+    "cells": TableModel(CellResult, latency=True),
+    "rounds": TableModel(RoundResult, latency=True),
+    "waves": TableModel(WaveResult, latency=True),
     "sweep_cells": TableModel(SweepCellRow, latency=True),
     "sweep_rounds": TableModel(SweepRoundRow, latency=True),
     "requests": TableModel(RequestRow),
@@ -429,23 +359,34 @@ _SCALARS: dict[Any, pa.DataType] = {str: pa.string(), float: pa.float64(), int: 
 
 
 def arrow_type(annotation: Any) -> pa.DataType:
-    """The Arrow type of a row-model field annotation (``X | None``: nullable ``X``; ``list[X]``)."""
+    """The Arrow type of a row-model field annotation (``X | None``: nullable ``X``; ``list[X]`` and
+    ``tuple[X, ...]``: a list of ``X``)."""
     if get_origin(annotation) in (Union, types.UnionType):
         (annotation,) = [a for a in get_args(annotation) if a is not type(None)]
-    if get_origin(annotation) is list:
+    if get_origin(annotation) in (list, tuple):
         return pa.list_(arrow_type(get_args(annotation)[0]))
     return _SCALARS[annotation]
 
 
 def model_fields(model: type) -> list[tuple[str, pa.DataType]]:
-    """(name, Arrow type) of each field of a row-model dataclass, in order."""
+    """(name, Arrow type) of each column field of a row-model dataclass, in order (a ``latency``
+    mapping field stands for the flat :data:`LATENCY_COLUMNS`, added by :func:`table_fields`)."""
     hints = get_type_hints(model)
-    return [(f.name, arrow_type(hints[f.name])) for f in dataclasses.fields(model)]
+    return [(f.name, arrow_type(hints[f.name])) for f in dataclasses.fields(model) if f.name != "latency"]
 
 
-def model_columns(model: type) -> tuple[str, ...]:
-    """The field names of a row-model dataclass, in order."""
-    return tuple(f.name for f in dataclasses.fields(model))
+def columns(table: str) -> tuple[str, ...]:
+    """Every column name of ``table``."""
+    return tuple(name for name, _ in table_fields(table))
+
+
+def check_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` as a plain dict, refused (``ValueError`` naming them) when it has keys that are no
+    column of ``table``: a runner's row literal can only use the row model's names."""
+    unknown = sorted(set(row) - set(columns(table)))
+    if unknown:
+        raise ValueError(f"{table} row: no column(s) {', '.join(unknown)} in its row model")
+    return dict(row)
 
 
 ARCHIVE_COLUMNS: list[tuple[str, pa.DataType]] = model_fields(ArchiveColumns)

@@ -104,10 +104,10 @@ def rate_row(records: Sequence[RequestRecord], *, start_ns: int, slo: Slo) -> di
     row: dict[str, float | int] = {
         "n_requests": len(records), "n_ok": len(ok), "n_failed": len(records) - len(ok),
         "duration_s": dur,
-        "request_throughput": len(ok) / dur if dur > 0 else math.nan,
-        "output_throughput": out_tok / dur if dur > 0 else math.nan,
-        "input_throughput": in_tok / dur if dur > 0 else math.nan,
-        "goodput": goodput(records, slo, start_ns),
+        "request_throughput_req_s": len(ok) / dur if dur > 0 else math.nan,
+        "output_throughput_tok_s": out_tok / dur if dur > 0 else math.nan,
+        "input_throughput_tok_s": in_tok / dur if dur > 0 else math.nan,
+        "goodput_req_s": goodput(records, slo, start_ns),
         "slo_met": sum(meets(r, slo) for r in records),
     }
     row.update(latency.columns(records))
@@ -115,9 +115,11 @@ def rate_row(records: Sequence[RequestRecord], *, start_ns: int, slo: Slo) -> di
 
 
 def knee(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The row (with ``rate`` and ``goodput``) of the highest goodput; lowest rate on ties; None if none."""
-    good = [r for r in rows if isinstance(r.get("goodput"), (int, float)) and math.isfinite(float(r["goodput"]))]
+    """The row (with ``arrival_rate_req_s`` and ``goodput_median_req_s``, a ``sweep_cells`` row) of
+    the highest goodput; lowest rate on ties; None if none."""
+    g = "goodput_median_req_s"
+    good = [r for r in rows if isinstance(r.get(g), (int, float)) and math.isfinite(float(r[g]))]
     if not good:
         return None
-    best = max(float(r["goodput"]) for r in good)
-    return dict(min((r for r in good if float(r["goodput"]) == best), key=lambda r: float(r["rate"])))
+    best = max(float(r[g]) for r in good)
+    return dict(min((r for r in good if float(r[g]) == best), key=lambda r: float(r["arrival_rate_req_s"])))

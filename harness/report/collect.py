@@ -13,7 +13,6 @@ workspace (a run block's ``resumed_from``), selected or not, as the ledger's ``s
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
@@ -36,13 +35,11 @@ FindingsFn = Callable[[Archive], Sequence[Any]]
 
 
 def _json(archive: Archive, name: str) -> Any:
-    path = archive.path / name
-    if not path.is_file():
+    """One JSON file of the archive (a format 1/2 result summary under the row models' names:
+    ``Archive.json``), None when absent."""
+    if not (archive.path / name).is_file():
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # pragma: no cover - verified archives hold the JSON they were written with
-        raise ArchiveError(f"archive {archive.archive_id}: {name} is not valid JSON: {exc}") from exc
+    return archive.json(name)
 
 
 def _rows(path: Path) -> list[dict[str, Any]] | None:
@@ -72,8 +69,8 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
     """Everything the snapshot needs from one (already verified) archive."""
     results = _json(archive, "results.json")
     if results is None and (archive.path / "cells.parquet").is_file():
-        results = {"cells": _rows(archive.path / "cells.parquet") or [],
-                   "rounds": _rows(archive.path / "rounds.parquet") or []}
+        results = {"cells": archive.table("cells.parquet").to_pylist(),
+                   "rounds": archive.table("rounds.parquet").to_pylist() if archive.has("rounds.parquet") else []}
     findings = None
     if findings_fn is not None:
         findings = [finding_dict(f) for f in findings_fn(archive)]

@@ -134,8 +134,8 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
                         va="center", color="0.4")
                 continue
             tiers.update(int(c["concurrency"]) for c in cells)
-            mx = [int(c["concurrency"]) for c in cells if _finite(c.get("median"))]
-            my = [float(c["median"]) for c in cells if _finite(c.get("median"))]
+            mx = [int(c["concurrency"]) for c in cells if _finite(c.get("median_tok_s"))]
+            my = [float(c["median_tok_s"]) for c in cells if _finite(c.get("median_tok_s"))]
             (line,) = ax.plot(mx, my, "-", color=color, lw=1.6, marker="o", ms=4.5,
                               label="three-round median", zorder=3)
             res.artists[f"{wl}_median"] = line
@@ -143,7 +143,7 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
             bad: tuple[list[int], list[float]] = ([], [])
             for c in cells:
                 statuses = list(c.get("round_status") or [])
-                for k, v in enumerate(c.get("round_rates") or []):
+                for k, v in enumerate(c.get("round_tok_s") or []):
                     if _finite(v):
                         dest = ok if (statuses[k] if k < len(statuses) else "ok") == "ok" else bad
                         dest[0].append(int(c["concurrency"]))
@@ -155,14 +155,14 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
                 (xpts,) = ax.plot(bad[0], bad[1], ls="none", marker="x", ms=5, color="#b00020",
                                   label="round not ok (kept, excluded from median)", zorder=5)
                 res.artists[f"{wl}_rounds_excluded"] = xpts
-            lo = [c for c in cells if _finite(c.get("observed_min")) and _finite(c.get("observed_max"))]
-            rng = ax.vlines([int(c["concurrency"]) for c in lo], [float(c["observed_min"]) for c in lo],
-                            [float(c["observed_max"]) for c in lo], colors=color, lw=5, alpha=0.28,
+            lo = [c for c in cells if _finite(c.get("observed_min_tok_s")) and _finite(c.get("observed_max_tok_s"))]
+            rng = ax.vlines([int(c["concurrency"]) for c in lo], [float(c["observed_min_tok_s"]) for c in lo],
+                            [float(c["observed_max_tok_s"]) for c in lo], colors=color, lw=5, alpha=0.28,
                             label="observed range (min-max of rounds)", zorder=2)
             res.artists[f"{wl}_range"] = rng
             if wl == "decode":
-                hx = [int(c["concurrency"]) for c in cells if _finite(c.get("http_rate"))]
-                hy = [float(c["http_rate"]) for c in cells if _finite(c.get("http_rate"))]
+                hx = [int(c["concurrency"]) for c in cells if _finite(c.get("http_output_tok_s"))]
+                hy = [float(c["http_output_tok_s"]) for c in cells if _finite(c.get("http_output_tok_s"))]
                 (http,) = ax.plot(hx, hy, ls="none", marker="D", ms=4, color=HTTP_COLOR,
                                   label="whole-wave HTTP output (not resident)", zorder=3)
                 res.artists["decode_http"] = http
@@ -447,24 +447,26 @@ def sweep_figure(entry: Mapping[str, Any]) -> FigureResult:
     tok/s of the rate's rounds, y = latency in ms) and ``knee`` (the vertical line, when there is a knee)."""
     sim = bool(entry.get("simulated"))
     aid = str(entry["archive_id"])
-    cells = [c for c in entry.get("cells") or [] if _finite(c.get("output_throughput_median"))]
+    cells = [c for c in entry.get("cells") or [] if _finite(c.get("output_throughput_median_tok_s"))]
     knee = entry.get("knee") or {}
     with style():
         fig = _new_figure(7.0, 4.0)
         ax = fig.add_subplot(1, 1, 1)
         res = FigureResult(f"sweep-{aid}", fig, "", "")
         for key, label, fmt in SWEEP_SERIES:
-            pts = [(float(c["output_throughput_median"]), float(c[key]) * 1000) for c in cells if _finite(c.get(key))]
+            pts = [(float(c["output_throughput_median_tok_s"]), float(c[key]) * 1000)
+                   for c in cells if _finite(c.get(key))]
             (line,) = ax.plot([x for x, _ in pts], [y for _, y in pts], fmt, ms=3.5, label=label)
             res.artists[key] = line
         for c in cells:
             if _finite(c.get("ttft_p50_s")):
-                ax.annotate(f"{float(c['rate']):g}/s", (float(c["output_throughput_median"]),
+                ax.annotate(f"{float(c['arrival_rate_req_s']):g}/s", (float(c["output_throughput_median_tok_s"]),
                                                         float(c["ttft_p50_s"]) * 1000), fontsize=7)
-        kc = next((c for c in cells if _finite(knee.get("rate")) and c.get("rate") == knee.get("rate")), None)
+        at: Any = knee.get("arrival_rate_req_s")
+        kc = next((c for c in cells if _finite(at) and c.get("arrival_rate_req_s") == at), None)
         if kc is not None:
-            res.artists["knee"] = ax.axvline(float(kc["output_throughput_median"]), color="grey", linestyle=":",
-                                             label=f"goodput knee ({float(knee['rate']):g} req/s offered)")
+            res.artists["knee"] = ax.axvline(float(kc["output_throughput_median_tok_s"]), color="grey", linestyle=":",
+                                             label=f"goodput knee ({float(at):g} req/s offered)")
         ax.set_xlabel("achieved output throughput (tok/s, median of rounds)")
         ax.set_ylabel("latency (ms)")
         ax.set_ylim(bottom=0)

@@ -173,8 +173,8 @@ def _cell_view(c: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]
     cid = str(c.get("cell_id"))
     mine = _cell_findings(cid, findings)
     statuses = list(c.get("round_status") or [])
-    rates = list(c.get("round_rates") or [])
-    https = list(c.get("round_http_rates") or [])
+    rates = list(c.get("round_tok_s") or [])
+    https = list(c.get("round_http_output_tok_s") or [])
     rounds = [{"value": v, "status": statuses[i] if i < len(statuses) else "?",
                "http": https[i] if i < len(https) else None} for i, v in enumerate(rates)]
     return {**c, "rounds_view": rounds, "findings": mine,

@@ -47,10 +47,10 @@ def _is_blocked(cell_id: str, blocked: set[str]) -> bool:
 def _best_cell(entry: Mapping[str, Any], workload: str, blocked: set[str]) -> tuple[Mapping[str, Any] | None, int]:
     """The cell of ``workload`` with the largest finite median that no blocking finding names, and how
     many cells of that workload were left out for a blocking finding."""
-    cells = [c for c in entry.get("cells") or [] if c.get("workload") == workload and _finite(c.get("median"))]
+    cells = [c for c in entry.get("cells") or [] if c.get("workload") == workload and _finite(c.get("median_tok_s"))]
     left_out = [c for c in cells if _is_blocked(str(c.get("cell_id")), blocked)]
     usable = [c for c in cells if c not in left_out]
-    best = max(usable, key=lambda c: (float(c["median"]), -int(c.get("concurrency") or 0)), default=None)
+    best = max(usable, key=lambda c: (float(c["median_tok_s"]), -int(c.get("concurrency") or 0)), default=None)
     return best, len(left_out)
 
 
@@ -86,7 +86,7 @@ def _formal_numbers(entry: Mapping[str, Any], findings: Sequence[Mapping[str, An
                  f"{count_noun(n_ok, 'ok round', 'ok rounds')}"
         if left_out:
             detail += f"; {count_noun(left_out, 'cell', 'cells')} with a blocking finding left out"
-        out.append({"subject": entry.get("campaign"), "quantity": what, "value": float(best["median"]),
+        out.append({"subject": entry.get("campaign"), "quantity": what, "value": float(best["median_tok_s"]),
                     "unit": unit, "detail": detail, "claim_class": entry.get("claim_class"),
                     "protocol_class": entry.get("protocol_class"), "archive_id": entry.get("archive_id"),
                     "simulated": bool(entry.get("simulated"))})
@@ -105,10 +105,11 @@ def slo_text(slo: Any) -> str:
 
 def _sweep_numbers(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     knee = entry.get("knee") or {}
-    if not _finite(knee.get("goodput")) or not _finite(knee.get("rate")):
+    if not _finite(knee.get("goodput_median_req_s")) or not _finite(knee.get("arrival_rate_req_s")):
         return []
-    return [{"subject": entry.get("campaign"), "quantity": "goodput at the knee", "value": float(knee["goodput"]),
-             "unit": "req/s", "detail": f"{archive_note(entry)}; offered {float(knee['rate']):g} req/s; "
+    return [{"subject": entry.get("campaign"), "quantity": "goodput at the knee",
+             "value": float(knee["goodput_median_req_s"]),
+             "unit": "req/s", "detail": f"{archive_note(entry)}; offered {float(knee['arrival_rate_req_s']):g} req/s; "
                                         f"SLO {slo_text(entry.get('slo'))}",
              "claim_class": entry.get("claim_class"), "protocol_class": entry.get("protocol_class"),
              "archive_id": entry.get("archive_id"), "simulated": bool(entry.get("simulated"))}]

@@ -60,13 +60,16 @@ def sweep_markdown(entry: Mapping[str, Any], figure: str | None) -> list[str]:
     knee = entry.get("knee")
     title = f"{entry['campaign']} ({entry['archive_id']})" + (" SIMULATED" if entry.get("simulated") else "")
     lines = [f"## {title}", "", f"SLO: {slo_text(entry.get('slo'))}; knee: "
-             + (f"{_fmt(knee.get('rate'))} req/s offered, goodput {_fmt(knee.get('goodput'), decimals=2)} req/s"
+             + (f"{_fmt(knee.get('arrival_rate_req_s'))} req/s offered, goodput "
+                f"{_fmt(knee.get('goodput_median_req_s'), decimals=2)} req/s"
                 if knee else "none"), "",
              "| rate | req/s | out tok/s | goodput | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | E2E p50 ms | schedule |",
              "|---|---|---|---|---|---|---|---|---|"]
     for c in entry.get("cells") or []:
-        lines.append(f"| {_fmt(c.get('rate'))} | {_fmt(c.get('request_throughput_median'), decimals=2)} | "
-                     f"{_fmt(c.get('output_throughput_median'))} | {_fmt(c.get('goodput_median'), decimals=2)} | "
+        lines.append(f"| {_fmt(c.get('arrival_rate_req_s'))} | "
+                     f"{_fmt(c.get('request_throughput_median_req_s'), decimals=2)} | "
+                     f"{_fmt(c.get('output_throughput_median_tok_s'))} | "
+                     f"{_fmt(c.get('goodput_median_req_s'), decimals=2)} | "
                      f"{_ms(c.get('ttft_p50_s'))} | {_ms(c.get('ttft_p99_s'))} | {_ms(c.get('tpot_p50_s'))} | "
                      f"{_ms(c.get('e2e_p50_s'))} | {'kept' if c.get('schedule_kept') else 'NOT kept'} |")
     if figure:

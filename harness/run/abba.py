@@ -42,6 +42,7 @@ from harness.measure.abba import (
     summarize,
 )
 from harness.measure.results import run_count_methods, waves_table
+from harness.measure.rows import check_row
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
@@ -316,8 +317,8 @@ class AbbaRunner:
         comp = {
             "screen": self.spec.name, "boundary": result.boundary, "concurrency": wl.concurrency,
             "waves_per_leg": wl.waves_per_leg,
-            **{f"{leg.lower()}_median": (legs[leg].median if leg in legs else math.nan) for leg in LEGS},
-            "control_mean": result.control_mean, "candidate_mean": result.candidate_mean,
+            **{f"{leg.lower()}_median_tok_s": (legs[leg].median if leg in legs else math.nan) for leg in LEGS},
+            "control_mean_tok_s": result.control_mean, "candidate_mean_tok_s": result.candidate_mean,
             "ratio_pct": result.ratio_pct, "drift_pct": result.drift_pct, "spread_pct": result.spread_pct,
             "http_ratio_pct": result.http_ratio_pct, "separated": result.separated, "verdict": result.verdict,
             "reason": result.reason, "outputs_compared": match.compared,
@@ -329,7 +330,7 @@ class AbbaRunner:
             "allow_identity_change": self.spec.allow_identity_change,
             "status": status,
         } | common
-        writer.write_table("comparison.parquet", pa.Table.from_pylist([comp]))
+        writer.write_table("comparison.parquet", pa.Table.from_pylist([check_row("comparisons", comp)]))
         writer.write_json("comparison.json", {"result": asdict(result), "outputs": asdict(match),
                                               "legs": self.leg_services, "failed_leg": self.failed_leg})
         if not self.session.services:

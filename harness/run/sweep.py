@@ -10,8 +10,9 @@ back. Per rate: warmup requests at that rate (kept, never counted), then ``round
 Per request the achieved schedule is kept in ``schedule.jsonl`` (planned send, actual send, lag, time
 held by the cap); per round and per rate the throughput, latency (harness.measure.latency, both
 definitions), goodput under the spec's SLOs and the schedule summary go to ``rounds.parquet`` and
-``cells.parquet`` (ledgers ``rounds`` / ``cells`` with ``protocol_class = rate-sweep``: never formal
-cells). A round whose client could not keep its schedule is a finding (harness.evidence.sweep_rules).
+``cells.parquet``, rows of the ``sweep_rounds`` / ``sweep_cells`` row models (harness.measure.rows;
+ledger tables of those names: never formal cells). A round whose client could not keep its schedule
+is a finding (harness.evidence.sweep_rules).
 
 Each measured round that ends appends a ``round`` event (its id, status and start); the run ends with
 the events every runner writes (``interrupted`` or ``failed``, then ``run-end``) and finalizes as one
@@ -46,6 +47,7 @@ from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec, sweep_definiti
 from harness.interrupts import critical, fault_point
 from harness.load.driver import LoadClient, WaveRequest
 from harness.measure import sweep as sw
+from harness.measure.rows import check_row
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
 from harness.run.events import Reporter, SweepPlanReady, SweepRoundDone, SweepRoundStart, silent
@@ -165,12 +167,12 @@ def round_row(spec: SweepSpec, rate: float, round_index: int, records: Sequence[
     total = sw.schedule_summary(sched, tol)
     cid = cell_id(rate)
     row = {"round_id": ids.round_id(cid, round_index), "cell_id": cid, "round_index": round_index,
-           "rate": rate, "status": status}
+           "arrival_rate_req_s": rate, "status": status}
     row |= sw.rate_row(records, start_ns=start_ns, slo=slo_of(spec))
     row |= {f"client_{k}": v for k, v in summ.items()} | {
         "send_lag_p99_s": total["lag_p99_s"],
         "capped_requests": sum(1 for r in sched if float(r.get("cap_wait_s", 0.0)) > 0)}
-    return row
+    return check_row("sweep_rounds", row)
 
 
 def sweep_cells(spec: SweepSpec, rounds: Sequence[dict[str, Any]], by_rate: dict[float, list[RequestRecord]],
@@ -178,24 +180,25 @@ def sweep_cells(spec: SweepSpec, rounds: Sequence[dict[str, Any]], by_rate: dict
     """One row per rate: medians of the round values plus the rate's pooled latency."""
     out: list[dict[str, Any]] = []
     for rate in spec.rate_list:
-        rows = [r for r in rounds if r["rate"] == rate]
+        rows = [r for r in rounds if r["arrival_rate_req_s"] == rate]
         if not rows:
             continue
         ok = [r for r in rows if r["status"] == "ok"]
-        cell: dict[str, Any] = {"cell_id": cell_id(rate), "workload": "sweep", "rate": rate,
+        cell: dict[str, Any] = {"cell_id": cell_id(rate), "workload": "sweep", "arrival_rate_req_s": rate,
                                 "rounds_ok": len(ok), "rounds_planned": spec.rounds,
                                 "concurrency": spec.arrivals.max_concurrency or 0}
-        for key in ("request_throughput", "output_throughput", "input_throughput", "goodput"):
-            vals = [float(r[key]) for r in ok if not math.isnan(float(r[key]))]
-            cell[f"{key}_median"] = statistics.median(vals) if vals else math.nan
-            cell[f"{key}_min"] = min(vals) if vals else math.nan
-            cell[f"{key}_max"] = max(vals) if vals else math.nan
+        for key, unit in (("request_throughput", "req_s"), ("output_throughput", "tok_s"),
+                          ("input_throughput", "tok_s"), ("goodput", "req_s")):
+            vals = [float(r[f"{key}_{unit}"]) for r in ok if not math.isnan(float(r[f"{key}_{unit}"]))]
+            cell[f"{key}_median_{unit}"] = statistics.median(vals) if vals else math.nan
+            cell[f"{key}_min_{unit}"] = min(vals) if vals else math.nan
+            cell[f"{key}_max_{unit}"] = max(vals) if vals else math.nan
         recs = by_rate.get(rate, [])
         cell |= {k: v for k, v in sw.rate_row(recs, start_ns=min(starts[rate]), slo=slo_of(spec)).items()
                  if k.startswith(("ttft", "tpot", "itl", "e2e"))}
         cell["schedule_kept"] = all(bool(r["client_schedule_kept"]) for r in rows)
         cell["client_lag_p99_s"] = max(float(r["client_lag_p99_s"]) for r in rows)
-        out.append(cell)
+        out.append(check_row("sweep_cells", cell))
     return out
 
 
@@ -359,7 +362,7 @@ def finalize_sweep(writer: ArchiveWriter, workspace: Path, spec: SweepSpec, plan
     if rounds:
         writer.write_table("rounds.parquet", pa.Table.from_pylist([r | extra for r in rounds]))
     slo = slo_of(spec)
-    knee = sw.knee(list(cells) and [{"rate": c["rate"], "goodput": c["goodput_median"]} for c in cells])
+    knee = sw.knee([{k: c[k] for k in ("arrival_rate_req_s", "goodput_median_req_s")} for c in cells])
     writer.write_json("sweep.json", {"cells": list(cells), "rounds": list(rounds), "knee": knee,
                                      "slo": slo.to_json(), "plan_id": plan_id, "goodput_definition": sw.__doc__})
     return finish(writer, workspace, status, run)

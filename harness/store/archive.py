@@ -25,6 +25,11 @@ Archive format history (``ARCHIVE_FORMAT_VERSION``):
   1 - first version (2026-11-29).
   2 - the manifest's ``run`` block is typed and versioned (``harness.store.runblock``); format 1
       archives are read through that module's reader (2026-11-30).
+  3 - result tables and summaries (``cells``/``rounds``/``waves``.parquet, ``results.json``,
+      ``sweep.json``) use the row models' names, units in the name (``harness.measure.rows``:
+      ``median_tok_s``, ``http_output_tok_s``, a sweep's ``arrival_rate_req_s`` ...); :meth:`Archive.table`
+      and :meth:`Archive.json` read the result files of format 1/2 archives under those names through
+      ``harness.store.archive_legacy`` (2026-12-02).
 """
 
 from __future__ import annotations
@@ -49,10 +54,11 @@ from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_d
 from harness.hashing import sha256_file, sha256_json
 from harness.interrupts import fault_point
 from harness.records import RECORD_SCHEMA, RequestRecord, records_to_table, table_to_records
+from harness.store.archive_legacy import FIRST_CURRENT_FORMAT, upgrade_json, upgrade_table
 from harness.store.runblock import RunBlock, read_run_block
 
-ARCHIVE_FORMAT_VERSION = 2
-READABLE_FORMAT_VERSIONS = (1, 2)
+ARCHIVE_FORMAT_VERSION = 3
+READABLE_FORMAT_VERSIONS = (1, 2, 3)
 MANIFEST = "manifest.json"
 RECORDS_DIR = "records"
 PARTIAL_PREFIX = ".partial-"
@@ -246,13 +252,26 @@ class Archive:
         """Whether the archive holds file ``name``."""
         return (self.path / name).is_file()
 
+    @property
+    def format_version(self) -> int:
+        """The manifest's archive format version."""
+        return int(self.manifest.get("format_version") or 1)
+
     def json(self, name: str) -> Any:
-        """Load one JSON file of the archive (ArchiveError naming it when it cannot be parsed)."""
-        return read_json_file(self.path / name)
+        """Load one JSON file of the archive (ArchiveError naming it when it cannot be parsed); a
+        result summary of a format 1/2 archive under the row models' names (module docstring)."""
+        obj = read_json_file(self.path / name)
+        if self.format_version < FIRST_CURRENT_FORMAT:
+            obj = upgrade_json(name, obj, self.run.protocol_class)
+        return obj
 
     def table(self, name: str) -> pa.Table:
-        """Load one Parquet table of the archive (ArchiveError naming it when it cannot be read)."""
-        return read_parquet_file(self.path / name)
+        """Load one Parquet table of the archive (ArchiveError naming it when it cannot be read); a
+        result table of a format 1/2 archive under the row models' names (module docstring)."""
+        t = read_parquet_file(self.path / name)
+        if self.format_version < FIRST_CURRENT_FORMAT:
+            t = upgrade_table(name, t, self.run.protocol_class)
+        return t
 
     def records_table(self) -> pa.Table:
         """The raw records as one Arrow table (parts concatenated in order)."""

@@ -32,9 +32,10 @@ def request_rows(records: pa.Table, anchor: Mapping[str, Any] | None = None) -> 
     """Per-request summary rows from a raw-record table (no per-event arrays): the four instants
     (``send_ns``, ``first_token_ns``, ``last_token_ns``, ``done_ns``: client monotonic int64 ns, -1 when
     absent), latencies in seconds, token counts, count method, output hash, and the run's wall-clock
-    anchor (``anchor_wall_ns`` / ``anchor_perf_ns``: one wall time and the monotonic reading taken with
-    it) so a notebook can place every instant on the wall clock and recompute every rate and latency
-    from this table alone. Vectorised over the flattened event arrays (harness.measure.metrics)."""
+    anchor (``anchor_wall``, ns since the epoch, and ``anchor_perf_ns``: one wall time and the
+    monotonic reading taken with it) so a notebook can place every instant on the wall clock and
+    recompute every rate and latency from this table alone. Vectorised over the flattened event
+    arrays (harness.measure.metrics)."""
     n = records.num_rows
     t = request_timings(records)
     ooff, oids = flat_list_column(records.column("output_ids"))
@@ -54,7 +55,7 @@ def request_rows(records: pa.Table, anchor: Mapping[str, Any] | None = None) -> 
         "first_token_ns": pa.array(t.first_ns, type=pa.int64()),
         "last_token_ns": pa.array(t.last_ns, type=pa.int64()),
         "done_ns": pa.array(t.done_ns, type=pa.int64()),
-        "anchor_wall_ns": pa.array([anchor.get("wall_ns")] * n, type=pa.int64()),
+        "anchor_wall": pa.array([anchor.get("wall_ns")] * n, type=pa.int64()),  # ns since the epoch, UTC
         "anchor_perf_ns": pa.array([anchor.get("perf_counter_ns")] * n, type=pa.int64()),
         "first_event_tokens": pa.array(t.first_tokens),
         "n_tokens": pa.array(t.n_tokens),

@@ -18,7 +18,7 @@ def make(ws: Path, campaign: str) -> Path:
     w = ArchiveWriter(ws)
     w.write_wave([RequestRecord(rid=campaign, send_ns=0, done_ns=10, event_ns=np.array([1]),
                                 event_tokens=np.array([1]), wave_id="c1.r0.w000", cell_id="c1")])
-    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median": 9.5}]))
+    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median_tok_s": 9.5}]))
     path = w.finalize(status="complete", run=run_block(campaign=campaign))
     ingest_archive(ws, open_archive(path))
     return path

@@ -118,8 +118,9 @@ def test_num_never_writes_an_exponent(x: float) -> None:
 def test_sweep_console_line_shows_throughput_and_every_latency() -> None:
     from harness.cli.sweep_cmd import sweep_cell_line
 
-    cell = {"rate": 16.0, "request_throughput_median": 7.912, "output_throughput_median": 1264.04,
-            "goodput_median": 7.5, "ttft_p50_s": 1.2804, "ttft_p99_s": 2.5, "tpot_p50_s": 0.0512,
+    cell = {"arrival_rate_req_s": 16.0, "request_throughput_median_req_s": 7.912,
+            "output_throughput_median_tok_s": 1264.04,
+            "goodput_median_req_s": 7.5, "ttft_p50_s": 1.2804, "ttft_p99_s": 2.5, "tpot_p50_s": 0.0512,
             "itl_p50_s": 0.02371, "e2e_p50_s": 9.87654, "schedule_kept": False}
     assert sweep_cell_line(cell) == (
         "rate 16: request throughput 7.91 req/s, output 1,264 tok/s, goodput 7.50 req/s, TTFT p50 1,280 p99 "

@@ -201,8 +201,9 @@ def test_sweep_live_advances_by_planned_seconds() -> None:
     assert task.total == 2.0 + 4.0 + 3.0                        # each span plus one second of drain
     live(SweepRoundStart(rate=8.0, round_index=0, n=16))
     assert live.progress.tasks[live.task].completed == 6.0
-    live(SweepRoundDone(row={"rate": 8.0, "round_index": 0, "n_ok": 16, "n_requests": 16, "goodput": 7.5,
-                                  "request_throughput": 7.9, "output_throughput": 1264.04, "ttft_p50_s": 1.2804,
+    live(SweepRoundDone(row={"arrival_rate_req_s": 8.0, "round_index": 0, "n_ok": 16, "n_requests": 16,
+                                  "goodput_req_s": 7.5, "request_throughput_req_s": 7.9,
+                                  "output_throughput_tok_s": 1264.04, "ttft_p50_s": 1.2804,
                                   "tpot_p50_s": 0.0512, "itl_p50_s": 0.02371, "e2e_p50_s": float("nan"),
                                   "client_lag_p99_s": 0.0012}))
     assert ("8 req/s round 0: 16/16 ok, 7.90 req/s, output 1,264 tok/s, goodput 7.50 req/s, TTFT p50 1,280 ms, "

@@ -12,8 +12,8 @@ from harness.measure.results import CellResult
 
 def _cell(latency: dict[str, float]) -> CellResult:
     return CellResult(cell_id="decode-c4", workload="decode", concurrency=4, status="complete", rounds_required=3,
-                      round_rates=(1.0,), round_status=("ok",), median=1.0, observed_min=1.0, observed_max=1.0,
-                      http_rate=1.0, latency=latency)
+                      round_tok_s=(1.0,), round_status=("ok",), median_tok_s=1.0, observed_min_tok_s=1.0,
+                      observed_max_tok_s=1.0, http_output_tok_s=1.0, latency=latency)
 
 
 LAT = {"ttft_n": 8.0, "ttft_p50_s": 0.0125, "ttft_p90_s": 0.02, "ttft_p99_s": 0.25, "ttft_mean_s": 0.015,

@@ -74,7 +74,7 @@ def test_openai_only_server_with_continuous_usage_is_exact(tmp_path: Path, vllm:
     assert all(int(r.event_tokens[-1]) == r.completion_tokens == 96 for r in recs)
     assert all(len(r.output_ids) == 0 for r in recs)  # no token ids were asked for or sent
     for cell in out.results.cells:
-        assert cell.status == "complete" and cell.median > 0
+        assert cell.status == "complete" and cell.median_tok_s > 0
 
 
 def test_openai_only_server_without_usage_is_retokenized(tmp_path: Path, vllm: tuple[RunningService, Path]) -> None:

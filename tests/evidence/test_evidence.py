@@ -23,7 +23,7 @@ SVC = {"start_index": 1, "url": "http://127.0.0.1:1", "server_info": {"tp_size":
 CELL = {"cell_id": "decode-c08-x", "round_status": ["ok", "ok", "ok"], "rounds_required": 3}
 ROUND = {"round_id": "decode-c08-x.r0", "status": "ok", "workload": "decode", "seconds": 31.0}
 WAVE = {"wave_id": "decode-c08-x.r0.w000", "cell_id": "decode-c08-x", "phase": "measured", "workload": "decode",
-        "concurrency": 8, "resident_tokens": 8 * 500, "resident_seconds": 12.0, "resident_rate": 333.0,
+        "concurrency": 8, "resident_tokens": 8 * 500, "resident_seconds": 12.0, "resident_output_tok_s": 333.0,
         "lag_p50_s": 0.0001, "lag_p99_s": 0.001}
 WARM = WAVE | {"wave_id": "decode-c08-x.warmup.w000", "phase": "warmup"}
 REQ = {"rid": "q", "wave_id": "decode-c08-x.r0.w000", "phase": "measured", "workload": "decode",

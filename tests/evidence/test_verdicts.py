@@ -23,7 +23,7 @@ from harness.store.ledger import ingest_archive
 
 CELL = "decode-c32-x"
 WAVE = {"wave_id": f"{CELL}.r0.w000", "cell_id": CELL, "phase": "measured", "workload": "decode",
-        "concurrency": 32, "resident_tokens": 32 * 150, "resident_seconds": 4.6, "resident_rate": 1041.78,
+        "concurrency": 32, "resident_tokens": 32 * 150, "resident_seconds": 4.6, "resident_output_tok_s": 1041.78,
         "lag_p50_s": 0.0002, "lag_p99_s": 0.0008, "n_failed": 0, "n_requests": 32}
 WARM = WAVE | {"wave_id": f"{CELL}.warmup1.w000", "phase": "warmup"}
 BASE = ArchiveData(

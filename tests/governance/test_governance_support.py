@@ -87,12 +87,13 @@ def make_formal(ws: Path, *, value: float = 88.0, concurrency: int = 1, workload
     ok = ["ok", "ok", "ok"] if cell_status == "complete" else ["ok", "failed", "ok"]
     w.write_table("cells.parquet", pa.Table.from_pylist([{
         "cell_id": cid, "workload": workload, "concurrency": concurrency, "status": cell_status,
-        "rounds_required": 3, "round_rates": [value * 0.99, value, value * 1.01], "round_status": ok,
-        "median": value, "observed_min": value * 0.99, "observed_max": value * 1.01, "http_rate": value * 0.9,
+        "rounds_required": 3, "round_tok_s": [value * 0.99, value, value * 1.01], "round_status": ok,
+        "median_tok_s": value, "observed_min_tok_s": value * 0.99, "observed_max_tok_s": value * 1.01,
+        "http_output_tok_s": value * 0.9,
         "cache_violations": 0}]))
     w.write_table("rounds.parquet", pa.Table.from_pylist([
         {"round_id": f"{cid}.r{k}", "cell_id": cid, "round_index": k, "workload": workload,
-         "concurrency": concurrency, "status": s, "rate": value, "seconds": 31.0} for k, s in enumerate(ok)]))
+         "concurrency": concurrency, "status": s, "rate_tok_s": value, "seconds": 31.0} for k, s in enumerate(ok)]))
     if records is None:
         records = [stream_record(k, case_id=f"c{k:03d}", cached=cached, concurrency=concurrency,
                                  wave=f"{cid}.r0.w000", workload=workload) for k in range(3)]

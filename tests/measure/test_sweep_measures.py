@@ -30,8 +30,8 @@ def test_goodput_counts_requests_meeting_every_slo() -> None:
     assert goodput([a, b, c, d], slo) == 0.5  # 1 request over 2.0 s
     assert goodput([a, b, c, d], Slo()) == 1.5  # 3 ok over 2.0 s
     row = rate_row([a, b, c, d], start_ns=0, slo=slo)
-    assert row["n_ok"] == 3 and row["slo_met"] == 1 and row["request_throughput"] == 1.5
-    assert row["output_throughput"] == 14.0
+    assert row["n_ok"] == 3 and row["slo_met"] == 1 and row["request_throughput_req_s"] == 1.5
+    assert row["output_throughput_tok_s"] == 14.0
 
 
 def test_schedule_lag_and_summary() -> None:
@@ -44,7 +44,7 @@ def test_schedule_lag_and_summary() -> None:
 
 
 def test_knee_is_the_highest_goodput_lowest_rate_on_ties() -> None:
-    rows = [{"rate": 1.0, "goodput": 1.0}, {"rate": 2.0, "goodput": 1.9}, {"rate": 4.0, "goodput": 1.9},
-            {"rate": 8.0, "goodput": 0.5}, {"rate": 16.0, "goodput": math.nan}]
-    assert knee(rows) == {"rate": 2.0, "goodput": 1.9}
+    r, g = "arrival_rate_req_s", "goodput_median_req_s"
+    rows = [{r: 1.0, g: 1.0}, {r: 2.0, g: 1.9}, {r: 4.0, g: 1.9}, {r: 8.0, g: 0.5}, {r: 16.0, g: math.nan}]
+    assert knee(rows) == {r: 2.0, g: 1.9}
     assert knee([]) is None

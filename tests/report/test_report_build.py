@@ -40,7 +40,7 @@ def test_outputs_and_snapshot_contents(built: tuple[Path, dict[str, str], Path])
     archived = json.loads((ws / "archives" / ids["f1"] / "results.json").read_text())
     frozen = next(f for f in snap["formal"] if f["archive_id"] == ids["f1"])
     order = sorted(archived["cells"], key=lambda c: (c["workload"] != "prefill", c["concurrency"]))
-    assert [c["round_rates"] for c in frozen["cells"]] == [c["round_rates"] for c in order]
+    assert [c["round_tok_s"] for c in frozen["cells"]] == [c["round_tok_s"] for c in order]
     assert len(frozen["rounds"]) == len(archived["rounds"])
     assert snap["screens"][0]["legs"][0]["leg"] == "A1" and len(snap["screens"][0]["legs"][0]["wave_rates"]) == 2
     assert snap["oracles"][0]["oracle"] == "france" and snap["memory"][0]["archive_id"] == ids["f1"]
@@ -66,8 +66,8 @@ def test_html_is_self_contained_labelled_and_linked(built: tuple[Path, dict[str,
         assert f'id="archive-{aid}"' in html and f'href="#archive-{aid}"' in html
     snap = json.loads((out / "results.json").read_text())
     cell = next(c for c in snap["formal"][0]["cells"] if c["workload"] == "decode" and c["concurrency"] == 1)
-    assert f'href="#archive-{ids["f1"]}" title="from archive {ids["f1"]}">{cell["median"]:.2f}</a>' in html
-    for v in cell["round_rates"]:
+    assert f'href="#archive-{ids["f1"]}" title="from archive {ids["f1"]}">{cell["median_tok_s"]:.2f}</a>' in html
+    for v in cell["round_tok_s"]:
         assert f">{v:.2f}</a>" in html
     # stand-in findings beside the numbers: the blocked cell is struck through and badged
     assert "stand-in-blocking" in html and 'class="r blocked"' in html
@@ -196,9 +196,9 @@ def test_partial_and_failed_data_render(tmp_path: Path) -> None:
                                                                            "protocol_class": "formal"}},
         manifest_sha256="0" * 64,
         results={"cells": [{"cell_id": "decode-c01", "workload": "decode", "concurrency": 1, "status": "missing",
-                            "round_rates": [], "round_status": [], "median": float("nan"),
-                            "observed_min": float("nan"), "observed_max": float("nan"),
-                            "http_rate": float("nan")}], "rounds": []})
+                            "round_tok_s": [], "round_status": [], "median_tok_s": float("nan"),
+                            "observed_min_tok_s": float("nan"), "observed_max_tok_s": float("nan"),
+                            "http_output_tok_s": float("nan")}], "rounds": []})
     screen = ArchiveContent(
         archive_id="2" * 16, manifest={"status": "failed", "run": run | {"kind": "abba",
                                                                           "protocol_class": "abba-screen"}},

@@ -32,21 +32,22 @@ def test_formal_figure_plots_medians_rounds_ranges_and_http(snap: dict[str, Any]
     res = F.formal_matrix_figure(entry)
     for wl in ("prefill", "decode"):
         cells = sorted((c for c in entry["cells"] if c["workload"] == wl), key=lambda c: c["concurrency"])
-        assert _xy(res.artists[f"{wl}_median"]) == ([c["concurrency"] for c in cells], [c["median"] for c in cells])
-        ok = [(c["concurrency"], v) for c in cells for v, s in zip(c["round_rates"], c["round_status"], strict=True)
+        assert _xy(res.artists[f"{wl}_median"]) == ([c["concurrency"] for c in cells],
+                                                    [c["median_tok_s"] for c in cells])
+        ok = [(c["concurrency"], v) for c in cells for v, s in zip(c["round_tok_s"], c["round_status"], strict=True)
               if s == "ok"]
         assert list(zip(*_xy(res.artists[f"{wl}_rounds"]), strict=True)) == ok
         segs = res.artists[f"{wl}_range"].get_segments()
         assert [(s[0][0], s[0][1], s[1][1]) for s in segs] == [
-            (c["concurrency"], c["observed_min"], c["observed_max"]) for c in cells]
+            (c["concurrency"], c["observed_min_tok_s"], c["observed_max_tok_s"]) for c in cells]
         assert "observed range" in res.artists[f"{wl}_range"].get_label()
     # the failed round (decode C4 round 1) is drawn apart, never in the ok points
     bad = [(c["concurrency"], v) for c in entry["cells"] if c["workload"] == "decode"
-           for v, s in zip(c["round_rates"], c["round_status"], strict=True) if s != "ok"]
+           for v, s in zip(c["round_tok_s"], c["round_status"], strict=True) if s != "ok"]
     assert bad and list(zip(*_xy(res.artists["decode_rounds_excluded"]), strict=True)) == bad
     dec = sorted((c for c in entry["cells"] if c["workload"] == "decode"), key=lambda c: c["concurrency"])
     _, hy = _xy(res.artists["decode_http"])
-    assert hy == [c["http_rate"] for c in dec] and res.artists["decode_http"].get_color() == F.HTTP_COLOR
+    assert hy == [c["http_output_tok_s"] for c in dec] and res.artists["decode_http"].get_color() == F.HTTP_COLOR
     ax = res.fig.axes[1]
     assert ax.get_xscale() == "log" and getattr(ax.xaxis.get_transform(), "base", None) == 2
     assert ax.spines["left"].get_visible() and ax.spines["bottom"].get_visible()
@@ -130,5 +131,5 @@ def test_sweep_figure_plots_latency_against_throughput_with_the_knee(snap: dict[
     assert x == [320.0, 640.0, 800.0]
     assert y == pytest.approx([238.4, 507.2, 2657.6])
     assert _xy(res.artists["ttft_p99_s"])[1] == pytest.approx([286.08, 608.64, 3189.12])
-    assert entry["knee"]["rate"] == 4.0 and _xy(res.artists["knee"])[0] == [640.0, 640.0]
+    assert entry["knee"]["arrival_rate_req_s"] == 4.0 and _xy(res.artists["knee"])[0] == [640.0, 640.0]
     assert res.stem == f"sweep-{entry['archive_id']}" and "SIMULATED" in res.fig.axes[0].get_title()

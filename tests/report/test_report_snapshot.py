@@ -83,11 +83,11 @@ def test_demo_config_loads() -> None:
 def _formal_content(nan_round: bool = False) -> ArchiveContent:
     rates = [88.6, math.nan if nan_round else 88.7, 88.5]
     cells = [{"cell_id": "decode-c01", "workload": "decode", "concurrency": 1, "status": "complete",
-              "rounds_required": 3, "round_rates": rates, "round_status": ["ok", "failed" if nan_round else "ok", "ok"],
-              "median": 88.6, "observed_min": 88.5, "observed_max": 88.7, "http_rate": 45.0,
-              "round_http_rates": [45.1, 45.0, 44.9], "cache_violations": 0}]
+              "rounds_required": 3, "round_tok_s": rates, "round_status": ["ok", "failed" if nan_round else "ok", "ok"],
+              "median_tok_s": 88.6, "observed_min_tok_s": 88.5, "observed_max_tok_s": 88.7, "http_output_tok_s": 45.0,
+              "round_http_output_tok_s": [45.1, 45.0, 44.9], "cache_violations": 0}]
     rounds = [{"round_id": f"decode-c01.r{k}", "cell_id": "decode-c01", "round_index": k, "workload": "decode",
-               "concurrency": 1, "status": "ok", "rate": r} for k, r in enumerate(rates)]
+               "concurrency": 1, "status": "ok", "rate_tok_s": r} for k, r in enumerate(rates)]
     manifest = {"archive_id": "f000000000000001", "status": "complete", "files": {"a": {}, "b": {}},
                 "run": {"campaign": "q", "kind": "formal-matrix", "claim_class": "native-ar",
                         "protocol_class": "formal", "backend": "sim", "created_wall": "2026-11-29T10:00:00+0000",
@@ -118,9 +118,9 @@ def test_freeze_keeps_every_value_and_labels_simulation() -> None:
     assert snap["has_simulated"] is True and snap["archives"][0]["simulated"] is True
     assert snap["archives"][0]["files_count"] == 2 and snap["archives"][0]["manifest_sha256"] == "ab" * 32
     cell = snap["formal"][0]["cells"][0]
-    assert cell["round_rates"] == [88.6, None, 88.5]  # NaN frozen as null, round kept
-    assert cell["round_http_rates"] == [45.1, 45.0, 44.9]
-    assert [r["rate"] for r in snap["formal"][0]["rounds"]] == [88.6, None, 88.5]
+    assert cell["round_tok_s"] == [88.6, None, 88.5]  # NaN frozen as null, round kept
+    assert cell["round_http_output_tok_s"] == [45.1, 45.0, 44.9]
+    assert [r["rate_tok_s"] for r in snap["formal"][0]["rounds"]] == [88.6, None, 88.5]
     assert any("SIMULATED" in lim for lim in snap["formal"][0]["limits"])
     assert [f["rule"] for f in snap["findings"]] == ["r1", "r2"]  # blocking first
     assert snap["findings"][0]["archive_id"] == "f000000000000001" and snap["findings"][0]["id"] == "finding-1"

@@ -19,7 +19,8 @@ def _archive(aid: str, kind: str, proto: str, *, simulated: bool = False, status
 
 
 def _cell(cid: str, wl: str, c: int, median: float) -> dict[str, Any]:
-    return {"cell_id": cid, "workload": wl, "concurrency": c, "median": median, "round_status": ["ok", "ok", "ok"]}
+    return {"cell_id": cid, "workload": wl, "concurrency": c, "median_tok_s": median,
+            "round_status": ["ok", "ok", "ok"]}
 
 
 FORMAL = {"archive_id": "f" * 16, "campaign": "matrix", "claim_class": "native-ar", "protocol_class": "formal",
@@ -32,7 +33,7 @@ SCREEN = {"archive_id": "a" * 16, "screen": "guard", "claim_class": "native-ar",
           "separated": True, "boundary": "resident", "concurrency": 32}
 SWEEP = {"archive_id": "5" * 16, "campaign": "rates", "claim_class": "native-ar", "protocol_class": "rate-sweep",
          "simulated": True, "slo": {"ttft_s": 1.0, "tpot_s": 0.05, "e2e_s": None},
-         "knee": {"rate": 4.0, "goodput": 3.96}, "cells": []}
+         "knee": {"arrival_rate_req_s": 4.0, "goodput_median_req_s": 3.96}, "cells": []}
 
 
 SERVICE = {"backend": "sglang", "name": "ctl", "version": "0.5.23", "model_path": "/m/v4", "simulated": False}

@@ -14,10 +14,12 @@ def test_slo_reads_as_objectives_in_ms() -> None:
 
 
 def test_sweep_table_prints_fixed_point_values() -> None:
-    cell = {"rate": 16.0, "request_throughput_median": 7.912, "output_throughput_median": 1264.04,
-            "goodput_median": 7.5, "ttft_p50_s": 1.2804, "ttft_p99_s": 2.5, "tpot_p50_s": 0.0512,
+    cell = {"arrival_rate_req_s": 16.0, "request_throughput_median_req_s": 7.912,
+            "output_throughput_median_tok_s": 1264.04,
+            "goodput_median_req_s": 7.5, "ttft_p50_s": 1.2804, "ttft_p99_s": 2.5, "tpot_p50_s": 0.0512,
             "e2e_p50_s": None, "schedule_kept": True}
-    entry = {"campaign": "sw", "archive_id": "a" * 16, "simulated": True, "knee": {"rate": 8.0, "goodput": 7.912},
+    entry = {"campaign": "sw", "archive_id": "a" * 16, "simulated": True,
+             "knee": {"arrival_rate_req_s": 8.0, "goodput_median_req_s": 7.912},
              "slo": {"ttft_s": 1.0, "tpot_s": 0.05, "e2e_s": None}, "cells": [cell]}
     lines = sweep_markdown(entry, None)
     assert lines[0] == f"## sw ({'a' * 16}) SIMULATED"

@@ -52,7 +52,7 @@ def test_formal_matrix_end_to_end(tmp_path: Path) -> None:
     late_s = svc["server_info_at_stop"]["internal_states"][0]["sim_lateness_total_s"]
     for c in (1, 8, 32):
         cell = cells[("decode", c)]
-        assert cell.status == "complete" and len(cell.round_rates) == 3
+        assert cell.status == "complete" and len(cell.round_tok_s) == 3
         # the client's measurement equals what the server emitted (its own monotonic emit stamps)
         waves: dict[str, list] = {}  # type: ignore[type-arg]
         for r in recs:
@@ -64,8 +64,8 @@ def test_formal_matrix_end_to_end(tmp_path: Path) -> None:
         # and, when the simulator kept real time (no late steps on a busy machine), the model's rate
         if late_s == 0:
             want = analytic_decode_rate(prof, c)
-            assert cell.median == pytest.approx(want, rel=0.02), (c, cell.median, want)
-        assert cell.http_rate < cell.median  # admission, prefill and drain are outside resident windows
+            assert cell.median_tok_s == pytest.approx(want, rel=0.02), (c, cell.median_tok_s, want)
+        assert cell.http_output_tok_s < cell.median_tok_s  # admission, prefill and drain are outside resident windows
     pre = cells[("prefill", 2)]
     assert pre.status == "complete" and pre.cache_violations == 0
     # warmups are recorded but never in a figure

@@ -158,11 +158,11 @@ def machine_findings(got: Expected, want: Expected, archive: Path) -> Expected:
         edge = c["loop_lag_edge_s"] if c.get("loop_lag_edge_s") is not None else c["loop_lag_p99_s"]
         if waves[w]["workload"] == "prefill":
             return bool(c["loop_cpu_share"] >= 0.9 or edge > 0.02 * float(waves[w]["prefill_seconds"]))
-        step = float(waves[w]["concurrency"]) / float(waves[w]["resident_rate"])
+        step = float(waves[w]["concurrency"]) / float(waves[w]["resident_output_tok_s"])
         return bool(c["loop_cpu_share"] >= 0.9 or c["loop_lag_p50_s"] > 0.1 * step or edge > 0.5 * step)
 
     def client_lag(w: str) -> bool:  # emit-stamp receive lag: median above 10% of the step or p99 above half
-        step = float(waves[w]["concurrency"]) / float(waves[w]["resident_rate"])
+        step = float(waves[w]["concurrency"]) / float(waves[w]["resident_output_tok_s"])
         return bool(waves[w]["lag_p50_s"] > 0.1 * step or waves[w]["lag_p99_s"] > 0.5 * step)
 
     cause = {"sim-lateness": late, "client-bound": client_bound, "client-lag": client_lag}

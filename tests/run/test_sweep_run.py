@@ -28,6 +28,6 @@ def test_sweep_runs_end_to_end_on_the_simulator(tmp_path: Path) -> None:
     assert all(c["extra"] is None for c in cells)  # every sweep column is in the canonical schema
     assert all(r["extra"] is None for r in pq.read_table(ws / "ledgers" / "rounds").to_pylist())
     sweep = json.loads((archive / "sweep.json").read_text())
-    assert sweep["knee"]["rate"] in (4.0, 8.0)
+    assert sweep["knee"]["arrival_rate_req_s"] in (4.0, 8.0)
     md = build_sweep_report(ws, tmp_path / "report").read_text()
     assert "knee:" in md and "SIMULATED" in md and (tmp_path / "report" / f"sweep-{archive.name}.svg").is_file()

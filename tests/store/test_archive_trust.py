@@ -41,7 +41,7 @@ def make(ws: Path, campaign: str = "x", status: str = "partial") -> Path:
     w.write_json("spec.json", {"name": campaign})
     w.write_wave([rec(0), rec(1)])
     w.write_wave([rec(2)])
-    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c", "median": 9005.0}]))
+    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c", "median_tok_s": 9005.0}]))
     return w.finalize(status=status, run=run_block(campaign=campaign))
 
 

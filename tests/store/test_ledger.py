@@ -18,7 +18,7 @@ def make(tmp_path: Path, campaign: str, backend: str) -> Path:
     w = ArchiveWriter(tmp_path)
     w.write_wave([RequestRecord(rid="r", send_ns=0, done_ns=10, event_ns=np.array([1]), event_tokens=np.array([1]),
                                 output_ids=np.array([671, 6102, 294, 8760, 344, 2619, 51119, 42499, 1]))])
-    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median": 88.6}]))
+    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median_tok_s": 88.6}]))
     return w.finalize(status="complete", run=run_block(campaign=campaign, backend=backend,
                                                         claim_class="native-ar", protocol_class="formal"))
 

@@ -30,9 +30,10 @@ def make(ws: Path, campaign: str = "m", resumed_from: str | None = None, median:
     w = ArchiveWriter(ws)
     w.write_wave([RequestRecord(rid=f"{campaign}-{median}", send_ns=0, done_ns=10, event_ns=np.array([1]),
                                 event_tokens=np.array([1]), wave_id="c1.r0.w000", cell_id="c1")])
-    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median": median},
-                                                         {"cell_id": "c2", "median": median / 2}]))
-    w.write_table("rounds.parquet", pa.Table.from_pylist([{"round_id": "c1.r0", "cell_id": "c1", "rate": median}]))
+    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median_tok_s": median},
+                                                         {"cell_id": "c2", "median_tok_s": median / 2}]))
+    w.write_table("rounds.parquet",
+                  pa.Table.from_pylist([{"round_id": "c1.r0", "cell_id": "c1", "rate_tok_s": median}]))
     w.write_table("waves.parquet", pa.Table.from_pylist([{"wave_id": "c1.r0.w000", "phase": "measured"}]))
     return w.finalize(status="complete" if resumed_from else "partial",
                       run=run_block(campaign=campaign, resumed_from=resumed_from, plan_id="p"))

@@ -21,7 +21,9 @@ from harness.evidence.findings import Finding
 from harness.evidence.io import apply_findings
 from harness.governance.io import freeze_file, table_rows
 from harness.records import RequestRecord
+from harness.store import archive as archive_module
 from harness.store.archive import ArchiveWriter, open_archive
+from harness.store.archive_legacy import upgrade_table
 from harness.store.ledger import ingest_archive, read_table
 from harness.store.ledger.layout import SCHEMAS, WALL, canonical
 
@@ -29,21 +31,25 @@ TABLES_OF_ONE = ("cells", "rounds", "waves", "requests", "runs")
 
 
 def make(ws: Path, campaign: str = "m", resumed_from: str | None = None, median: float = 100.0,
-         wall: str = "2026-11-30T01:02:03+0000", anchor: bool = False) -> Path:
-    """A hand-made archive: one request, two cells (one with an unknown column), a round, a wave."""
+         wall: str = "2026-11-30T01:02:03+0000", anchor: bool = False, first_names: bool = False) -> Path:
+    """A hand-made archive: one request, two cells (one with an unknown column), a round, a wave, under
+    the row models' names (``first_names``: the names archives of format 1/2 used)."""
+    n = {k: k for k in ("median_tok_s", "round_tok_s", "http_output_tok_s", "rate_tok_s", "resident_output_tok_s")}
+    if first_names:
+        n = dict(zip(n, ("median", "round_rates", "http_rate", "rate", "resident_rate"), strict=True))
     w = ArchiveWriter(ws)
     w.write_wave([RequestRecord(rid=f"{campaign}-{median}", send_ns=5, done_ns=10, event_ns=np.array([7]),
                                 event_tokens=np.array([1]), wave_id="c1.r0.w000", cell_id="c1")])
     if anchor:
         w.append_event({"event": "run-start", "wall_ns": 1_764_464_523_000_000_000, "perf_counter_ns": 1})
     w.write_table("cells.parquet", pa.Table.from_pylist([
-        {"cell_id": "c1", "median": median, "round_rates": [median], "http_rate": median / 2, "concurrency": 8.0,
-         "new_thing": "kept"},
-        {"cell_id": "c2", "median": median / 2, "round_rates": []}]))
-    w.write_table("rounds.parquet", pa.Table.from_pylist([{"round_id": "c1.r0", "cell_id": "c1", "rate": median,
-                                                           "ttft_n": 4.0}]))
+        {"cell_id": "c1", n["median_tok_s"]: median, n["round_tok_s"]: [median], n["http_output_tok_s"]: median / 2,
+         "concurrency": 8.0, "new_thing": "kept"},
+        {"cell_id": "c2", n["median_tok_s"]: median / 2, n["round_tok_s"]: []}]))
+    w.write_table("rounds.parquet", pa.Table.from_pylist([{"round_id": "c1.r0", "cell_id": "c1",
+                                                           n["rate_tok_s"]: median, "ttft_n": 4.0}]))
     w.write_table("waves.parquet", pa.Table.from_pylist([{"wave_id": "c1.r0.w000", "phase": "measured",
-                                                          "resident_rate": median}]))
+                                                          n["resident_output_tok_s"]: median}]))
     return w.finalize(status="complete" if resumed_from else "partial",
                       run=run_block(campaign=campaign, resumed_from=resumed_from, plan_id="p", created_wall=wall))
 
@@ -81,8 +87,13 @@ def test_every_file_of_a_table_has_the_canonical_schema_and_globs_read(tmp_path:
     assert sorted(cells.filter(pl.col("cell_id") == "c1")["median_tok_s"].to_list()) == [100.0, 101.0, 102.0]
 
 
-def test_rates_carry_units_and_archives_keep_their_names(tmp_path: Path) -> None:
-    path = make(tmp_path, median=88.5)
+@pytest.mark.parametrize("first_names", [False, True])
+def test_rates_carry_units_and_archives_keep_their_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         first_names: bool) -> None:
+    if first_names:  # an archive of format 2, under its first names, is read under the row models' names
+        monkeypatch.setattr(archive_module, "ARCHIVE_FORMAT_VERSION", 2)
+    path = make(tmp_path, median=88.5, first_names=first_names)
+    assert open_archive(path).format_version == (2 if first_names else 3)
     ingest_archive(tmp_path, open_archive(path))
     table = read_table(tmp_path, "cells")
     assert table is not None
@@ -95,15 +106,18 @@ def test_rates_carry_units_and_archives_keep_their_names(tmp_path: Path) -> None
     rounds = pd.read_parquet(tmp_path / "ledgers" / "rounds")
     assert rounds.rate_tok_s.tolist() == [88.5] and rounds.ttft_n.tolist() == [4]
     assert pd.read_parquet(tmp_path / "ledgers" / "waves").resident_output_tok_s.tolist() == [88.5]
-    assert "median" in pq.read_schema(path / "cells.parquet").names  # the archive is unchanged
+    names = pq.read_schema(path / "cells.parquet").names  # the archive is unchanged
+    assert ("median" in names) == first_names and ("median_tok_s" in names) != first_names
 
 
 def test_a_sweep_rate_is_its_arrival_rate() -> None:
     t = pa.table({"round_id": ["s.r0"], "rate": [4.0], "goodput": [3.5], "output_throughput": [900.0]})
-    sweep = canonical("sweep_rounds", t, "rate-sweep").to_pylist()[0]
+    # an archive of format 1/2 named both "rate"; the legacy reader tells them apart by protocol class
+    sweep = canonical("sweep_rounds", upgrade_table("rounds.parquet", t, "rate-sweep")).to_pylist()[0]
     assert (sweep["arrival_rate_req_s"], sweep["goodput_req_s"], sweep["output_throughput_tok_s"]) == (4.0, 3.5, 900.0)
     assert "rate_tok_s" not in sweep and sweep["extra"] is None  # a sweep round has no tok/s rate column
-    formal = canonical("rounds", t.select(["round_id", "rate"]), "formal").to_pylist()[0]
+    formal_t = upgrade_table("rounds.parquet", t.select(["round_id", "rate"]), "formal")
+    formal = canonical("rounds", formal_t).to_pylist()[0]
     assert formal["rate_tok_s"] == 4.0 and "arrival_rate_req_s" not in formal and formal["extra"] is None
 
 

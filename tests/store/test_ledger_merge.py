@@ -38,9 +38,9 @@ def make(ws: Path, campaign: str = "m", resumed_from: str | None = None, median:
         w.write_wave(open_archive(carried).records())
     w.write_wave([RequestRecord(rid=f"{campaign}-{median}", send_ns=0, done_ns=10, event_ns=np.array([1]),
                                 event_tokens=np.array([1]), wave_id="c1.r0.w000", cell_id="c1")])
-    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median": median, "status": "ok",
+    w.write_table("cells.parquet", pa.Table.from_pylist([{"cell_id": "c1", "median_tok_s": median, "status": "ok",
                                                           "rounds_required": 1, "round_status": ["ok"]}]))
-    w.write_table("rounds.parquet", pa.Table.from_pylist([{"round_id": "c1.r0", "cell_id": "c1", "rate": median,
+    w.write_table("rounds.parquet", pa.Table.from_pylist([{"round_id": "c1.r0", "cell_id": "c1", "rate_tok_s": median,
                                                            "status": "ok"}]))
     w.write_table("waves.parquet", pa.Table.from_pylist([{"wave_id": "c1.r0.w000", "phase": "measured"}]))
     return w.finalize(status="complete" if resumed_from else "partial",

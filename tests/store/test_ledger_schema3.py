@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+from testkit import run_cli
 
 from harness.store.ledger import append_rows, locked, read_table
 from harness.store.ledger.layout import SCHEMAS
 from harness.store.ledger.migrate import BACKUP3, SCHEMA_MARKER, schema_version
-from testkit import run_cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ledger-schema-3"
 FORMAL, SWEEP = "1eea09325535a6ab", "898e6745fe5ce2b3"

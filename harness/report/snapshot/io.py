@@ -17,6 +17,10 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
       its values are never a result). Older snapshots read as valid.
   4 - (2026-12-02) ``imports``: imported peer results (harness.report.snapshot.imports), each with its tool's own
       figures and data origin; older snapshots read as having none.
+  5 - (2026-12-02) ``formal[].cells`` / ``rounds`` and ``sweeps[].cells`` / ``knee`` use the row models'
+      names (harness.measure.rows: ``median_tok_s``, ``http_output_tok_s``, ``arrival_rate_req_s``,
+      ``goodput_median_req_s`` ...); older snapshots load under those names (:func:`load_snapshot`,
+      through ``harness.store.archive_legacy``).
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from typing import Any
 import numpy as np
 
 from harness.errors import SpecError
+from harness.store.archive_legacy import upgrade_json
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "json_value", "load_snapshot", "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+SNAPSHOT_FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")
@@ -86,4 +91,8 @@ def load_snapshot(data: bytes, source: str) -> dict[str, Any]:
     if missing:
         raise SpecError(f"{source}: snapshot lacks keys: {', '.join(missing)}",
                         hint="the file was edited or truncated; rebuild it from the archives")
+    if version < 5:  # the first result names, as the archives of format 1/2 hold them
+        for key, name, cls in (("formal", "results.json", "formal"), ("sweeps", "sweep.json", "rate-sweep")):
+            if isinstance(obj.get(key), list):
+                obj[key] = [upgrade_json(name, e, cls) for e in obj[key]]
     return obj

@@ -172,13 +172,14 @@ def sweep_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | 
     goodput knee; None without ``sweep.json``."""
     if not isinstance(c.sweep, Mapping):
         return None
-    keys = ("rate", "rounds_ok", "rounds_planned", "concurrency", "request_throughput_median",
-            "output_throughput_median", "input_throughput_median", "goodput_median", "goodput_min", "goodput_max",
-            "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "e2e_p99_s", "schedule_kept",
+    keys = ("arrival_rate_req_s", "rounds_ok", "rounds_planned", "concurrency", "request_throughput_median_req_s",
+            "output_throughput_median_tok_s", "input_throughput_median_tok_s", "goodput_median_req_s",
+            "goodput_min_req_s", "goodput_max_req_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
+            "e2e_p50_s", "e2e_p99_s", "schedule_kept",
             "client_lag_p99_s")
     cells = [{k: json_value(cell.get(k)) for k in keys} for cell in c.sweep.get("cells") or []
              if isinstance(cell, Mapping)]
-    cells.sort(key=lambda x: float(x.get("rate") or 0.0))
+    cells.sort(key=lambda x: float(x.get("arrival_rate_req_s") or 0.0))
     knee = c.sweep.get("knee")
     return {"archive_id": c.archive_id, "campaign": base["campaign"], "claim_class": base["claim_class"],
             "protocol_class": base["protocol_class"], "status": base["status"], "simulated": base["simulated"],

@@ -516,7 +516,7 @@ def ingest_view(workspace: Path, view: FinishedArchive) -> dict[str, int]:
         for name, t in tables.items():
             if t.num_rows == 0:
                 continue
-            files[f"{name}/{aid}.parquet"] = canonical(name, with_common(t, common), run.protocol_class)
+            files[f"{name}/{aid}.parquet"] = canonical(name, with_common(t, common))
             added[name] = t.num_rows
         run_row = {**common, "kind": run.kind, "plan_id": run.plan_id or "", "service": run.service_name,
                    "n_cells": sum(int(tables[t].num_rows) for t in ("cells", "sweep_cells") if t in tables),

@@ -1,15 +1,17 @@
 """Where ledger files live and what every file of a table holds (pure, except :func:`table_files`).
 
-Layout (ledger schema 3): ``<workspace>/ledgers/<table>/<key>.parquet``, one directory per table so
+Layout (ledger schema 4): ``<workspace>/ledgers/<table>/<key>.parquet``, one directory per table so
 a glob never mixes tables. Archive tables (:data:`ARCHIVE_TABLES` and ``findings``) hold one file
 per archive, ``<archive id>.parquet``; governance tables (:data:`GOVERNANCE_TABLES`) one file per
 append, ``<UTC yyyymmddThhmmssffffff>-<8 hex>.parquet``, sorting in append order. Every file of a
-table has the table's canonical schema (:data:`SCHEMAS`): the same columns, in the same order, with
-the same types, missing values null; integers int64, floats float64, instants int64 ns named
-``*_ns``, wall-clock anchors ``timestamp[ns, UTC]``, rates named with their unit (``_tok_s``,
-``_req_s``). Archives keep their own column names; :data:`RENAMES` is the one mapping from them to
-the ledger's. A column an archive has and the schema does not goes, with its value, into the row's
-``extra`` JSON object (nothing is dropped).
+table has the table's canonical schema (:data:`SCHEMAS`, derived from the table's row model in
+``harness.measure.rows``): the same columns, in the same order, with the same types, missing values
+null; integers int64, floats float64, instants int64 ns named ``*_ns``, wall-clock anchors
+``timestamp[ns, UTC]``, rates named with their unit (``_tok_s``, ``_req_s``). Archives use the same
+names (format 3; older archives are read under them by ``harness.store.archive_legacy``), so nothing
+is renamed on the way in. A rate sweep's cells and rounds go to ``sweep_cells`` and ``sweep_rounds``
+(:data:`ARCHIVE_FILE_TABLES`). A column an archive has and the schema does not goes, with its value,
+into the row's ``extra`` JSON object (nothing is dropped).
 """
 
 from __future__ import annotations
@@ -41,34 +43,6 @@ ARCHIVE_FILE_TABLES: dict[str, dict[str, str]] = {
 _S, _I = pa.string(), pa.int64()
 COMMON: list[tuple[str, pa.DataType]] = ARCHIVE_COLUMNS
 SCHEMAS: dict[str, pa.Schema] = {name: arrow_schema(name) for name in TABLES}
-
-# Archive (format 1/2) column -> ledger column, per (table, protocol class); "*" applies to every
-# class, a class's own entry overrides it (a rate sweep's ``rate`` is its arrival rate, a formal
-# round's its tok/s).
-_SWEEP_THROUGHPUT = [(f"{q}_{s}", f"{q}_{s}_{u}") for q, u in (
-    ("request_throughput", "req_s"), ("output_throughput", "tok_s"), ("input_throughput", "tok_s"),
-    ("goodput", "req_s")) for s in ("median", "min", "max")]
-RENAMES: dict[tuple[str, str], dict[str, str]] = {
-    ("cells", "*"): {"median": "median_tok_s", "observed_min": "observed_min_tok_s",
-                     "observed_max": "observed_max_tok_s", "http_rate": "http_output_tok_s",
-                     "round_rates": "round_tok_s", "round_http_rates": "round_http_output_tok_s"},
-    ("sweep_cells", "*"): {"rate": "arrival_rate_req_s"} | dict(_SWEEP_THROUGHPUT),
-    ("rounds", "*"): {"rate": "rate_tok_s", "http_rate": "http_output_tok_s"},
-    ("sweep_rounds", "*"): {"rate": "arrival_rate_req_s", "request_throughput": "request_throughput_req_s",
-                            "output_throughput": "output_throughput_tok_s",
-                            "input_throughput": "input_throughput_tok_s", "goodput": "goodput_req_s"},
-    ("waves", "*"): {"resident_rate": "resident_output_tok_s", "http_rate": "http_output_tok_s",
-                     "prefill_rate": "prefill_input_tok_s"},
-    ("requests", "*"): {"anchor_wall_ns": "anchor_wall"},
-    ("comparisons", "*"): {f"{leg}_median": f"{leg}_median_tok_s" for leg in ("a1", "b1", "b2", "a2")} | {
-        "control_mean": "control_mean_tok_s", "candidate_mean": "candidate_mean_tok_s"},
-}
-
-
-def renames(table: str, protocol_class: str | None) -> dict[str, str]:
-    """The archive-to-ledger column renames of ``table`` for runs of ``protocol_class``."""
-    return RENAMES.get((table, "*"), {}) | RENAMES.get((table, protocol_class or ""), {})
-
 
 def ledger_dir(workspace: Path) -> Path:
     """Where the ledgers of a workspace live."""
@@ -143,17 +117,14 @@ def _cast(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | pa.Array:
     return pc.cast(col, to)
 
 
-def canonical(table: str, t: pa.Table, protocol_class: str | None = None) -> pa.Table:
-    """``t`` (archive column names, or ledger names) as ``table``'s canonical schema: columns renamed
-    (:func:`renames`), cast, missing ones null; a ``kind`` column dropped where the table has none
-    (every archive row carries ``protocol_class``; only ``runs`` keeps ``kind``); any other column, or
-    one that cannot be cast, goes into ``extra`` (a JSON object per row, null when empty) for tables
-    that have it."""
+def canonical(table: str, t: pa.Table) -> pa.Table:
+    """``t`` (the row model's column names) as ``table``'s canonical schema: columns cast, missing
+    ones null; a ``kind`` column dropped where the table has none (every archive row carries
+    ``protocol_class``; only ``runs`` keeps ``kind``); any other column, or one that cannot be cast,
+    goes into ``extra`` (a JSON object per row, null when empty) for tables that have it."""
     schema = SCHEMAS[table]
     if "kind" in t.column_names and "kind" not in schema.names:
         t = t.drop_columns(["kind"])
-    names = renames(table, protocol_class)
-    t = t.rename_columns([names.get(c, c) if names.get(c, c) not in t.column_names else c for c in t.column_names])
     cols: list[pa.ChunkedArray | pa.Array] = []
     leftover = [c for c in t.column_names if c not in schema.names and c != "extra"]
     for f in schema:

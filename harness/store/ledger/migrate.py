@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from harness.errors import LedgerError
 from harness.formats import atomic_write, atomic_write_table, fsync_dir
 from harness.store.archive import is_archive_id
+from harness.store.archive_legacy import legacy_names
 from harness.store.ledger.layout import (
     ARCHIVE_FILE_TABLES,
     GOVERNANCE_TABLES,
@@ -75,20 +76,29 @@ def mark_current(directory: Path) -> None:
         atomic_write(directory / SCHEMA_MARKER, f"{LEDGER_SCHEMA_VERSION}\n".encode())
 
 
-def split_rows(table: str, t: pa.Table) -> dict[str, pa.Table]:
-    """An older ledger's (or archive's) rows of ``table`` as current tables: rows of a protocol class
-    with tables of its own (:data:`ARCHIVE_FILE_TABLES`) go there, the rest stay in ``table``; each
-    part canonical (pure; every row lands in exactly one part)."""
+def split_rows(table: str, t: pa.Table, *, legacy: bool = False) -> dict[str, pa.Table]:
+    """An older ledger's rows of ``table`` as current tables: rows of a protocol class with tables of
+    its own (:data:`ARCHIVE_FILE_TABLES`) go there, the rest stay in ``table``; each part canonical
+    (pure; every row lands in exactly one part). ``legacy``: the rows use the first archive names (a
+    schema-2 ledger), read under the row models' names (``harness.store.archive_legacy``)."""
     if "protocol_class" not in t.column_names or not t.num_rows:
-        return {table: canonical(table, t)} if t.num_rows else {}
+        return {table: canonical(table, _renamed(t, table, None, legacy))} if t.num_rows else {}
     out: dict[str, pa.Table] = {}
     classes = pc.fill_null(pc.cast(t.column("protocol_class"), pa.string()), "")
     for cls in dict.fromkeys(classes.to_pylist()):
         part = t.filter(pc.equal(classes, cls))
         target = ARCHIVE_FILE_TABLES.get(cls, {}).get(table, table)
-        got = canonical(target, part, cls)
+        got = canonical(target, _renamed(part, table, cls, legacy))
         out[target] = pa.concat_tables([out[target], got]) if target in out else got
     return out
+
+
+def _renamed(t: pa.Table, table: str, protocol_class: str | None, legacy: bool) -> pa.Table:
+    if not legacy:
+        return t
+    names = legacy_names(table, protocol_class)
+    cols = t.column_names
+    return t.rename_columns([names.get(c, c) if names.get(c, c) not in cols else c for c in cols])
 
 
 def _read_raw(path: Path) -> pa.Table:
@@ -184,7 +194,7 @@ def migrate_table(directory: Path, table: str) -> int:
         written = 1
     for aid, prev in archives:
         part = old.filter(pc.fill_null(pc.equal(old.column("archive_id"), aid), False))
-        for target, rows in split_rows(table, part).items():
+        for target, rows in split_rows(table, part, legacy=True).items():
             (directory / target).mkdir(exist_ok=True)
             atomic_write_table(directory / target / f"{aid}.parquet", rows)
             written += 1
@@ -220,7 +230,7 @@ def read_legacy(directory: Path, table: str) -> pa.Table | None:
     for aid in dict.fromkeys(old.column("archive_id").to_pylist()):
         mine = pc.is_null(old.column("archive_id")) if aid is None else \
             pc.fill_null(pc.equal(old.column("archive_id"), aid), False)
-        got = split_rows(source, old.filter(mine)).get(table)
+        got = split_rows(source, old.filter(mine), legacy=True).get(table)
         if got is not None:
             parts.append(got.cast(SCHEMAS[table]))
     return pa.concat_tables(parts) if parts else None

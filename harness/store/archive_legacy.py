@@ -1,0 +1,77 @@
+"""Old archives' result names read as the current row models' names (pure).
+
+Archives of format 1 and 2 wrote their result tables and JSON summaries with the measure code's
+first names (``median``, ``http_rate``, ``round_rates``; a rate sweep's ``rate`` in requests/s
+beside a formal round's ``rate`` in tokens/s). :func:`legacy_names` is the one mapping from them to
+the row models' names (``harness.measure.rows``); :class:`harness.store.archive.Archive` applies it
+when it reads a result file of an archive of format < 3, and the schema-2 ledger migration
+applies it to rows stored under those names. Archives of format 3 and later already use the row
+models' names and never pass through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+FIRST_CURRENT_FORMAT = 3
+_THROUGHPUT = {"request_throughput": "req_s", "output_throughput": "tok_s", "input_throughput": "tok_s",
+               "goodput": "req_s"}
+_FORMAL = {
+    "cells": {"median": "median_tok_s", "observed_min": "observed_min_tok_s", "observed_max": "observed_max_tok_s",
+              "http_rate": "http_output_tok_s", "round_rates": "round_tok_s",
+              "round_http_rates": "round_http_output_tok_s"},
+    "rounds": {"rate": "rate_tok_s", "http_rate": "http_output_tok_s"},
+    "waves": {"resident_rate": "resident_output_tok_s", "http_rate": "http_output_tok_s",
+              "prefill_rate": "prefill_input_tok_s"},
+    "comparisons": {f"{leg}_median": f"{leg}_median_tok_s" for leg in ("a1", "b1", "b2", "a2")} | {
+        "control_mean": "control_mean_tok_s", "candidate_mean": "candidate_mean_tok_s"},
+    "requests": {"anchor_wall_ns": "anchor_wall"},
+}
+_SWEEP = {
+    "cells": {"rate": "arrival_rate_req_s"} | {f"{q}_{s}": f"{q}_{s}_{u}" for q, u in _THROUGHPUT.items()
+                                               for s in ("median", "min", "max")},
+    "rounds": {"rate": "arrival_rate_req_s"} | {q: f"{q}_{u}" for q, u in _THROUGHPUT.items()},
+    "knee": {"rate": "arrival_rate_req_s", "goodput": "goodput_median_req_s"},
+}
+# a file of the archive -> the result table its rows are
+_FILES = {"cells.parquet": "cells", "rounds.parquet": "rounds", "waves.parquet": "waves",
+          "comparison.parquet": "comparisons"}
+
+
+def legacy_names(table: str, protocol_class: str | None) -> dict[str, str]:
+    """Old name -> row-model name of the rows of result ``table`` (``cells``, ``rounds``, ``waves``,
+    ``comparisons``, a sweep's ``knee``; ``requests`` as a schema-2 ledger stored them) of a run of
+    ``protocol_class`` ({} when nothing was renamed)."""
+    if protocol_class == "rate-sweep" and table in _SWEEP:
+        return dict(_SWEEP[table])
+    return dict(_FORMAL.get(table, {}))
+
+
+def _rename(row: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    return {names.get(k, k) if names.get(k, k) not in row else k: v for k, v in row.items()}
+
+
+def upgrade_table(name: str, table: pa.Table, protocol_class: str | None) -> pa.Table:
+    """Archive file ``name`` of an old-format archive with the row models' column names."""
+    names = legacy_names(_FILES.get(name, ""), protocol_class)
+    if not names:
+        return table
+    cols = table.column_names
+    return table.rename_columns([names.get(c, c) if names.get(c, c) not in cols else c for c in cols])
+
+
+def upgrade_json(name: str, obj: Any, protocol_class: str | None) -> Any:
+    """``results.json`` / ``sweep.json`` of an old-format archive with the row models' names."""
+    if name not in ("results.json", "sweep.json") or not isinstance(obj, dict):
+        return obj
+    out = dict(obj)
+    for key in ("cells", "rounds"):
+        if isinstance(obj.get(key), list):
+            names = legacy_names(key, protocol_class)
+            out[key] = [_rename(r, names) if isinstance(r, Mapping) else r for r in obj[key]]
+    if isinstance(obj.get("knee"), Mapping):
+        out["knee"] = _rename(obj["knee"], legacy_names("knee", protocol_class))
+    return out
