@@ -1,6 +1,6 @@
 """A rate sweep killed or interrupted part-way (issue 25): ``kill -9`` after a round, then ``dsv4h
 archive recover``, gives a ``partial`` archive recovered as a rate sweep (kind and protocol class
-``rate-sweep`` in the runs and cells ledgers, never formal); a SIGINT between rounds ends with a
+``rate-sweep`` in the runs, sweep_cells and sweep_rounds ledgers, never formal); a SIGINT between rounds ends with a
 ``partial`` archive and the ``interrupted`` and ``run-end`` events every runner writes."""
 
 from __future__ import annotations
@@ -62,10 +62,11 @@ def test_killed_sweep_is_recovered_as_a_rate_sweep(tmp_path: Path, point: str, f
     assert "recovered" in a.run.labels and "simulated" in a.run.labels
     runs = pd.read_parquet(ws / "ledgers" / "runs")
     assert list(zip(runs.kind, runs.protocol_class, strict=True)) == [("rate-sweep", "rate-sweep")]
-    cells = pd.read_parquet(ws / "ledgers" / "cells")
+    assert not (ws / "ledgers" / "cells").exists()  # never formal cells
+    cells = pd.read_parquet(ws / "ledgers" / "sweep_cells")
     assert list(cells.protocol_class) == ["rate-sweep"] and list(cells.cell_id) == ["sweep-4rps"]
     assert list(cells.rounds_ok) == [1 if first_round == "ok" else 0]
-    rounds = pd.read_parquet(ws / "ledgers" / "rounds")
+    rounds = pd.read_parquet(ws / "ledgers" / "sweep_rounds")
     assert list(zip(rounds.round_id, rounds.status, strict=True)) == [("sweep-4rps.r0", first_round)]
     assert set(rounds.protocol_class) == {"rate-sweep"} and list(rounds.n_requests) == [8]
     sweep_json = json.loads((a.path / "sweep.json").read_text())
@@ -85,7 +86,7 @@ def test_sigint_between_rounds_ends_partial_with_the_runners_end_events(tmp_path
     assert names.count("round") == 1 and names[-2:] == ["interrupted", "run-end"]
     assert evs[-2]["exit_status"] == 130 and evs[-1]["status"] == "partial"
     assert not (ws / "services" / "launched").exists() or not list((ws / "services" / "launched").glob("*.json"))
-    rounds = pd.read_parquet(ws / "ledgers" / "rounds")
+    rounds = pd.read_parquet(ws / "ledgers" / "sweep_rounds")
     assert list(zip(rounds.round_id, rounds.status, strict=True)) == [("sweep-4rps.r0", "ok")]
     assert open_archive(a.path).status == "partial"
 
