@@ -3,9 +3,9 @@
 - :mod:`.core`: locking, the commit journal, ingesting archives, appending governance rows and
   reading tables back; its module docstring keeps the ledger schema history. Its public names used
   elsewhere are re-exported here (``from harness.store.ledger import ingest_archive``).
-- :mod:`.layout`: where ledger files live and the canonical schema of every table (pure, except
-  listing a table's files).
-- :mod:`.migrate`: the one-time migration of schema-1/2 ledgers to schema 3.
+- :mod:`.layout`: where ledger files live and the canonical schema of every table, derived from the
+  row models of ``harness.measure.rows`` (pure, except listing a table's files).
+- :mod:`.migrate`: the one-time migrations of schema-1/2/3 ledgers to the current schema (4).
 - :mod:`.merge`: merging another host's workspace into this one (storage pieces; the driver is
   :mod:`harness.run.merge`).
 """

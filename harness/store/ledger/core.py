@@ -1,15 +1,18 @@
 """Parquet ledgers appended per archive (edge module: files).
 
 ``<workspace>/ledgers/<table>/<key>.parquet`` (layout and canonical schemas: ``harness.store.ledger.layout``).
-Archive tables ``runs``, ``cells``, ``rounds``, ``waves``, ``requests``, ``comparisons`` (and ``findings``)
-hold one file per archive, named by its id; governance tables one file per append. Every archive row
-carries the archive id, claim class, protocol class, backend, ``data_origin`` (``simulated`` for the
-built-in simulator, owned or attached, else ``measured``; an import: what its file says of its server,
-``simulated``, ``external`` or ``unknown``) and the ledger schema version. Ingesting an
+Archive tables ``runs``, ``cells``, ``rounds``, ``waves``, ``sweep_cells``, ``sweep_rounds``, ``requests``,
+``comparisons`` (and ``findings``) hold one file per archive, named by its id; governance tables one file
+per append; every table's columns come from its row model (``harness.measure.rows``). A rate sweep's
+``cells.parquet`` / ``rounds.parquet`` go to ``sweep_cells`` / ``sweep_rounds``. Every archive row
+carries the archive id, claim class, protocol class (only ``runs`` the kind as well), backend,
+``data_origin`` (``simulated`` for the built-in simulator, owned or attached, else ``measured``; an
+import: what its file says of its server, ``simulated``, ``external`` or ``unknown``) and the ledger
+schema version. Ingesting an
 archive twice adds nothing (its ``runs`` file exists); an archive is verified (every file re-hashed)
 before any of its rows is read, once: a run's ``finish`` hands over the view its writer has just hashed
-(``harness.store.finished``). A read never migrates a schema-2 ledger (:func:`read_table` casts it in
-memory). Ingest never reads or rewrites another archive's files, except the one
+(``harness.store.finished``). A read never migrates a schema-2 or schema-3 ledger (:func:`read_table`
+casts it in memory). Ingest never reads or rewrites another archive's files, except the one
 archive a resumed run supersedes, so its cost does not grow with the ledger.
 
 Writes happen under a lock file and are all-or-nothing per archive: every file is first written to
@@ -39,6 +42,11 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       ``ledger_schema_version`` on every table, findings included. Schema-2 single-file tables are
       migrated once (``dsv4h ledger migrate``, or the first write), the old files kept in
       ``ledgers/.schema2-backup/`` (2026-12-01).
+  4 - one row model per table (``harness.measure.rows``; the schemas derived from it, the archives of
+      format 3 writing the same names, no rename map); a rate sweep's rows in ``sweep_cells`` and
+      ``sweep_rounds``; ``kind`` only on ``runs``; the marker ``ledgers/.schema``. A schema-3 directory
+      is read as schema 4 in memory and migrated by ``dsv4h ledger migrate`` or the first write, every
+      row kept, old files in ``ledgers/.schema3-backup/`` (``harness.store.ledger.migrate``) (2026-12-02).
 """
 
 from __future__ import annotations
@@ -110,7 +118,7 @@ __all__ = [
 @contextmanager
 def locked(directory: Path) -> Iterator[None]:
     """Hold the ledger directory's exclusive lock (``.lock``, flock) for the duration, to write; first
-    finish any commit an interrupted writer left, then migrate schema-2 tables (module docstring:
+    finish any commit an interrupted writer left, then migrate schema-2/3 tables (module docstring:
     migration happens on the first write, never on a read)."""
     with _lock(directory, migrate=True):
         yield
