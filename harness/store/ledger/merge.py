@@ -59,7 +59,7 @@ from harness.store.ledger.core import (
     read_table,
     rows_iso,
 )
-from harness.store.ledger.layout import SCHEMAS, canonical, ledger_dir, table_dir
+from harness.store.ledger.layout import ARCHIVE_FILE_TABLES, SCHEMAS, canonical, ledger_dir, table_dir
 
 GOVERNANCE_MAX_BYTES = 64 * 2**20
 LEDGER_FILE_MAX_BYTES = 64 * 2**20
@@ -320,8 +320,10 @@ def _archive_file_problem(workspace: Path, table: str, path: Path, merged: set[s
         return (f"rows claim archive(s) {', '.join(c[:40] for c in claimed[:4])}: not merged (the rows of "
                 f"archive {aid} are re-derived from it)")
     if table in ARCHIVE_TABLES:
-        mine = archive_rows(workspace, table, aid)
-        want = 0 if mine is None else mine.num_rows
+        # a schema-3 host kept a rate sweep's rows in cells/rounds: count them with their sweep tables
+        sweep = ARCHIVE_FILE_TABLES["rate-sweep"].get(table)
+        rows = [archive_rows(workspace, t, aid) for t in ((table,) if sweep is None else (table, sweep))]
+        want = sum(r.num_rows for r in rows if r is not None)
         if t.num_rows != want:
             return (f"{t.num_rows} rows where archive {aid} gives {want}: not merged (its rows are re-derived "
                     "from it)")
