@@ -215,3 +215,38 @@ def test_version_1_snapshot_still_renders(tmp_path: Path) -> None:
     assert oracle_row.count("<td>not recorded</td>") == 2  # before and after, not told apart by a version 1 file
     corpora = html[html.index('<h2 id="corpora">'):html.index('<h2 id="archives">')]
     assert corpora.count("not recorded") >= 4 and "—" not in corpora.split("</p>", 1)[1]
+
+
+def test_version_4_snapshot_with_the_first_names_renders_the_same_values(tmp_path: Path) -> None:
+    """A snapshot frozen before format 5 holds the first result names (``median``, ``round_rates``, a
+    sweep's ``rate``); it loads under the row models' names, so its values render."""
+    from synthetic_archives import write_formal_archive, write_sweep_archive
+
+    from harness.report.collect import collect
+    from harness.report.render import render_report
+    from harness.report.snapshot.io import load_snapshot
+    from harness.store.archive_legacy import legacy_names
+
+    write_formal_archive(tmp_path / "ws", campaign="q", tiers=(1,))
+    write_sweep_archive(tmp_path / "ws")
+    snap = collect(tmp_path / "ws", ReportConfig(), findings_fn=False)
+    new = json.loads(snapshot_bytes(snap))
+    old = json.loads(snapshot_bytes(snap))
+    old["snapshot_format_version"] = 4
+    first = {v: k for k, v in legacy_names("cells", "formal").items()}
+    sweep_first = {v: k for k, v in legacy_names("cells", "rate-sweep").items()}
+    for e in old["formal"]:
+        e["cells"] = [{first.get(k, k): v for k, v in c.items()} for c in e["cells"]]
+    for e in old["sweeps"]:
+        e["cells"] = [{sweep_first.get(k, k): v for k, v in c.items()} for c in e["cells"]]
+        e["knee"] = {"rate": e["knee"]["arrival_rate_req_s"], "goodput": e["knee"]["goodput_median_req_s"]}
+    assert "median" in old["formal"][0]["cells"][0] and "rate" in old["sweeps"][0]["cells"][0]
+    loaded = load_snapshot(json.dumps(old).encode(), "old")
+    assert loaded["formal"][0]["cells"] == new["formal"][0]["cells"]
+    assert loaded["sweeps"][0]["cells"] == new["sweeps"][0]["cells"]
+    assert loaded["sweeps"][0]["knee"]["arrival_rate_req_s"] == new["sweeps"][0]["knee"]["arrival_rate_req_s"]
+    a = render_report(json.dumps(old).encode(), tmp_path / "a", build_time="2026-12-01T00:00:00Z").out_dir
+    b = render_report(snapshot_bytes(snap), tmp_path / "b", build_time="2026-12-01T00:00:00Z").out_dir
+    rows_a, rows_b = ([line for line in (d / "report.md").read_text().splitlines() if line.startswith("| ")]
+                      for d in (a, b))
+    assert rows_a == rows_b and any(f"{new['formal'][0]['cells'][0]['median_tok_s']:.2f}" in r for r in rows_b)
