@@ -22,7 +22,15 @@ import pyarrow.dataset as ds
 
 from harness.errors import LedgerError
 from harness.store.ledger import recover
-from harness.store.ledger.layout import GOVERNANCE_TABLES, SCHEMAS, TABLES, table_files
+from harness.store.ledger.layout import (
+    GOVERNANCE_TABLES,
+    LEDGER_SCHEMA_VERSION,
+    PER_ARCHIVE,
+    SCHEMAS,
+    TABLES,
+    table_files,
+)
+from harness.store.ledger.migrate import schema_version
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,6 +44,11 @@ def _table_dir(path: Path, table: str) -> Path:
         recover(path)
         if (path / "ledgers" / f"{table}.parquet").is_file():  # a read never migrates (first write does)
             raise LedgerError(f"{path / 'ledgers'} is a schema-2 ledger (one file per table), not migrated yet",
+                              hint=f"run 'dsv4h ledger migrate -w {path}' once, or read it with "
+                              "harness.store.ledger.read_table (cast in memory)")
+        if table in PER_ARCHIVE and schema_version(path / "ledgers") < LEDGER_SCHEMA_VERSION:
+            raise LedgerError(f"{path / 'ledgers'} is a schema-{schema_version(path / 'ledgers')} ledger (a rate "
+                              "sweep's rows still in cells/rounds), not migrated yet",
                               hint=f"run 'dsv4h ledger migrate -w {path}' once, or read it with "
                               "harness.store.ledger.read_table (cast in memory)")
         return path / "ledgers" / table
@@ -67,8 +80,8 @@ def open_dataset(paths: str | Path | Sequence[str | Path], table: str = "cells")
     """``table`` over one or several workspaces / ledger dirs / table dirs as a pyarrow Dataset with
     the table's canonical schema (an empty dataset when no path has the table). Archive files present
     under several paths count once (the union ``dsv4h ledger merge`` makes). A workspace given whole
-    first finishes an interrupted commit (``harness.store.ledger.recover``); a schema-2 ledger is refused
-    (``LedgerError``: run ``dsv4h ledger migrate``), never migrated by a read."""
+    first finishes an interrupted commit (``harness.store.ledger.recover``); a schema-2 or schema-3 ledger
+    is refused (``LedgerError``: run ``dsv4h ledger migrate``), never migrated by a read."""
     files = table_paths(paths, table)
     return ds.dataset([str(f) for f in files], schema=SCHEMAS[table], format="parquet")
 

@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from testkit import run_cli
 
+import harness.ledger as hl
+from harness.errors import LedgerError
 from harness.store.ledger import append_rows, locked, read_table
 from harness.store.ledger.layout import SCHEMAS
 from harness.store.ledger.migrate import BACKUP3, SCHEMA_MARKER, schema_version
@@ -83,6 +86,8 @@ def test_a_schema3_ledger_reads_as_schema4_without_being_rewritten(tmp_path: Pat
 
 def test_ledger_migrate_carries_every_row(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
+    with pytest.raises(LedgerError, match="schema-3 ledger"):  # the notebook alias never reads it half-way
+        hl.read([ws], "cells")
     code, out, err = run_cli("ledger", "migrate", "-w", str(ws))
     assert code == 0, err
     assert "schema 3 tables to schema 4" in out
@@ -97,6 +102,7 @@ def test_ledger_migrate_carries_every_row(tmp_path: Path) -> None:
     migrated = _files(ws)
     code, out, _ = run_cli("ledger", "migrate", "-w", str(ws))
     assert code == 0 and "nothing to migrate" in out and _files(ws) == migrated
+    assert sorted(hl.read([ws], "sweep_cells").arrival_rate_req_s) == [4.0, 8.0]
 
 
 def test_the_first_write_migrates(tmp_path: Path) -> None:
