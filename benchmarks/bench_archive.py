@@ -87,7 +87,7 @@ def main() -> None:
     for k, v in timings.items():
         print(f"{k:<42}{v:>10.2f}")
     print(f"{'total':<42}{total:>10.2f}")
-    print(f"archive size {size / 1e6:.1f} MB; cell median {res.cells[0].median:.2f} tok/s")
+    print(f"archive size {size / 1e6:.1f} MB; cell median {res.cells[0].median_tok_s:.2f} tok/s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"requests": args.requests, "events": args.events, "timings_s": timings,
                                     "total_s": total, "archive_bytes": size, "machine": platform.platform(),

@@ -29,6 +29,8 @@ import pyarrow.compute as pc
 from harness.formats import json_safe, parse_wall
 from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
 
+__all__ = ["WALL"]  # re-exported: tests and notebooks name the ledger's wall-clock type here
+
 LEDGER_SCHEMA_VERSION = 4
 ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons")
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
