@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.io import json_value
+from harness.service.origin import service_is_simulated
 
 __all__ = [
     "LEG_ORDER",
@@ -78,7 +79,7 @@ def service_entries(c: ArchiveContent, simulated: bool) -> list[dict[str, Any]]:
             "patches": json_value(s.get("patches")),
             "witnesses": json_value(s.get("witnesses", s.get("witness"))),
             "server_info": [[k, _value_text(v)] for k, v in _flatten(info) if k],
-            "simulated": simulated or s.get("backend") == "sim",
+            "simulated": simulated or service_is_simulated(s),
         })
     return out
 
