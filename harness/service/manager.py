@@ -168,23 +168,42 @@ def check_port_free(profile: ServiceProfile, field: str) -> None:
                      f"stop the process using port {profile.port}") from None
 
 
-def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
-    """GET ``url``; returns (status, body). Raises ServerUnreachable when nothing answers."""
+MAX_INFO_BYTES = 16 << 20
+"""Most of a GET answer (``/health``, ``/server_info``, ``/v1/models``, ``/metrics``) read (bytes)."""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as its own status: dsv4h sends traffic only where the user pointed it."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def http_get(url: str, timeout_s: float = 5.0, max_bytes: int = MAX_INFO_BYTES) -> tuple[int, bytes]:
+    """GET ``url``; returns (status, body). A redirect is not followed (its 3xx status is returned).
+    Raises ServerUnreachable when nothing answers, and when the body passes ``max_bytes``."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            return int(resp.status), resp.read()
+        with _OPENER.open(url, timeout=timeout_s) as resp:
+            status, body = int(resp.status), resp.read(max_bytes + 1)
     except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read()
+        status, body = int(exc.code), exc.read(max_bytes + 1)
     except (urllib.error.URLError, OSError) as exc:
         raise ServerUnreachable(f"nothing answers at {url}: {exc}",
                                 hint="start the server, or check host and port") from exc
+    if len(body) > max_bytes:
+        raise ServerUnreachable(f"{url} answered more than {max_bytes} bytes",
+                                hint="this is not a serving endpoint dsv4h reads; check the URL")
+    return status, body
 
 
 def http_post(url: str, timeout_s: float = 10.0) -> tuple[int, bytes]:
     """POST an empty body to ``url``; returns (status, body)."""
     req = urllib.request.Request(url, data=b"", method="POST")
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        with _OPENER.open(req, timeout=timeout_s) as resp:
             return int(resp.status), resp.read()
     except urllib.error.HTTPError as exc:
         return int(exc.code), exc.read()

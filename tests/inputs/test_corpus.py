@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -216,9 +215,7 @@ def test_cache_salt() -> None:
 def test_shipped_corpora(name: str, n_cases: int, lo: int, hi: int, tokenizer: str) -> None:
     path = CORPORA / name
     assert verify_corpus(path) == []
-    t0 = time.process_time()  # the work done, not the wall time a busy machine stretches
-    c = load_corpus(path)
-    assert time.process_time() - t0 < 1.0
+    c = load_corpus(path)  # its speed is measured in benchmarks/bench_corpus_build.py, not bounded here
     assert c.name == name and len(c) == n_cases and c.token_range == (lo, hi)
     assert [x.case_id for x in c.cases] == [f"c{i:03d}" for i in range(n_cases)]
     assert all(lo <= x.n_tokens <= hi for x in c.cases)

@@ -244,13 +244,10 @@ def test_connection_refused() -> None:
 def test_read_timeout() -> None:
     payloads = sg_stream(TOKENS, [1, 5])
     with serve(chunks_handler([sse(payloads[:1]), sse(payloads[1:])], delays=[0.0, 3.0])) as srv:
-        t0 = time.monotonic()
-        rec = one(srv.url, timeout_s=0.3)
-        elapsed = time.monotonic() - t0
+        rec = one(srv.url, timeout_s=0.3)  # the server would send the rest after 3 s: the timeout fires first
     assert rec.error == "timeout (read) after 1 events (no data for 0.3 s)"
     assert rec.http_status == 200
     assert rec.event_tokens.tolist() == [1]
-    assert elapsed < 2.5
 
 
 # ---------------------------------------------------------------- vLLM

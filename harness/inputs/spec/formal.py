@@ -29,7 +29,23 @@ class CorporaSpec(Strict):
     prefill: str | None = Field(None, max_length=_PATH, description="corpus of the prefill cells")
 
 
-class DecodeSpec(Strict):
+class _CellSection(Strict):
+    """What decode and prefill sections check alike: their tiers, and the first cache spellings."""
+
+    tiers: list[int]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_cache(cls, data: Any) -> Any:
+        return legacy_cache(data)
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: list[int]) -> list[int]:
+        return _check_tiers(v)
+
+
+class DecodeSpec(_CellSection):
     """Formal decode cells: duration-driven rounds of natural-EOS waves."""
 
     tiers: list[int] = Field(default_factory=lambda: list(TIERS),
@@ -47,18 +63,8 @@ class DecodeSpec(Strict):
     max_waves_per_round: int = Field(200, ge=1, le=MAX_WAVES,
                                      description="waves after which a round stops short of its window (count)")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_cache(cls, data: Any) -> Any:
-        return legacy_cache(data)
 
-    @field_validator("tiers")
-    @classmethod
-    def _tiers(cls, v: list[int]) -> list[int]:
-        return _check_tiers(v)
-
-
-class PrefillSpec(Strict):
+class PrefillSpec(_CellSection):
     """Formal prefill cells: one output token, cache defeated, ``cached_tokens == 0`` verified."""
 
     tiers: list[int] = Field(default_factory=lambda: list(TIERS),
@@ -70,16 +76,6 @@ class PrefillSpec(Strict):
     cache: Literal["fresh-salt", "flush"] = Field("fresh-salt", description="how the prefix cache is defeated: a "
                                                   "fresh salt per request, or a flush before each wave (was "
                                                   "cache_defeat: salt|flush)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_cache(cls, data: Any) -> Any:
-        return legacy_cache(data)
-
-    @field_validator("tiers")
-    @classmethod
-    def _tiers(cls, v: list[int]) -> list[int]:
-        return _check_tiers(v)
 
 
 def _check_tiers(v: list[int]) -> list[int]:
