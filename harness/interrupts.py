@@ -78,6 +78,16 @@ def exit_status(default: int = 130) -> int:
     return 128 + int(last) if last is not None else default
 
 
+def in_critical() -> bool:
+    """True inside a critical section (and off the main thread, where signals are not handled)."""
+    return not _main_thread() or bool(_state["depth"])
+
+
+def depth() -> int:
+    """How many critical sections are open now (0 outside; tests check they never nest)."""
+    return int(_state["depth"] or 0)
+
+
 def reset() -> None:
     """Forget received signals (tests)."""
     _state.update(depth=0, pending=None, last=None)

@@ -55,8 +55,17 @@ def render_abba(out: AbbaOutcome) -> None:
     if out.undeclared_differences:
         console.print("[bold yellow]identity change allowed by --allow-identity-change:[/] "
                       + esc("; ".join(out.undeclared_differences)))
-    style = {"faster": "green", "slower": "red"}.get(r.verdict, "yellow")
-    console.print(f"verdict: [bold {style}]{r.verdict}[/] — {esc(r.reason)}")
+    shown = [f for f in out.findings if f.severity != "info"]
+    if shown:
+        from harness.cli.evidence_cmd import findings_table
+        console.print(findings_table(shown, "evidence findings"))
+    if out.blocking:
+        rules = ", ".join(sorted({f.rule for f in out.blocking}))
+        console.print(f"verdict: [bold red]withheld[/] — the screen is invalid ({esc(rules)}, blocking); as "
+                      f"measured it read {r.verdict}: {esc(r.reason)}. Rerun before claiming anything.")
+    else:
+        style = {"faster": "green", "slower": "red"}.get(r.verdict, "yellow")
+        console.print(f"verdict: [bold {style}]{r.verdict}[/] — {esc(r.reason)}")
     console.print("Min/max across waves are observed ranges, not confidence intervals; this percentage must "
                   "not be added to or multiplied with percentages from other experiments.")
 

@@ -29,7 +29,7 @@ def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result 
     """
     if tool not in TOOLS:
         raise typer.BadParameter(f"--tool must be one of {', '.join(TOOLS)}")
-    from harness.run.session import settle
+    from harness.run.skeleton import settle
 
     tool_name: Tool = tool
     ws = resolve_workspace(workspace)

@@ -28,7 +28,6 @@ from harness.hashing import ids_hash16
 from harness.ids import leg_wave_id
 from harness.inputs.corpus import Case, Corpus, load_corpus
 from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile
-from harness.interrupts import critical
 from harness.load.driver import LoadClient
 from harness.measure import metrics as m
 from harness.measure.abba import (
@@ -51,15 +50,12 @@ from harness.run.prompts import PromptText, load_client, openai_options, prompt_
 from harness.run.session import (
     ServiceSession,
     check_governance,
-    finish,
-    interrupted_error,
     open_writer,
-    record_end,
     run_labels,
     start_memory_sampler,
-    storage_error,
     write_memory,
 )
+from harness.run.skeleton import drive, finish
 from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free
@@ -83,6 +79,17 @@ class AbbaOutcome:
     error: DsvError | None = None
     ledger_rows: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def archive_id(self) -> str:
+        """The finalized archive's id."""
+        return self.archive.archive_id
+
+    @property
+    def blocking(self) -> list[Finding]:
+        """The evidence stage's blocking findings: any one makes the screen's comparison row invalid
+        (a late simulator or a stalled client moved a wave's rate), so its verdict is not a claim."""
+        return [f for f in self.findings if f.blocking]
 
 
 def check_profiles(spec: AbbaSpec) -> tuple[list[str], list[str]]:
@@ -187,31 +194,19 @@ class AbbaRunner:
                                       service_json_extra=self._service_json_extra,
                                       request_timeout_s=self.spec.request_timeout_s)
         self.report(AbbaStart(self.spec, tuple(self.declared), tuple(self.undeclared)))
-        status: str = "complete"
-        error: DsvError | None = None
         sampler = start_memory_sampler(self.spec.control)
-        try:
+
+        def body() -> None:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 runner.run(self._legs(writer))
-        except KeyboardInterrupt:
-            status, error = "partial", interrupted_error(f"during leg {self.failed_leg}; finished legs kept")
-        except DsvError as exc:
-            status, error = "failed", exc
+
+        def failed(exc: DsvError) -> DsvError:
             exc.message = f"leg {self.failed_leg} failed: {exc.message}"
-        except OSError as exc:  # e.g. a full disk: finalizing is tried below
-            status, error = "failed", storage_error(exc, writer.dir)
-        except BaseException:  # a bug: stop what was started, keep the traceback
-            self._clean_up(writer, sampler)
-            raise
-        with critical(deliver=False) as held:  # bounded: a signal meanwhile cannot cut it in half
-            self._clean_up(writer, sampler)
-            record_end(writer, status, error)
-            out = self._finalize(writer, status, error, anchor)
-        if held.signal is not None and out.error is None:
-            out.error = interrupted_error(f"the screen ended after it was finalized: archive "
-                                          f"{out.archive.archive_id} and its ledger rows are complete",
-                                          signum=held.signal)
-        return out
+            return exc
+
+        return drive(writer, body, kept=lambda: f"during leg {self.failed_leg}; finished legs kept", what="screen",
+                     failed=failed, clean_up=lambda: self._clean_up(writer, sampler),
+                     finalize=lambda status, error: self._finalize(writer, status, error, anchor))
 
     def _clean_up(self, writer: ArchiveWriter, sampler: MemorySampler | None) -> None:
         """Store the memory samples and stop every service a signal left running."""

@@ -27,7 +27,6 @@ from harness.evidence.findings import Finding
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
 from harness.inputs.spec import CampaignSpec, LoadedSpec, LoadSettings, load_spec
-from harness.interrupts import critical
 from harness.load.driver import LoadClient
 from harness.load.workers import auto_workers
 from harness.measure import metrics as m
@@ -48,18 +47,14 @@ from harness.run.events import (
 )
 from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
-    Finished,
     ServiceSession,
     check_governance,
-    finish,
-    interrupted_error,
     open_writer,
-    record_end,
     run_labels,
     start_memory_sampler,
-    storage_error,
     write_memory,
 )
+from harness.run.skeleton import Finished, drive, finish
 from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free, port_field
@@ -80,6 +75,11 @@ class RunOutcome:
     error: DsvError | None = None
     ledger_rows: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def archive_id(self) -> str:
+        """The finalized archive's id."""
+        return self.archive.archive_id
 
 
 def load_corpora(loaded: LoadedSpec) -> dict[str, Corpus]:
@@ -254,38 +254,24 @@ class CampaignRunner:
                                       sentinels=self.inputs.sentinels, reporter=self.report,
                                       services=self.state.services, request_timeout_s=self.spec.request_timeout_s)
         self.report(PlanReady(self.plan))
-        status: str = "complete"
-        error: DsvError | None = None
-        sampler = None
-        try:
+        sampler: list[MemorySampler] = []
+
+        def body() -> None:
             self.state.service_starts += 1
             self.service = self.session.start(self.spec.service, self.spec.service.name,
                                               {"start_index": self.state.service_starts})
-            sampler = start_memory_sampler(self.spec.service)
+            started = start_memory_sampler(self.spec.service)
+            sampler.extend([started] if started is not None else [])
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 runner.run(self._run_cells(writer))
-        except KeyboardInterrupt:
-            status, error = "partial", interrupted_error("every finished wave is kept")
-        except DsvError as exc:
-            status, error = "failed", exc
-        except OSError as exc:  # e.g. a full disk: what was written is kept; finalizing is tried below
-            status, error = "failed", storage_error(exc, writer.dir)
-        except BaseException:  # a bug: stop what was started, keep the traceback
-            self._clean_up(writer, sampler)
-            raise
-        if self.service is not None and status != "partial":
-            self.session.after_checks(self.service)  # sentinels after measurement; a Ctrl-C skips them
-        # stopping the service and finalizing take a bounded time: a signal that arrives meanwhile is
-        # absorbed (the run ends right after) instead of cutting them in half
-        with critical(deliver=False) as held:
-            self._clean_up(writer, sampler)
-            record_end(writer, status, error)
-            outcome = self._finalize(writer, status, error, anchor)
-        if held.signal is not None and outcome.error is None:
-            outcome.error = interrupted_error(f"the run ended after it was finalized: archive "
-                                              f"{outcome.archive.archive_id} and its ledger rows are complete",
-                                              signum=held.signal)
-        return outcome
+
+        def after() -> None:  # sentinels after measurement; a Ctrl-C skips them
+            if self.service is not None:
+                self.session.after_checks(self.service)
+
+        return drive(writer, body, kept="every finished wave is kept", what="run", after=after,
+                     clean_up=lambda: self._clean_up(writer, sampler[0] if sampler else None),
+                     finalize=lambda status, error: self._finalize(writer, status, error, anchor))
 
     def _clean_up(self, writer: ArchiveWriter, sampler: MemorySampler | None) -> None:
         """Store the memory samples and stop every service this run started (however it ended)."""
@@ -402,8 +388,8 @@ class CampaignRunner:
         if not self.session.services:
             self.session.write_service_json()
         cells = [(c.cell_id, c.workload, c.concurrency, c.rounds) for c in self.plan.cells]
-        # run() holds the critical section around this: no second one (finalize_matrix opens its own)
-        done, results = _finalize_matrix(
+        # inside drive()'s critical section
+        done, results = finalize_matrix(
             writer, self.workspace, self.spec, MatrixState(
                 plan_id=self.plan.plan_id, cells=cells, round_status=self.state.round_status,
                 services=self.session.services, governance=self.inputs.governance, created_wall=anchor["wall_iso"],
@@ -411,9 +397,6 @@ class CampaignRunner:
                 resumed_from=self.resume.archive_id if self.resume else None),
             status, error.message if error else None)
         archive, path = done.archive, done.archive.path
-        if done.interrupted is not None and error is None:
-            error = interrupted_error(f"the run ended after it was finalized: archive {archive.archive_id} "
-                                      "and its ledger rows are complete", signum=done.interrupted)
         if error is not None and status != "complete":
             error.hint = (error.hint + "; " if error.hint else "") + (
                 f"data so far is in archive {archive.archive_id} ({path}); continue with "
@@ -441,17 +424,8 @@ class MatrixState:
 def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, st: MatrixState, status: str,
                     error: str | None) -> tuple[Finished, CampaignResults]:
     """Compute the results from the streamed records, write the result tables, and finish the
-    archive (finalize, ledgers, evidence); one critical section (a stopping signal that arrives is
-    reported in ``Finished.interrupted`` once all of it is done)."""
-    with critical(deliver=False) as held:
-        done, results = _finalize_matrix(writer, workspace, spec, st, status, error)
-    if held.signal is not None:
-        done = dataclasses.replace(done, interrupted=held.signal)
-    return done, results
-
-
-def _finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, st: MatrixState, status: str,
-                     error: str | None) -> tuple[Finished, CampaignResults]:
+    archive (finalize, ledgers, evidence); inside the caller's critical section (the runner's
+    :func:`~harness.run.skeleton.drive`, or the recovery's)."""
     records = writer.streamed_records()
     results = compute_results(records, st.round_status, st.cells)
     extra = {"campaign": spec.name, "claim_class": spec.claim_class, "protocol_class": spec.protocol_class}

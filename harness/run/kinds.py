@@ -30,7 +30,7 @@ from harness.run.abba import run_abba
 from harness.run.campaign import run_matrix
 from harness.run.events import Reporter
 from harness.run.partial import Recover, recover_abba, recover_matrix, recover_quick
-from harness.run.session import Finished
+from harness.run.skeleton import Finished
 from harness.run.sweep import recover_sweep, run_sweep_loaded
 from harness.store.archive import ArchiveWriter
 

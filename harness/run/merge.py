@@ -4,7 +4,7 @@ The other host's directory is untrusted, read-only input (``harness.store.ledger
 checked and how nothing of it is followed or written). For each archive of ``<other>/archives/``
 named by an archive id and not yet ingested here: copy it verified (``copy_foreign_archive``), run the
 evidence rules on the copy, ingest it and apply the findings, as a run's own finish does
-(``harness.run.session.settle``), so every row, its validity included, is re-derived from the archive
+(``harness.run.skeleton.settle``), so every row, its validity included, is re-derived from the archive
 and resume supersession is re-applied by ingest. All or nothing per archive: an archive that fails any
 step is removed again and refused. Then the other host's ledger files are compared with what was
 merged (:func:`harness.store.ledger.merge.ledger_refusals`: they are only ever reported, never

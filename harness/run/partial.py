@@ -24,7 +24,8 @@ from harness.evidence.rules_client import serves_simulator
 from harness.inputs.spec import SPEC_MODELS, CampaignSpec
 from harness.run.campaign import MatrixState, finalize_matrix
 from harness.run.quick import quick_run_block
-from harness.run.session import Finished, finish, run_labels
+from harness.run.session import run_labels
+from harness.run.skeleton import Finished, finish
 from harness.service.identity import identity_hash
 from harness.store.archive import ArchiveWriter, find_archive, open_archive, read_json_file
 from harness.store.runblock import RunBlock

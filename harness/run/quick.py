@@ -40,7 +40,7 @@ from harness.measure import bench
 from harness.measure import latency as lat
 from harness.records import RequestRecord
 from harness.run.events import QuickProgress, QuickStart, Reporter, silent
-from harness.run.session import Finished, finish, interrupted_error, record_end, storage_error
+from harness.run.skeleton import Finished, drive, finish
 from harness.service.environment import capture_environment, clock_anchor
 from harness.service.manager import http_get
 from harness.service.origin import server_is_simulator
@@ -164,6 +164,11 @@ class QuickOutcome:
     simulated: bool = False
     error: DsvError | None = None
 
+    @property
+    def archive_id(self) -> str:
+        """The finalized archive's id."""
+        return self.finished.archive.archive_id
+
 
 async def closed_loop(client: LoadClient, requests: Sequence[WaveRequest], concurrency: int,
                       reporter: Reporter = silent) -> list[RequestRecord]:
@@ -247,11 +252,10 @@ class QuickBench:
         spec = {"kind": "quick-bench", "protocol_class": PROTOCOL_CLASS, "name": o.name} | asdict(o) | {
             "url": self.url, "protocol": detected.protocol, "concurrency": o.concurrency,
             "prompts": prompts.to_json()}
-        status: str = "complete"
-        error: DsvError | None = None
         records: list[RequestRecord] = []
         anchor: dict[str, Any] = {}
-        try:
+
+        def body() -> None:
             writer.write_json("spec.json", spec)
             writer.write_json("environment.json", capture_environment())
             writer.write_json("service.json", {"services": [{
@@ -259,29 +263,27 @@ class QuickBench:
                 "server_info": detected.server_info, "start_index": 1}]})
             corpus = write_random_corpus(writer.dir / "prompts", prompts)
             writer.write_json("corpora.json", {"quick": corpus.identity() | {"path": "prompts"}})
-            anchor = clock_anchor()
+            anchor.update(clock_anchor())
             writer.append_event({"event": "run-start", **anchor, "resumed_from": None})
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                records = runner.run(self._send(detected, corpus))
+                records.extend(runner.run(self._send(detected, corpus)))
             writer.write_wave(records)
             if records and not any(r.ok for r in records):
-                status = "failed"
-                error = ServiceError(f"all {len(records)} requests failed (first: {records[0].error})",
-                                     hint="check the server's log and that it accepts token-id prompts")
-        except KeyboardInterrupt:
-            status, error = "partial", interrupted_error("the requests of the interrupted pass are not kept")
-        except DsvError as exc:
-            status, error = "failed", exc
-        except OSError as exc:
-            status, error = "failed", storage_error(exc, writer.dir)
-        summary = summarize(records, o.percentiles)
-        writer.write_json("quick.json", summary)
-        run = quick_run_block(spec, self.token, str(anchor.get("wall_iso", "")), simulated=detected.simulated,
-                              error=error.message if error else None,
-                              count_methods=tuple(sorted({r.count_method for r in records if r.ok})))
-        record_end(writer, status, error)
-        done = finish(writer, self.workspace, status, run)
-        return QuickOutcome(done, summary, records, detected.simulated, error)
+                raise ServiceError(f"all {len(records)} requests failed (first: {records[0].error})",
+                                   hint="check the server's log and that it accepts token-id prompts")
+
+        def finalize(status: str, error: DsvError | None) -> QuickOutcome:
+            summary = summarize(records, o.percentiles)
+            writer.write_json("quick.json", summary)
+            run = quick_run_block(spec, self.token, str(anchor.get("wall_iso", "")), simulated=detected.simulated,
+                                  error=error.message if error else None,
+                                  count_methods=tuple(sorted({r.count_method for r in records if r.ok})))
+            done = finish(writer, self.workspace, status, run)
+            return QuickOutcome(done, summary, records, detected.simulated, error)
+
+        # an attached server: nothing this run started needs stopping
+        return drive(writer, body, kept="the requests of the interrupted pass are not kept", what="screen",
+                     clean_up=lambda: None, finalize=finalize)
 
 
 def quick_run_block(spec: Mapping[str, Any], token: str, created_wall: str, *, simulated: bool,

@@ -32,7 +32,7 @@ from harness.errors import ArchiveError, DsvError
 from harness.inputs.spec.load import DEFAULT_KIND
 from harness.run.kinds import kind_entry
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
-from harness.run.session import Finished, finish, settle
+from harness.run.skeleton import Finished, finish, finish_alone, settle
 from harness.store.archive import ArchiveWriter, Partial, iter_archives, iter_partials
 from harness.store.ledger import ingested_ids
 from harness.store.peers import IMPORT_MARKER, recovered_import_run
@@ -81,11 +81,12 @@ def recover_partial(workspace: Path, partial: Path) -> Recovered:
         marker = read_json_or(partial, IMPORT_MARKER, None)
         if isinstance(marker, dict) and marker.get("kind") == "external":  # a killed `dsv4h import`
             run = recovered_import_run(marker, writer.token, RECOVERED_ERROR)
-            return Recovered(partial, "finalized", finish(writer, workspace, "partial", run))
+            return Recovered(partial, "finalized", finish_alone(lambda: finish(writer, workspace, "partial", run)))
         spec = read_json_or(partial, "spec.json", {})
         spec = spec if isinstance(spec, dict) else {}
         entry = kind_entry(recorded_kind(spec, run_start(read_events(partial))))
-        return Recovered(partial, "finalized", entry.recover(workspace, writer, spec))
+        # one critical section around the kind's whole recovery (result tables, finalize, ledgers)
+        return Recovered(partial, "finalized", finish_alone(lambda: entry.recover(workspace, writer, spec)))
     finally:
         writer.close()
 

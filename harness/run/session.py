@@ -1,37 +1,32 @@
-"""The run skeleton shared by every runner: formal matrices, ABBA screens, rate sweeps, quick screens
-(edge module).
+"""What every runner shares while it measures: formal matrices, ABBA screens, rate sweeps, quick
+screens (edge module).
 
 - :func:`check_governance`: refuse a closed direction before anything starts;
 - :func:`open_writer`: the archive preamble (spec, corpora, environment, governance, run-start);
 - :class:`ServiceSession`: start -> verify identity -> sentinels before; sentinels after -> final
   info -> stop (or detach), every service recorded in ``service.json``;
 - :func:`record_witness` / memory sampling: what the server said while waves ran;
-- :func:`finish`: finalize the archive, ingest it into the ledgers, run the evidence rules and
-  write their verdicts back;
-- :func:`record_end`: the events every run ends with (``interrupted`` or ``failed``, ``run-end``).
+
+How a run ends (one critical section: clean up, end events, result tables, finish) is
+:func:`harness.run.skeleton.drive`, which every runner calls.
 
 Nothing a run starts outlives it: every service the session starts is tracked from the moment it
 exists until it is stopped (:meth:`ServiceSession.stop_all` stops what is left, whatever ended the
-run), stopping a server is a critical section (a second Ctrl-C cannot cut it), and ``finish`` runs as
-one critical section, so a signal during finalization is delivered only once the archive and its
-ledger rows are complete.
+run), and stopping a server is a critical section (a second Ctrl-C cannot cut it).
 """
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ArchiveError, DsvError, RunInterrupted
-from harness.evidence.findings import Finding
-from harness.evidence.io import apply_findings, check_archive
+from harness.errors import DsvError
 from harness.governance.io import analysis_plan_status, check_direction
 from harness.inputs.spec import AbbaSpec, CampaignSpec, ClaimClass, ServiceProfile, SweepSpec
-from harness.interrupts import critical, fault_point, received
+from harness.interrupts import critical
 from harness.measure import metrics as m
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import run_sentinels
@@ -43,10 +38,7 @@ from harness.service.environment import capture_environment, clock_anchor
 from harness.service.manager import RunningService, start_service, verify_identity
 from harness.service.memory import MemorySampler
 from harness.service.origin import SIM_LABEL, run_is_simulated
-from harness.store.archive import Archive, ArchiveWriter, claim_resume
-from harness.store.finished import FinishedArchive, load_finished, view_after_finalize
-from harness.store.ledger import ingest_view
-from harness.store.runblock import RunBlock
+from harness.store.archive import ArchiveWriter, claim_resume
 
 
 def check_governance(spec: CampaignSpec | AbbaSpec | SweepSpec, workspace: Path, source: str,
@@ -265,77 +257,3 @@ def write_memory(writer: ArchiveWriter, sampler: MemorySampler) -> None:
         "summary": [asdict(s) for s in sampler.summary()], "interval_s": sampler.interval_s,
         "errors": sampler.errors[:20], "error_count": sampler.error_count,
         "note": "peak observed in samples, not an allocator peak"})
-
-
-@dataclass(frozen=True)
-class Finished:
-    """A finalized archive, the ledger rows it added and the evidence findings about it."""
-
-    archive: Archive
-    ledger_rows: dict[str, int]
-    findings: list[Finding]
-    interrupted: int | None = None  # a stopping signal held while finishing (the archive is complete)
-
-
-def finish(writer: ArchiveWriter, workspace: Path, status: str, run: RunBlock) -> Finished:
-    """Finalize the archive, append it to the ledgers, run every evidence rule and mark the rows
-    its blocking findings concern. One pass: the records are read once (the table the writer already
-    read back, else one read) into one :class:`FinishedArchive` that ingest and evidence share, and
-    nothing is re-hashed (finalize has just hashed every file). One critical section, the only one:
-    the helpers it calls open none, and a stopping signal is held until all of it is done (a process
-    killed part-way leaves what ``harness.run.recover`` rolls forward)."""
-    with critical(deliver=False) as held:
-        path = writer.finalize(status=status, run=run)
-        fault_point("finish:finalized")
-        done = _settle(workspace, view_after_finalize(writer, path))
-    return Finished(done.archive, done.ledger_rows, done.findings, held.signal)
-
-
-def settle(workspace: Path, path: Path) -> Finished:
-    """Append a finalized archive already on disk to the ledgers, run the evidence rules and mark the
-    rows its blocking findings concern (the part of :func:`finish` after the archive exists): every
-    file verified once, the records read once, one critical section."""
-    view = load_finished(path)
-    with critical():
-        return _settle(workspace, view)
-
-
-def _settle(workspace: Path, view: FinishedArchive) -> Finished:
-    """Ingest and evidence over one view (the caller holds the critical section)."""
-    rows = ingest_view(workspace, view)
-    fault_point("finish:ingested")
-    findings = check_archive(view)
-    apply_findings(workspace, view.archive_id, findings)
-    return Finished(view.archive, rows, findings)
-
-
-def interrupted_error(what: str, signum: int | None = None) -> RunInterrupted:
-    """The error of a run a stopping signal ended, with the signal's conventional exit status."""
-    sig = signum if signum is not None else received()
-    name = signal.Signals(sig).name if sig is not None else "SIGINT"
-    err = RunInterrupted(f"interrupted ({name}); {what}")
-    err.exit_code = 128 + int(sig) if sig is not None else 130
-    return err
-
-
-def storage_error(exc: OSError, partial: Path) -> ArchiveError:
-    """A failed write of the run's own files (e.g. a full disk) as an error naming where the data is."""
-    return ArchiveError(f"cannot write the run's files: {exc.strerror or exc} ({exc.filename or partial})",
-                        hint=f"free space or fix permissions; the waves written so far are kept in {partial}; "
-                        "'dsv4h archive recover' finalizes them once writing works again")
-
-
-def record_end(writer: ArchiveWriter, status: str, error: DsvError | None) -> None:
-    """Append the events every run ends with, before it is finalized: ``interrupted`` (a stopping
-    signal ended it; with the exit status) or ``failed`` (an error ended it), then ``run-end`` (status
-    and error). A write that fails (a full disk) is skipped: finalizing is tried next regardless."""
-    t_ns = time.perf_counter_ns()
-    try:
-        if isinstance(error, RunInterrupted):
-            writer.append_event({"event": "interrupted", "t_ns": t_ns, "exit_status": error.exit_code})
-        elif error is not None and status == "failed":
-            writer.append_event({"event": "failed", "error": error.message, "t_ns": t_ns})
-        writer.append_event({"event": "run-end", "status": status, "t_ns": t_ns,
-                             "error": error.message if error else None})
-    except OSError:
-        return

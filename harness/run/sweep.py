@@ -1,7 +1,8 @@
 """Rate sweeps (protocol class ``rate-sweep``; edge module: processes, HTTP, files, clock).
 
-Built on the run skeleton of :mod:`harness.run.session`: governance check, archive preamble, one owned
-service with identity and sentinels, ``finish`` (archive -> ledgers -> evidence). Every round's arrival
+Built on what every runner shares (:mod:`harness.run.session`: governance check, archive preamble, one
+owned service with identity and sentinels) and ended by the one run skeleton
+(:func:`harness.run.skeleton.drive`: clean up, end events, result tables, ``finish``). Every round's arrival
 plan (:mod:`harness.inputs.arrivals`) is made and archived (``arrivals.json``, with its hash) before
 the service starts; the runner then follows it open-loop: request *i* is sent at round start + its
 planned offset whether or not earlier requests finished, unless the ``max_concurrency`` cap holds it
@@ -15,8 +16,8 @@ ledger tables of those names: never formal cells). A round whose client could no
 is a finding (harness.evidence.sweep_rules).
 
 Each measured round that ends appends a ``round`` event (its id, status and start); the run ends with
-the events every runner writes (``interrupted`` or ``failed``, then ``run-end``) and finalizes as one
-critical section. :func:`recover_sweep` (the rate-sweep recovery of harness.run.kinds) finalizes a
+the events every runner writes (``interrupted`` or ``failed``, then ``run-end``) and finalizes in
+the skeleton's one critical section. :func:`recover_sweep` (the rate-sweep recovery of harness.run.kinds) finalizes a
 killed sweep's partial from its streamed records with the same :func:`round_row` and
 :func:`sweep_cells`, a round without its ``round`` event marked ``incomplete``.
 """
@@ -44,7 +45,7 @@ from harness.ids import RequestIdentity
 from harness.inputs.arrivals import RoundPlan, plan_hash, plan_round
 from harness.inputs.corpus import Case, Corpus, cache_salt, load_corpus
 from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec, sweep_definition
-from harness.interrupts import critical, fault_point
+from harness.interrupts import fault_point
 from harness.load.driver import LoadClient, WaveRequest
 from harness.measure import sweep as sw
 from harness.measure.rows import check_row
@@ -53,19 +54,10 @@ from harness.records import RequestRecord
 from harness.run.events import Reporter, SweepPlanReady, SweepRoundDone, SweepRoundStart, silent
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.prompts import load_client, prompt_texts
-from harness.run.session import (
-    Finished,
-    ServiceSession,
-    check_governance,
-    finish,
-    interrupted_error,
-    open_writer,
-    record_end,
-    run_labels,
-    storage_error,
-)
+from harness.run.session import ServiceSession, check_governance, open_writer, run_labels
+from harness.run.skeleton import Finished, drive, finish
 from harness.service.identity import identity_hash
-from harness.service.manager import check_port_free, port_field
+from harness.service.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 
@@ -211,6 +203,11 @@ class SweepOutcome:
     rounds: list[dict[str, Any]]
     error: DsvError | None = None
 
+    @property
+    def archive_id(self) -> str:
+        """The finalized archive's id."""
+        return self.finished.archive.archive_id
+
 
 class SweepRunner:
     """Runs one rate sweep into an archive (module docstring)."""
@@ -297,34 +294,20 @@ class SweepRunner:
         session = ServiceSession(writer, self.workspace, claim_class=s.claim_class, sentinels=self.sentinels,
                                  reporter=self.report, request_timeout_s=s.request_timeout_s)
         self.report(SweepPlanReady(self.plan))
-        status: str = "complete"
-        error: DsvError | None = None
-        try:
-            svc = session.start(s.service, s.service.name, {"start_index": 1})
-            try:
-                with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                    runner.run(self._run(svc.url, writer))
-            finally:
-                session.stop(svc)
-        except KeyboardInterrupt:
-            status, error = "partial", interrupted_error("every finished round is kept")
-        except DsvError as exc:
-            status, error = "failed", exc
-        except OSError as exc:
-            status, error = "failed", storage_error(exc, writer.dir)
-        except BaseException:  # a bug: stop what was started, keep the traceback
-            session.stop_all()
-            raise
-        # stopping and finalizing take a bounded time: a signal meanwhile is held, not cutting them in half
-        with critical(deliver=False) as held:
-            session.stop_all()
-            record_end(writer, status, error)
-            out = self._finalize(writer, status, error, anchor, session)
-        if held.signal is not None and out.error is None:
-            out.error = interrupted_error(f"the sweep ended after it was finalized: archive "
-                                          f"{out.finished.archive.archive_id} and its ledger rows are complete",
-                                          signum=held.signal)
-        return out
+        started: list[RunningService] = []
+
+        def body() -> None:
+            started.append(session.start(s.service, s.service.name, {"start_index": 1}))
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                runner.run(self._run(started[0].url, writer))
+
+        def after() -> None:  # sentinels after measurement; a Ctrl-C skips them
+            if started:
+                session.after_checks(started[0])
+
+        return drive(writer, body, kept="every finished round is kept", what="sweep", after=after,
+                     clean_up=session.stop_all,
+                     finalize=lambda status, error: self._finalize(writer, status, error, anchor, session))
 
     def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None, anchor: dict[str, Any],
                   session: ServiceSession) -> SweepOutcome:

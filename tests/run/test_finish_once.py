@@ -1,4 +1,4 @@
-"""Finishing a run is one pass (harness.run.session.finish / settle, harness.store.finished): the records
+"""Finishing a run is one pass (harness.run.skeleton.finish / settle, harness.store.finished): the records
 are read once, the request rows computed once, the archive verified at most once, inside one critical
 section (no nested one below it)."""
 
@@ -16,7 +16,7 @@ from testkit import quick_decode_run
 import harness.store.archive as archive_mod
 import harness.store.finished as finished_mod
 from harness import interrupts
-from harness.run.session import settle
+from harness.run.skeleton import settle
 from harness.store.ledger import read_table
 
 
@@ -38,7 +38,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
 
     def hook(name: str) -> None:
         if name == "finish:ingested":
-            seen[f"depth={interrupts._state['depth']}"] += 1
+            seen[f"depth={interrupts.depth()}"] += 1
 
     interrupts.set_fault_hook(hook)
     try:
@@ -50,9 +50,9 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
 def test_a_campaign_reads_its_records_once_and_settle_too(tmp_path: Path, counts: Counter[str]) -> None:
     out, ws = quick_decode_run(tmp_path, "once", 2)
     # one read back of the streamed records (the results, ingest and evidence share it), one set of
-    # request rows, no re-hash after finalize; run() holds one critical section, finish the second
-    # level and nothing below it opens one
-    assert counts == Counter({"records": 1, "request_rows": 1, "depth=2": 1}), counts
+    # request rows, no re-hash after finalize; the skeleton (drive) holds the one critical section
+    # and nothing below it opens another
+    assert counts == Counter({"records": 1, "request_rows": 1, "depth=1": 1}), counts
     n_records = len(out.archive.records())
     assert n_records > 0 and out.ledger_rows["requests"] == n_records
     requests = read_table(ws, "requests")
