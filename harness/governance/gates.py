@@ -24,11 +24,15 @@ from harness.records import RequestRecord
 # --- gates -----------------------------------------------------------------------------------
 
 Quantity = Literal[
-    "cell.median", "cell.http_rate", "abba.ratio_pct", "abba.drift_pct", "abba.spread_pct",
+    "cell.median_tok_s", "cell.http_output_tok_s", "abba.ratio_pct", "abba.drift_pct", "abba.spread_pct",
     "abba.ms_per_token_saved", "requests.max_cached_tokens", "requests.failed", "requests.measured",
     "requests.distinct_outputs_per_case_max", "single_stream.median_tps", "single_stream.p10_tps",
 ]
 Op = Literal[">=", "<=", "==", ">", "<"]
+
+FIRST_QUANTITY_NAMES = {"cell.median": "cell.median_tok_s", "cell.http_rate": "cell.http_output_tok_s"}
+"""Gate files written before the row models named a cell quantity by its first name; they are read
+under the ``cells`` column's own name (``median_tok_s``, ``http_output_tok_s``)."""
 
 
 class GateSelectors(Strict):
@@ -49,6 +53,11 @@ class GateSpec(Strict):
     threshold: float
     unit: str
     selectors: GateSelectors = Field(default_factory=GateSelectors)
+
+    @field_validator("quantity", mode="before")
+    @classmethod
+    def _first_names(cls, v: Any) -> Any:
+        return FIRST_QUANTITY_NAMES.get(v, v) if isinstance(v, str) else v
 
     @field_validator("threshold")
     @classmethod
@@ -89,13 +98,12 @@ def ms_per_token_saved(concurrency: int, control_rate: float, candidate_rate: fl
 def gate_value(spec: GateSpec, data: GateInputs) -> GateMeasure:
     """Compute ``spec.quantity`` from one archive's content."""
     q, sel = spec.quantity, spec.selectors
-    if q in ("cell.median", "cell.http_rate"):
+    if q in ("cell.median_tok_s", "cell.http_output_tok_s"):
         if not data.cells:
             return GateMeasure(None, 0, "archive has no formal cells")
         if sel.workload is None or sel.concurrency is None:
             return GateMeasure(None, 0, f"{q} needs selectors workload and concurrency")
-        column = "median_tok_s" if q == "cell.median" else "http_output_tok_s"
-        v, n, d = cell_value(data.cells, sel.workload, sel.concurrency, column)
+        v, n, d = cell_value(data.cells, sel.workload, sel.concurrency, q.removeprefix("cell."))
         return GateMeasure(v, n, d)
     if q.startswith("abba."):
         res = (data.comparison or {}).get("result") or {}

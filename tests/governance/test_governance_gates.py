@@ -46,12 +46,12 @@ SPEED = [stream_record(k, step_ms=s) for k, s in enumerate((10.0, 12.5, 20.0))] 
 # (quantity, op, threshold, selectors, archive builder, expected value, passes)
 CASES: list[tuple[str, str, float, dict[str, Any], Callable[[Path], Archive], float | None, bool]] = [
     ("cell.median", ">=", 90.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 100.0, True),
-    ("cell.median", ">=", 110.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 100.0,
+    ("cell.median_tok_s", ">=", 110.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 100.0,
      False),
     ("cell.median", ">=", 1.0, {"workload": "decode", "concurrency": 8}, formal_with([stream_record(0)]), None, False),
     ("cell.http_rate", ">", 89.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 90.0,
      True),
-    ("cell.http_rate", "<", 89.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 90.0,
+    ("cell.http_output_tok_s", "<", 89.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 90.0,
      False),
     ("abba.ratio_pct", ">=", 5.0, {}, lambda ws: make_abba(ws, ratio_pct=10.0), 10.0, True),
     ("abba.ratio_pct", ">=", 5.0, {}, lambda ws: make_abba(ws, ratio_pct=1.5), 1.5, False),
