@@ -12,6 +12,11 @@ Record schema history (``RECORD_SCHEMA_VERSION``):
   3 - ``count_method``: where the token counts came from (``server-cumulative``, ``usage-per-chunk``,
       ``token-ids``, ``chunks-reconciled``, ``retokenized``, ``chunks``; see harness.load.openai)
       (2026-11-30). Older tables read back with ``count_method = "unknown"``.
+  4 - speculative decoding as reported by the server, per request (issue 26; harness.load.spec):
+      ``spec_steps`` (verify steps), ``spec_proposed`` (draft tokens proposed), ``spec_accepted``
+      (draft tokens accepted, bonus token excluded), ``spec_source`` (``sglang-meta-info`` or
+      ``vllm-request-metrics``) and ``spec_histogram`` (index i: verify steps that accepted i drafts)
+      (2026-12-02). All None / empty when the server reported none; older tables read back so.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import pyarrow.parquet as pq
 
 from harness.ids import RequestIdentity
 
-RECORD_SCHEMA_VERSION = 3
+RECORD_SCHEMA_VERSION = 4
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -58,7 +63,9 @@ class RequestRecord:
     streamed data event and ``event_tokens[k]`` the server's cumulative ``completion_tokens``
     after it (one event may carry several tokens). ``error`` is ``None`` for a successful
     request; otherwise a short reason ("http 500", "disconnected after 12 events", ...), and the
-    tokens it had received are kept but never counted by rate metrics.
+    tokens it had received are kept but never counted by rate metrics. ``spec_*`` are the server's
+    own speculative counts for the request (module docstring, schema 4), None / empty when it
+    reported none.
     """
 
     rid: str
@@ -77,6 +84,11 @@ class RequestRecord:
     output_mode: str = "unknown"
     final_text: str | None = None
     count_method: str = "unknown"
+    spec_steps: int | None = None
+    spec_proposed: int | None = None
+    spec_accepted: int | None = None
+    spec_source: str | None = None
+    spec_histogram: I32 = field(default_factory=lambda: _EMPTY_I32)
     # identity of the request inside a campaign (filled by the wave driver)
     run_id: str = ""
     cell_id: str = ""
@@ -96,6 +108,7 @@ class RequestRecord:
         object.__setattr__(self, "event_tokens", _i32(self.event_tokens))
         object.__setattr__(self, "emit_ns", _i64(self.emit_ns))
         object.__setattr__(self, "output_ids", _i32(self.output_ids))
+        object.__setattr__(self, "spec_histogram", _i32(self.spec_histogram))
         if self.event_ns.shape != self.event_tokens.shape:
             raise ValueError(
                 f"record {self.rid}: event_ns has {self.event_ns.size} entries but event_tokens "
@@ -173,12 +186,17 @@ _SCALARS: list[tuple[str, pa.DataType]] = [
     ("output_mode", pa.string()),
     ("final_text", pa.string()),
     ("count_method", pa.string()),
+    ("spec_steps", pa.int32()),
+    ("spec_proposed", pa.int32()),
+    ("spec_accepted", pa.int32()),
+    ("spec_source", pa.string()),
 ]
 _LISTS: list[tuple[str, pa.DataType]] = [
     ("event_ns", pa.int64()),
     ("event_tokens", pa.int32()),
     ("emit_ns", pa.int64()),
     ("output_ids", pa.int32()),
+    ("spec_histogram", pa.int32()),
 ]
 
 RECORD_SCHEMA = pa.schema(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -80,8 +80,13 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
                          created_wall: str = "2026-11-29T12:00:00+0000", memory_devices: int = 0,
                          memory_samples: int = 0, oracles: bool = False,
                          failed_round: tuple[str, int, int] | None = None, rate_scale: float = 1.0,
-                         archive_status: str = "complete", resumed_from: str | None = None) -> Archive:
+                         archive_status: str = "complete", resumed_from: str | None = None,
+                         claim_class: str = "native-ar",
+                         acceptance: Sequence[Mapping[str, Any]] | None = None) -> Archive:
     """A finalized formal-matrix archive with prefill and decode cells for ``tiers``.
+
+    ``acceptance`` rows (harness.measure.rows.AcceptanceRow fields) go to ``acceptance.parquet``;
+    ``claim_class`` is the run's claim class.
 
     ``rate_scale`` multiplies every rate (an interrupted run's lower numbers); ``archive_status`` is the
     archive's status and ``resumed_from`` the id of the archive this run resumed (which it supersedes).
@@ -112,14 +117,14 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
                   for cid, wl, c in cells_spec)
     res = CampaignResults(waves=(), rounds=tuple(rr), cells=cells)
     w = ArchiveWriter(workspace)
-    spec = {"name": campaign, "kind": "formal-matrix", "claim_class": "native-ar", "protocol_class": "formal",
+    spec = {"name": campaign, "kind": "formal-matrix", "claim_class": claim_class, "protocol_class": "formal",
             "decode": {"tiers": list(tiers), "rounds": rounds, "min_resident_seconds": 30.0, "max_new_tokens": 2048,
                        "warmup_waves": 1, "ignore_eos": False},
             "prefill": {"tiers": list(tiers), "rounds": rounds, "warmup_waves": 1, "max_new_tokens": 1},
             "service": {"backend": "sim"}}
     w.write_json("spec.json", spec)
     w.write_json("results.json", results_json(res))
-    extra = {"campaign": campaign, "claim_class": "native-ar", "protocol_class": "formal"}
+    extra = {"campaign": campaign, "claim_class": claim_class, "protocol_class": "formal"}
     tables = results_tables(res, extra)
     for name in ("cells", "rounds"):
         w.write_table(f"{name}.parquet", tables[name])
@@ -141,7 +146,9 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
         w.write_json("oracles.json", {"results": [
             {"oracle": "france", "service": "service#1", "when": when, "passed": True,
              "output_hash16": "6f41fe2f01d52507", "first_divergence": None} for when in ("before", "after")]})
-    run = {"campaign": campaign, "kind": "formal-matrix", "claim_class": "native-ar", "protocol_class": "formal",
+    if acceptance:
+        w.write_table("acceptance.parquet", pa.Table.from_pylist([dict(r) | extra for r in acceptance]))
+    run = {"campaign": campaign, "kind": "formal-matrix", "claim_class": claim_class, "protocol_class": "formal",
            "backend": "sim", "created_wall": created_wall, "labels": ["simulated", "synthetic"],
            "service_name": "synthetic", "error": None, "resumed_from": resumed_from}
     return _finish(w, run, archive_status)
@@ -237,6 +244,66 @@ def write_sweep_archive(workspace: Path, *, campaign: str = "synthetic-sweep", s
            "backend": "sim", "created_wall": created_wall, "labels": ["simulated", "synthetic"],
            "service_name": "synthetic", "error": None}
     return _finish(w, run)
+
+
+def write_matched_archive(workspace: Path, *, campaign: str = "synthetic-matched",  # noqa: PLR0913 - test data knobs
+                          created_wall: str = "2026-11-29T15:00:00+0000", concurrency: int = 4,
+                          ar_rates: Sequence[float] = (99.0, 101.0), sd_rates: Sequence[float] = (198.0, 202.0),
+                          t_ar_s: float = 0.040, t_sd_s: float = 0.050, steps: int = 200, proposed: int = 600,
+                          accepted: int = 300, differing: int = 0, status: str = "complete",
+                          failed_leg: str | None = None, algorithm: str = "EAGLE",
+                          sd_claim: str = "speculative-full-target") -> Archive:
+    """A finalized matched AR/SD archive (legs AR1 SD1 SD2 AR2, every wave at ``ar_rates`` / ``sd_rates``
+    tok/s, every stream step gap ``t_ar_s`` / ``t_sd_s``, each SD leg ``steps``/``proposed``/``accepted``
+    counts), built with the real producers (harness.measure.matched.summarize_matched,
+    harness.run.matched.result_json / leg_row). Defaults: a = 2.5, acceptance 50 %, T_SD/T_AR = 1.25,
+    SD rate 200 = 2 x AR rate 100: ``sd-faster``. ``differing`` SD outputs differ from AR1's at token 7."""
+    from harness.measure.matched import LegData, OutputDiff, summarize_matched
+    from harness.measure.speculative import SpecCounts
+    from harness.run.matched import leg_row, result_json
+
+    order = ("AR1", "SD1", "SD2", "AR2")
+    legs = []
+    for leg in order:
+        sd = leg.startswith("SD")
+        rates = tuple(float(x) for x in (sd_rates if sd else ar_rates))
+        counts = SpecCounts(steps, proposed, accepted, steps + accepted + concurrency * len(rates),
+                            "sglang-meta-info") if sd else None
+        legs.append(LegData(leg, rates, tuple(0.75 * x for x in rates), (t_sd_s if sd else t_ar_s,) * 8, counts))
+    compared = 2 * concurrency * len(sd_rates) + concurrency * len(ar_rates)
+    diffs = tuple(("SD1", 0, f"case-{k:03d}", 7) for k in range(differing))
+    outputs = OutputDiff("AR1", compared, compared - differing, diffs)
+    result = summarize_matched(legs, order, concurrency, outputs)
+    leg_services = {leg: {"pid": 500 + i, "service_index": i + 1, "fresh_start": True}
+                    for i, leg in enumerate(order)}
+    spec_info: dict[str, Any] = {"speculative_algorithm": algorithm, "speculative_draft_model_path": "sim-draft",
+                                 "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                                 "speculative_num_draft_tokens": 4}
+    ar_info: dict[str, Any] = {"speculative_algorithm": None}
+    base_info: dict[str, Any] = dict(cast(Mapping[str, Any], _SIM_SERVICE["server_info"]))
+    services = [_SIM_SERVICE | {"name": "sd" if leg.startswith("SD") else "ar", "start_index": i + 1,
+                                "first_leg": leg, "process": {"pid": 500 + i},
+                                "server_info": base_info | (spec_info if leg.startswith("SD") else ar_info)}
+                for i, leg in enumerate(order)]
+    common = {"campaign": campaign, "claim_class": sd_claim, "protocol_class": "matched-sd"}
+    w = ArchiveWriter(workspace)
+    w.write_json("spec.json", {"name": campaign, "kind": "matched-sd", "sd_claim": sd_claim, "order": list(order),
+                               "workload": {"concurrency": concurrency, "waves_per_leg": len(sd_rates),
+                                            "max_new_tokens": 128}})
+    w.write_json("service.json", {"services": services, "legs": leg_services})
+    w.write_json("corpora.json", {"workload": _CORPUS_V2})
+    w.write_table("legs.parquet", pa.Table.from_pylist([leg_row(x) | common for x in legs]))
+    acc = [{"wave_id": f"{x.leg}.w{j}", "cell_id": x.leg, "concurrency": concurrency, "source": "sglang-meta-info",
+            "verify_steps": steps // len(sd_rates), "drafts_proposed": proposed // len(sd_rates),
+            "drafts_accepted": accepted // len(sd_rates), "completion_tokens": 0} | common
+           for x in legs if x.counts is not None for j in range(len(sd_rates))]
+    w.write_table("acceptance.parquet", pa.Table.from_pylist(acc))
+    w.write_json("matched.json", {"result": result_json(result), "legs": leg_services, "failed_leg": failed_leg})
+    run = {"campaign": campaign, "kind": "matched-sd", "claim_class": sd_claim, "protocol_class": "matched-sd",
+           "backend": "sim", "created_wall": created_wall, "labels": ["simulated", "synthetic"],
+           "service_name": "ar vs sd", "error": f"leg {failed_leg} failed" if failed_leg else None,
+           "failed_leg": failed_leg}
+    return _finish(w, run, status)
 
 
 HISTORICAL_COLUMNS = ("entry_id", "source", "published_date", "measured_date", "protocol_label", "claim_class",

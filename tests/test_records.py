@@ -19,6 +19,7 @@ from harness.records import (
     table_to_records,
     write_records,
 )
+from harness.store.archive import read_records_table
 
 ints64 = st.lists(st.integers(0, 2**62), max_size=30)
 
@@ -43,6 +44,11 @@ def records(draw: st.DrawFn) -> RequestRecord:
         round_index=draw(st.integers(-1, 5)),
         case_id=draw(st.text(max_size=5)),
         cache_salt=draw(st.none() | st.text(max_size=8)),
+        spec_steps=draw(st.none() | st.integers(0, 2**31 - 1)),
+        spec_proposed=draw(st.none() | st.integers(0, 2**31 - 1)),
+        spec_accepted=draw(st.none() | st.integers(0, 2**31 - 1)),
+        spec_source=draw(st.none() | st.sampled_from(["sglang-meta-info", "vllm-request-metrics"])),
+        spec_histogram=np.array(draw(st.lists(st.integers(0, 2**31 - 1), max_size=9)), dtype=np.int32),
     )
 
 
@@ -83,3 +89,45 @@ def test_mismatched_event_arrays_rejected() -> None:
 def test_empty_table() -> None:
     assert table_to_records(records_to_table([])) == []
     assert np.asarray(records_to_table([]).column("event_ns")).size == 0
+
+
+SPEC_COLUMNS = ["spec_steps", "spec_proposed", "spec_accepted", "spec_source", "spec_histogram"]
+
+
+def test_schema_4_spec_fields_round_trip(tmp_path: Path) -> None:
+    r = RequestRecord(rid="a", send_ns=1, done_ns=9, event_ns=np.array([2, 3]), event_tokens=np.array([1, 4]),
+                      spec_steps=4, spec_proposed=12, spec_accepted=6, spec_source="sglang-meta-info",
+                      spec_histogram=np.array([1, 1, 1, 1]))
+    path = tmp_path / "r.parquet"
+    write_records(path, [r, RequestRecord(rid="b", send_ns=1, done_ns=2)])
+    a, b = read_records(path)
+    assert a.same_as(r) and (a.spec_steps, a.spec_proposed, a.spec_accepted) == (4, 12, 6)
+    assert a.spec_histogram.tolist() == [1, 1, 1, 1] and a.spec_histogram.dtype == np.int32
+    assert (b.spec_steps, b.spec_proposed, b.spec_accepted, b.spec_source, b.spec_histogram.size) == (None,) * 4 + (0,)
+    assert RECORD_SCHEMA_VERSION == 4 and set(SPEC_COLUMNS) <= set(RECORD_SCHEMA.names)
+
+
+def test_schema_3_table_reads_back_without_spec_fields(tmp_path: Path) -> None:
+    r = RequestRecord(rid="a", send_ns=1, done_ns=9, event_ns=np.array([2]), event_tokens=np.array([3]),
+                      count_method="server-cumulative", final_text="abc")
+    t = records_to_table([r])
+    old = t.drop_columns(SPEC_COLUMNS).replace_schema_metadata({"dsv4h.record_schema_version": "3"})
+    path = tmp_path / "v3.parquet"
+    pq.write_table(old, path)
+    [back] = read_records(path)
+    assert back.same_as(r) and back.count_method == "server-cumulative" and back.final_text == "abc"
+    assert (back.spec_steps, back.spec_proposed, back.spec_accepted, back.spec_source) == (None,) * 4
+    assert back.spec_histogram.size == 0
+
+
+def test_archive_parts_of_schema_3_and_4_concatenate(tmp_path: Path) -> None:
+    new = RequestRecord(rid="n", send_ns=1, done_ns=2, spec_steps=3, spec_source="vllm-request-metrics",
+                        spec_histogram=np.array([0, 2, 1]))
+    old = records_to_table([RequestRecord(rid="o", send_ns=1, done_ns=2)]).drop_columns(SPEC_COLUMNS)
+    (tmp_path / "records").mkdir()
+    pq.write_table(old, tmp_path / "records" / "part-000000.parquet")
+    write_records(tmp_path / "records" / "part-000001.parquet", [new])
+    o, n = table_to_records(read_records_table(tmp_path))
+    assert (o.rid, o.spec_steps, o.spec_histogram.size) == ("o", None, 0)
+    assert (n.rid, n.spec_steps, n.spec_source) == ("n", 3, "vllm-request-metrics")
+    assert n.spec_histogram.tolist() == [0, 2, 1]

@@ -114,6 +114,7 @@ _GROUPS: list[tuple[str, str]] = [
     ("closure_cmd", "closure"),
     ("gate_cmd", "gate"),
     ("sweep_cmd", "sweep"),
+    ("spec_cmd", "spec"),
 ]
 
 
@@ -161,6 +162,7 @@ SUMMARIES: dict[str, str] = {
     "closure": "Closures: rejected directions with their evidence; reopened only with new evidence.",
     "gate": "Gates: a quantity of one archive compared with a threshold (campaigns/gates/*.yaml).",
     "sweep": "Open-loop rate sweeps (Poisson/gamma/constant arrivals, goodput under SLOs).",
+    "spec": "Speculative decoding: targets for a measured decode rate (docs/speculative.md).",
 }
 
 

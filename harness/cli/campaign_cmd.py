@@ -68,7 +68,8 @@ def run_cmd(
 ) -> None:
     """Run a campaign of any kind (through the kind registry). A formal matrix: one fresh service,
     cells in order, warmups excluded, three measured rounds per cell. A spec of kind abba runs an
-    ABBA screen (as 'dsv4h abba'); one of kind rate-sweep runs a rate sweep (as 'dsv4h sweep run').
+    ABBA screen (as 'dsv4h abba'); one of kind rate-sweep runs a rate sweep (as 'dsv4h sweep run');
+    one of kind matched-sd runs a matched AR/SD comparison (legs AR1 SD1 SD2 AR2 by default).
     Either way a hashed archive is written and the ledgers appended.
 
     Example: dsv4h campaign run campaigns/demo-matrix.yaml --workspace ./ws --percentiles 50,90,95,99
@@ -88,6 +89,11 @@ def run_cmd(
         from harness.cli.abba_cmd import run_abba_cli
 
         run_abba_cli(loaded, ws)
+        return
+    if loaded.kind == "matched-sd":
+        from harness.cli.matched_cmd import run_matched_cli
+
+        run_matched_cli(loaded, ws)
         return
     options = RunOptions(resume=_resume_target(resume, ws) if resume is not None else None, workers=n_workers)
     startup_reap(ws)

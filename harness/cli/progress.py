@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Self
 
@@ -27,6 +28,8 @@ from harness.run.events import (
     CellStart,
     Event,
     LegWaveLive,
+    MatchedLegWave,
+    MatchedStart,
     PlanReady,
     RoundDone,
     ServiceReady,
@@ -340,6 +343,34 @@ class AbbaLive(_OneBar):
             case LegWaveLive(leg=leg, wave=wave, phase=phase, tally=tally):  # provisional, ~4 Hz
                 what = "warmup" if phase == "warmup" else f"wave {wave + 1}"
                 self.status = Text(f"leg {leg}: {what} {live_line(tally, 'decode')}", style="cyan")
+        self.live.refresh()
+
+
+class MatchedLive(_OneBar):
+    """A matched AR/SD ``Reporter``: one bar over every leg's measured waves, the running leg, and one
+    printed line per wave (resident rate; tokens per verify step on a speculative leg)."""
+
+    def __init__(self, console: Console, get_time: Callable[[], float] | None = None) -> None:
+        super().__init__(console, planned_seconds=False, get_time=get_time)
+        self.task: TaskID | None = None
+
+    def __call__(self, event: Event) -> None:
+        match event:
+            case MatchedStart(spec=spec):
+                self.console.print("matched AR/SD run: legs " + " -> ".join(spec.order)
+                                   + " (each on a freshly started service)")
+                self.task = self.progress.add_task(f"matched {spec.name} C{spec.workload.concurrency}",
+                                                   total=len(spec.order) * spec.workload.waves_per_leg)
+            case ServiceReady(service=svc, leg=leg):
+                pid = getattr(getattr(svc, "process", None), "pid", None)
+                self.console.print(f"leg {leg}: service ready at {getattr(svc, 'url', '')} (pid {pid})")
+                self.status = Text(f"leg {leg}: warmup", style="cyan")
+            case MatchedLegWave(leg=leg, wave=wave, resident=res, tokens_per_step=a):
+                extra = f", {a:.3f} tokens per step" if not math.isnan(a) else ""  # NaN on AR legs
+                self.console.print(f"  {leg} wave {wave + 1}: resident {fmt(res)} tok/s{extra}")
+                self.status = Text(f"leg {leg}: wave {wave + 1} resident {fmt(res)} tok/s{extra}")
+                if self.task is not None:
+                    self.progress.advance(self.task)
         self.live.refresh()
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from harness.aio import new_event_loop
 from harness.cli.common import PlainConsole
 from harness.cli.listing import CsvOpt, JsonOpt, emit
+from harness.errors import SpecError
 from harness.sim import (
     PROFILES,
     SimOptions,
@@ -19,12 +22,26 @@ from harness.sim import (
     profile_for,
 )
 from harness.sim.cluster import serve_cluster
+from harness.sim.profiles import SimProfile
+from harness.sim.speculation import SpeculativeSpec
 
 app = typer.Typer(
     help="Run the built-in SGLang-compatible simulator (results against it are labelled 'simulated').\n\n"
     "Example: dsv4h sim serve --profile paper-tp8 --port 30021",
     no_args_is_help=True,
 )
+
+
+def with_speculation(prof: SimProfile, block: str | None) -> SimProfile:
+    """``prof`` with the ``--speculative`` JSON block (``SpecError`` naming what is wrong)."""
+    if block is None:
+        return prof
+    try:
+        spec = SpeculativeSpec.model_validate(json.loads(block))
+    except (ValueError, ValidationError) as exc:
+        raise SpecError(f"--speculative: {' '.join(str(exc).split())[:300]}",
+                        hint="give a JSON object with draft_tokens, accept_probs and verify_cost") from None
+    return prof.model_copy(update={"speculative": spec})
 
 
 @app.command("serve")
@@ -62,13 +79,17 @@ def serve_cmd(
     ready_file: Annotated[Path | None, typer.Option(help="Write the URL here once listening.")] = None,
     processes: Annotated[int, typer.Option(
         help="Simulator processes sharing the port (SO_REUSEPORT; harness.sim.cluster).")] = 1,
+    speculative: Annotated[str | None, typer.Option(
+        help="Speculative decoding on top of the profile, as JSON (docs/simulator.md), e.g. "
+        '\'{"draft_tokens": 3, "accept_probs": [0.8, 0.6, 0.4], "verify_cost": 1.25}\'')] = None,
 ) -> None:
     """Serve until Ctrl-C / SIGTERM; prints `dsv4h-sim listening on URL` once listening.
 
     Example: dsv4h sim serve --profile fast --port 0 --stream-mode delta --fault close_mid_stream:3
     """
     options = SimOptions.build(
-        host=host, port=port, profile=profile_for(profile, profile_file), stream_mode=stream_mode,
+        host=host, port=port, profile=with_speculation(profile_for(profile, profile_file), speculative),
+        stream_mode=stream_mode,
         stream_interval=stream_interval,
         time_scale=time_scale, step_factor=step_factor, startup_delay_s=startup_delay,
         die_after_requests=die_after_requests, die_after_s=die_after_s, fault=fault,

@@ -6,6 +6,11 @@ rates are never compared or combined. Rule 3: formal matrices and ABBA screens s
 percentages from different experiments are never added or multiplied. ``LabeledRate`` and
 ``LabeledPercent`` carry the labels; the functions here check them before doing any arithmetic and
 raise ``EvidenceError`` citing the rule otherwise.
+
+The one ratio across claim classes: a speculative-full-target rate over a native-ar rate measured in
+the same matched AR/SD run (both rates of protocol class ``matched-sd`` and one ``archive_id``): the
+two legs of one archive, on one target and workload. ``ratio_pct`` allows it;
+``check_comparable`` (comparisons in general) never does.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ RULE_1 = "rule 1: native, full-target speculative and approximate-target results
 RULE_3_PROTOCOL = "rule 3: formal three-round matrices and ABBA screens stay separate"
 RULE_3_PERCENT = "rule 3: percentages from different experiments are never added or multiplied"
 RULE_COUNTS = "approximate token counts never share a claim with exact ones"
+MATCHED_PROTOCOL = "matched-sd"
+RULE_1_MATCHED = ("rule 1: a speculative rate over a native-AR rate exists only inside one matched AR/SD run "
+                  "(protocol class matched-sd, one archive)")
+_SPECULATIVE = ("speculative-full-target", "speculative-approximate")
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,7 @@ class LabeledRate:
     experiment: str = ""
     simulated: bool = False
     counts: str = "exact"  # "exact" or "approximate" token counts (harness.load.openai)
+    archive_id: str = ""  # the archive that measured it (matched AR/SD legs share one)
 
 
 @dataclass(frozen=True)
@@ -43,11 +53,30 @@ class LabeledPercent:
     boundary: str = "resident"
 
 
+def matched(a: LabeledRate, b: LabeledRate) -> bool:
+    """True when ``a`` and ``b`` are legs of one matched AR/SD run: protocol class matched-sd, one archive."""
+    return (a.protocol_class == b.protocol_class == MATCHED_PROTOCOL and a.archive_id != ""
+            and a.archive_id == b.archive_id)
+
+
+def _speculative_vs_native(a: LabeledRate, b: LabeledRate) -> bool:
+    claims = {a.claim_class, b.claim_class}
+    return "native-ar" in claims and bool(claims & set(_SPECULATIVE))
+
+
 def check_comparable(a: LabeledRate, b: LabeledRate) -> None:
     """Raise EvidenceError unless ``a`` and ``b`` share claim class, protocol class, boundary and origin."""
     if a.claim_class != b.claim_class:
+        hint = "compare results of the same claim class only"
+        if _speculative_vs_native(a, b):
+            hint += ("; a speculative speedup over native AR is the ratio (ratio_pct) of the two legs of one "
+                     "matched AR/SD run (protocol class matched-sd)")
         raise EvidenceError(f"refusing to compare a {a.claim_class} rate with a {b.claim_class} rate ({RULE_1})",
-                            hint="compare results of the same claim class only")
+                            hint=hint)
+    _check_same_kind(a, b)
+
+
+def _check_same_kind(a: LabeledRate, b: LabeledRate) -> None:
     if a.protocol_class != b.protocol_class:
         raise EvidenceError(f"refusing to compare a {a.protocol_class} result with a {b.protocol_class} result "
                             f"({RULE_3_PROTOCOL})", hint="compare formal cells with formal cells, screens within "
@@ -64,9 +93,31 @@ def check_comparable(a: LabeledRate, b: LabeledRate) -> None:
                             "(server cumulative counts, usage on every chunk, or token ids)")
 
 
+def check_ratio(candidate: LabeledRate, control: LabeledRate) -> None:
+    """Raise EvidenceError unless ``candidate / control`` may be formed: ``check_comparable``, except that a
+    speculative-full-target rate and a native-ar rate of one matched AR/SD run (``matched``) may be divided.
+    An approximate-target rate is never set against native AR (rule 1: never a recovery target)."""
+    if not _speculative_vs_native(candidate, control):
+        check_comparable(candidate, control)
+        return
+    pair = f"{candidate.claim_class} rate over a {control.claim_class} rate"
+    if "speculative-approximate" in (candidate.claim_class, control.claim_class):
+        raise EvidenceError(f"refusing a {pair} ({RULE_1}): approximate verification does not reproduce the "
+                            "target's outputs, so the two legs do different work",
+                            hint="report the approximate-target rate on its own, labelled speculative-approximate")
+    if not matched(candidate, control):
+        where = ", ".join(sorted({f"{r.protocol_class} in {r.archive_id or 'an unnamed archive'}"
+                                  for r in (candidate, control)}))
+        raise EvidenceError(f"refusing a {pair} outside one matched AR/SD run ({where}) ({RULE_1_MATCHED}): only "
+                            "the AR and SD legs of one matched run, on one target and workload, give a speedup",
+                            hint="measure both in one matched AR/SD run (protocol class matched-sd) and divide "
+                                 "its two legs")
+    _check_same_kind(candidate, control)
+
+
 def ratio_pct(candidate: LabeledRate, control: LabeledRate) -> LabeledPercent:
-    """Candidate over control as a percentage change, after ``check_comparable``."""
-    check_comparable(candidate, control)
+    """Candidate over control as a percentage change, after ``check_ratio``."""
+    check_ratio(candidate, control)
     if control.value == 0:
         raise EvidenceError("control rate is zero; no ratio exists")
     exp = candidate.experiment if candidate.experiment == control.experiment else \

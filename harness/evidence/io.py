@@ -47,7 +47,9 @@ def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
         waves=_rows(archive, "waves.parquet"), requests=requests, services=services,
         comparison=comparison, oracles=oracles,
         extra={"server_metrics": _jsonl(archive, "server_metrics.jsonl"),
-               "wave_checks": _jsonl(archive, "wave_checks.jsonl")},
+               "wave_checks": _jsonl(archive, "wave_checks.jsonl"),
+               "matched": archive.json("matched.json") if (archive.path / "matched.json").exists() else None,
+               "acceptance": _rows(archive, "acceptance.parquet")},
     )
 
 
@@ -82,7 +84,9 @@ def concerned_rows(findings: list[Finding], waves: list[dict[str, Any]], rounds:
     return False, ids
 
 
-_ROW_KEYS = {"cells": "cell_id", "rounds": "round_id", "waves": "wave_id", "requests": "wave_id"}
+_ROW_KEYS = {"cells": "cell_id", "rounds": "round_id", "waves": "wave_id", "requests": "wave_id",
+             "acceptance": "wave_id"}
+_WHOLE_RUN_TABLES = ("comparisons", "matched_sd", "runs")  # one row per run: any blocking finding hits it
 
 
 def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) -> dict[str, int]:
@@ -97,11 +101,11 @@ def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) ->
     with locked(ledger_dir(workspace)):
         whole, ids = concerned_rows(findings, _archive_rows(workspace, "waves", archive_id),
                                     _archive_rows(workspace, "rounds", archive_id))
-        for table, key in [*_ROW_KEYS.items(), ("comparisons", ""), ("runs", "")]:
+        for table, key in [*_ROW_KEYS.items(), *((t, "") for t in _WHOLE_RUN_TABLES)]:
             t = archive_rows(workspace, table, archive_id)
             if t is None:
                 continue
-            if whole or (table in ("comparisons", "runs") and blocking):
+            if whole or (table in _WHOLE_RUN_TABLES and blocking):
                 hit = pa.array([True] * t.num_rows)
             elif key:
                 hit = pc.fill_null(pc.is_in(t.column(key), value_set=pa.array(sorted(ids), pa.string())), False)

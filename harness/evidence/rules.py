@@ -12,6 +12,8 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
   warmup-in-measured   warmup requests inside measured waves, or a measured wave on a cold shape
   identity-unverified  the server's own configuration was not read, or differs from the profile
   speculative-native   a speculative algorithm is active under a native-ar claim
+  claim-vs-server      a speculative claim on a server that does not speculate, or a full-target claim
+                       on a server that relaxes verification (rules_claims.py)
   simulated-context    simulator data not labelled simulated
   abba-drift           an ABBA screen whose drift or spread is not smaller than its effect
   failed-requests      failed requests inside a measured wave
@@ -28,6 +30,9 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
                        of its window lost the wave and its cell are invalid
   token-counts         output tokens counted approximately (no exact per-chunk counts from the server)
   token-count-mismatch a per-chunk count that disagrees with the server's final usage
+  sd-reconcile         a matched AR/SD run whose C*a/T_SD disagrees with its resident rate (rules_speculative.py)
+  sd-outputs           a full-target matched run whose greedy outputs differ from the AR legs'
+  acceptance-sources   a wave whose speculative counts differ between the requests and the /metrics deltas
 
 Findings about a service or the whole run (identity, claim class, simulator labelling, oracles)
 have ``scope = "run"``: when blocking they invalidate every ledger row of the archive. Row findings
@@ -42,6 +47,7 @@ from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules_claims import rule_claim_vs_server, rule_speculative_native
 from harness.evidence.rules_client import (
     rule_client_bound,
     rule_client_lag,
@@ -50,6 +56,7 @@ from harness.evidence.rules_client import (
     serves_simulator,
 )
 from harness.evidence.rules_provenance import rule_external_claim, rule_token_counts
+from harness.evidence.rules_speculative import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
 from harness.evidence.rules_sweep import rule_sweep_rounds, rule_sweep_schedule
 from harness.formats import finite_float as _num
 
@@ -194,20 +201,6 @@ def rule_identity(d: ArchiveData) -> list[Finding]:
                           f"{name}: server reports different {', '.join(sorted(diffs))} than the profile expects",
                           "fix the launch flags or the profile; logged flags prove nothing", [name], "run"))
     return out
-
-
-def rule_speculative_native(d: ArchiveData) -> list[Finding]:
-    """A native-ar claim is refused when the server reports a speculative algorithm."""
-    if d.run.get("claim_class") != "native-ar":
-        return []
-    bad = [f"service#{s.get('start_index', i + 1)}" for i, s in enumerate(d.services)
-           if (s.get("server_info") or {}).get("speculative_algorithm") not in (None, "", "null", "NONE", "none")]
-    if not bad:
-        return []
-    return [_f(d.archive_id, "speculative-native", "blocking",
-               "a speculative algorithm is active under a native-ar claim (rule 1: native, full-target "
-               "speculative and approximate-target results are different claims)",
-               "relaunch without speculative decoding or declare the correct claim class", bad, "run")]
 
 
 def rule_simulated_context(d: ArchiveData) -> list[Finding]:
@@ -425,7 +418,7 @@ RULES: tuple[Callable[[ArchiveData], list[Finding]], ...] = (
     rule_speculative_native, rule_simulated_context, rule_abba_drift, rule_failed_requests, rule_client_lag,
     rule_oracle, rule_service_restarts, rule_concurrency_witness, rule_warmup_failed, rule_client_bound,
     rule_client_stalled, rule_sim_lateness, rule_sweep_schedule, rule_sweep_rounds, rule_external_claim,
-    rule_token_counts,
+    rule_token_counts, rule_claim_vs_server, rule_sd_reconcile, rule_sd_outputs, rule_acceptance_sources,
 )
 
 

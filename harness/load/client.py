@@ -31,6 +31,7 @@ import numpy as np
 
 from harness.errors import ServerUnreachable
 from harness.load.openai import OpenAIDecoder, Tokenize
+from harness.load.spec import spec_fields
 from harness.load.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLong, SGLangDecoder, SSEParser, StreamDecoder, VLLMDecoder
 from harness.records import RequestRecord
 
@@ -422,6 +423,7 @@ def make_record(decoder: StreamDecoder, rid: str, send_ns: int, end_ns: int, sta
         output_mode=d.output_mode,
         final_text=d.final_text,
         count_method=d.count_method,
+        **spec_fields(d.spec),
         **(fields or {}),
     )
 

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.load.spec import SpecReport
+
 DONE = b"[DONE]"
 
 
@@ -30,7 +32,8 @@ class DecodedStream:
     ``output_mode`` is "cumulative", "delta" or "none" (no output ids on the stream);
     a stream whose only tokens came in a single event reads the same either way and is
     reported as "cumulative". ``count_method`` says where ``event_tokens`` came from
-    (``harness.load.openai`` lists the methods and which are exact).
+    (``harness.load.openai`` lists the methods and which are exact). ``spec`` is what a speculative
+    server reported about the request (``harness.load.spec``), None when it reported nothing.
     """
 
     n_events: int = 0
@@ -47,6 +50,7 @@ class DecodedStream:
     error: str | None = None
     final_text: str | None = None
     count_method: str = "unknown"
+    spec: SpecReport | None = None
 
 
 class StreamDecoder(Protocol):

@@ -19,6 +19,9 @@ source available and records which one (``count_method``), in this order of pref
 
 Only exact methods (plus SGLang's native cumulative counts, ``server-cumulative``) may support a
 rate claim of the exact class; :data:`EXACT_COUNT_METHODS` names them.
+
+A speculative vLLM server's per-request counts (``metrics.speculative_decoding`` beside the final
+``usage``) are read from the last chunk that carries usage (``harness.load.spec``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from harness.load.decode import DONE, DecodedStream, SameId, finish_type, int_or_none, openai_payload
+from harness.load.spec import vllm_spec
 
 OpenAIKind = Literal["openai-completions", "openai-chat"]
 CountMethod = Literal["server-cumulative", "usage-per-chunk", "token-ids", "chunks-reconciled", "retokenized",
@@ -102,6 +106,7 @@ class OpenAIDecoder:
         self._ids: list[list[int] | None] = []
         self._text: list[str] = []
         self._final_usage: dict[str, Any] | None = None
+        self._metrics: Any = None  # top-level ``metrics`` of the last usage chunk (vLLM per-request metrics)
         self._prompt_len: int | None = None
         self._fr: Any = None
         self._finish_ns: int | None = None  # arrival of an empty-text chunk that carried finish_reason
@@ -125,6 +130,7 @@ class OpenAIDecoder:
         usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
         if usage is not None:
             self._final_usage = usage
+            self._metrics = obj.get("metrics")
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             self._choice(choices[0], usage, t_ns)
@@ -236,6 +242,7 @@ class OpenAIDecoder:
             details = self._final_usage.get("prompt_tokens_details")
             if isinstance(details, dict):
                 out.cached_tokens = int_or_none(details.get("cached_tokens"))
+        out.spec = vllm_spec(self._metrics)
         if method in EXACT_COUNT_METHODS and final is not None and counts and counts[-1] != final:
             self._fail(f"inconsistent counts: {counts[-1]} streamed ({method}), usage says {final}")
         out.error = self.error

@@ -4,7 +4,8 @@ Speed matters (one call per streamed event, inside the timing path): ordinary ev
 ``json.loads``-ed whole. The fast path parses only the event's last member, ``meta_info`` (a few
 hundred bytes), and reads ``output_ids`` as the raw array just before it, counting commas, while
 the stream's mode (cumulative or delta) is being decided. The final counted event is fully decoded
-once, by ``finish``.
+once, by ``finish``, which also reads a speculative server's counts from its ``meta_info``
+(``harness.load.spec``).
 
 The fast path agrees with a full parse of the same event (``SGLangDecoder(fast=False)``, which
 ``json.loads`` every event) on every well-formed JSON event; it is taken only when the bytes prove
@@ -33,6 +34,7 @@ import re
 from typing import Any
 
 from harness.load.decode import DONE, DecodedStream, error_message, finish_type, int_or_none, show_id, snippet
+from harness.load.spec import sglang_spec
 
 _META = b'"meta_info"'
 _ERROR = b'"error"'
@@ -273,6 +275,8 @@ class SGLangDecoder:
         out.finish_reason, abort_msg = finish_type(meta.get("finish_reason"))
         if out.finish_reason == "abort":
             self._fail(f"aborted: {abort_msg or 'no message'}")
+        if isinstance(meta, dict):
+            out.spec = sglang_spec(meta)  # only the final meta_info carries them (harness.load.spec)
         if self._saw_ids:
             self._final_ids(out, obj)
         out.error = self.error

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.load.decode import DONE, DecodedStream, SameId, finish_type, int_or_none, openai_payload
+from harness.load.spec import vllm_spec
 
 
 class VLLMDecoder:
@@ -14,13 +15,15 @@ class VLLMDecoder:
     sum of those (text may be empty for a real token, so text is never counted). The first
     chunk's ``prompt_token_ids`` gives the prompt length; the final ``choices: []`` chunk's
     ``usage`` gives ``completion_tokens`` (checked against the sum), ``prompt_tokens`` and
-    ``prompt_tokens_details.cached_tokens``. Every chunk is small, so every chunk is decoded.
+    ``prompt_tokens_details.cached_tokens``, and the chunk's top-level ``metrics`` a speculative
+    server's per-request counts (``harness.load.spec``). Every chunk is small, so every chunk is decoded.
     """
 
     __slots__ = (
         "_fr",
         "_ids",
         "_ids_seen",
+        "_metrics",
         "_prompt_len",
         "_saw_ids",
         "_usage",
@@ -41,6 +44,7 @@ class VLLMDecoder:
         self._saw_ids = False
         self._prompt_len: int | None = None
         self._usage: dict[str, Any] | None = None
+        self._metrics: Any = None
         self._fr: Any = None
         self._ids_seen = SameId()
 
@@ -65,6 +69,7 @@ class VLLMDecoder:
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self._usage = usage
+            self._metrics = obj.get("metrics")
 
     def _choice(self, c: dict[str, Any], t_ns: int) -> None:
         prompt = c.get("prompt_token_ids")
@@ -101,6 +106,7 @@ class VLLMDecoder:
         out.completion_tokens = len(self._ids) if self._saw_ids else None
         if self._usage is not None:
             self._apply_usage(out, self._usage)
+        out.spec = vllm_spec(self._metrics)
         if self.n_events and not self._saw_ids and self.error is None:
             self._fail("no token_ids on the stream (does the server support return_token_ids?)")
         out.error = self.error

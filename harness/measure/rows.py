@@ -12,9 +12,10 @@ protocol's rows have them); archive tables add ``extra`` (JSON of columns outsid
 ``_s``, instants ``_ns`` (int64 ns, monotonic), wall anchors ``datetime`` (``timestamp[ns, UTC]``).
 
 Protocol-specific measures live in their own tables: ``cells`` / ``rounds`` / ``waves`` are formal
-matrix (and quick-bench) results, ``sweep_cells`` / ``sweep_rounds`` rate-sweep results, ``comparisons``
-ABBA screens; so no table has columns null by design for a whole protocol. Every row of an archive
-table carries ``protocol_class``; only ``runs`` carries ``kind`` as well (the run registry's key,
+matrix (and quick-bench) results, ``sweep_cells`` / ``sweep_rounds`` rate-sweep results,
+``comparisons`` ABBA screens, ``matched_sd`` matched AR/SD runs, ``acceptance`` speculative counts per
+wave; so no table has columns null by design for a whole protocol. Every row of an archive table
+carries ``protocol_class``; only ``runs`` carries ``kind`` as well (the run registry's key,
 ``harness.run.kinds``; one row per archive).
 """
 
@@ -192,6 +193,61 @@ class ComparisonRow:
 
 
 @dataclass(frozen=True)
+class MatchedSdRow:
+    """``matched_sd``: one matched AR/SD run (harness.measure.matched): both arms' rates (tokens/s),
+    the speculative arm's tokens per step and acceptance, step times (ms), the break-even verdict and
+    the greedy outputs compared with the first AR leg."""
+
+    run: str | None = None
+    order: str | None = None
+    concurrency: int | None = None
+    ar_rate_tok_s: float | None = None
+    sd_rate_tok_s: float | None = None
+    ratio_pct: float | None = None
+    http_ratio_pct: float | None = None
+    ar_drift_pct: float | None = None
+    sd_spread_pct: float | None = None
+    tokens_per_step: float | None = None
+    acceptance_rate: float | None = None
+    spec_source: str | None = None
+    t_ar_ms: float | None = None
+    t_sd_ms: float | None = None
+    t_sd_implied_ms: float | None = None
+    t_sd_over_t_ar: float | None = None
+    reconcile_rel: float | None = None
+    reconciled: bool | None = None
+    verdict: str | None = None
+    reason: str | None = None
+    outputs_compared: int | None = None
+    outputs_identical: int | None = None
+    outputs_differing: int | None = None
+    sd_claim: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class AcceptanceRow:
+    """``acceptance``: one measured wave's speculative counts summed over its requests (``cell_id``:
+    the formal cell, or the leg of a screen or matched run), as its server reported them
+    (``source``: ``sglang-meta-info``, ``vllm-request-metrics``, ...); tokens per step bonus
+    included, acceptance rate bonus excluded (docs/speculative.md)."""
+
+    wave_id: str | None = None
+    cell_id: str | None = None
+    concurrency: int | None = None
+    source: str | None = None
+    requests_reporting: int | None = None
+    requests: int | None = None
+    verify_steps: int | None = None
+    drafts_proposed: int | None = None
+    drafts_accepted: int | None = None
+    completion_tokens: int | None = None
+    tokens_per_step: float | None = None
+    acceptance_rate: float | None = None
+    sglang_accept_length: float | None = None
+
+
+@dataclass(frozen=True)
 class FindingRow:
     """``findings``: one evidence finding of one archive."""
 
@@ -346,6 +402,8 @@ ROW_MODELS: dict[str, TableModel] = {
     "sweep_rounds": TableModel(SweepRoundRow, latency=True),
     "requests": TableModel(RequestRow),
     "comparisons": TableModel(ComparisonRow),
+    "matched_sd": TableModel(MatchedSdRow),
+    "acceptance": TableModel(AcceptanceRow),
     "findings": TableModel(FindingRow, archive=False),
     "records": TableModel(RecordRow, archive=False),
     "closures": TableModel(ClosureRow, archive=False),

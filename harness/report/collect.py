@@ -4,7 +4,8 @@
 selected archive (a missing, changed or extra file, or a manifest that no longer matches its id,
 stops the build with an ``ArchiveError`` naming the archive and what changed), then loads each
 archive's content and the optional inputs: ``memory.parquet`` (GPU memory samples),
-``oracles.json``, ``sweep.json``, ``environment.json``, evidence findings
+``oracles.json``, ``sweep.json``, ``environment.json``, a matched AR/SD run's ``matched.json`` (with its
+``legs.parquet``), ``acceptance.parquet`` (speculative counts per wave), evidence findings
 (``harness.evidence.io.check_archive``, imported lazily) and
 the ``historical`` ledger table (``<workspace>/ledgers/historical/*.parquet``). Absent optional inputs
 are skipped silently. Which archives a resumed run superseded is read from every archive of the
@@ -74,6 +75,7 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
     findings = None
     if findings_fn is not None:
         findings = [finding_dict(f) for f in findings_fn(archive)]
+    matched = _json(archive, "matched.json")
     return ArchiveContent(
         archive_id=archive.archive_id,
         manifest=archive.manifest,
@@ -90,6 +92,9 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
         sweep=_json(archive, "sweep.json"),
         environment=_json(archive, "environment.json"),
         external=_json(archive, "external.json"),
+        matched=matched,
+        matched_legs=_rows(archive.path / "legs.parquet") if matched is not None else None,
+        acceptance=_rows(archive.path / "acceptance.parquet"),
     )
 
 

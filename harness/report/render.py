@@ -34,7 +34,7 @@ from harness.errors import ArchiveError, SpecError
 from harness.report import figures as figs
 from harness.report.snapshot import load_snapshot
 from harness.report.summary import count_noun, describe, slo_text, summary_card, superseded_text
-from harness.report.views import corpus_ranges, historical_table, oracle_when
+from harness.report.views import corpus_ranges, historical_table, oracle_when, speculative_view
 
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
@@ -101,6 +101,11 @@ def fmt_plain(v: Any) -> str:
         return "—"
     f = float(v)
     return str(int(f)) if f.is_integer() and abs(f) < 1e15 else repr(f)
+
+
+def fmt_share(v: Any, digits: int = 1) -> str:
+    """A fraction in [0, 1] as an unsigned percentage (``0.5`` -> ``50.0%``); an em dash when missing."""
+    return f"{float(v) * 100:.{digits}f}%" if _finite(v) else "—"
 
 
 def fmt_bytes(v: Any) -> str:
@@ -263,6 +268,7 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "sweeps": sweeps,
         "memory": memory,
         "imports": list(snapshot.get("imports") or []),
+        "speculative": speculative_view(snapshot),
         "summary": summary_card(snapshot),
         "description": describe(snapshot),
         "historical": list(snapshot.get("historical") or []),
@@ -313,7 +319,8 @@ def make_env(templates_dir: Path) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update({
-        "rate": fmt_rate, "pct": fmt_pct, "plain": fmt_plain, "gib": fmt_bytes, "tex": tex_escape, "md": md_escape,
+        "rate": fmt_rate, "pct": fmt_pct, "share": fmt_share, "plain": fmt_plain, "gib": fmt_bytes, "tex": tex_escape,
+        "md": md_escape,
         "mdcode": md_code, "anchor": anchor, "hnum": _html_num, "mdnum": _md_num, "texnum": _tex_num,
         "oracle_when": oracle_when, "corpus_ranges": corpus_ranges, "slo": slo_text, "count": count_noun,
     })

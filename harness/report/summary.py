@@ -172,10 +172,13 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     # an import not known to be simulated was not measured by dsv4h either (harness.report.snapshot.imports)
     n_ext = sum(1 for e in snapshot.get("imports") or [] if e.get("data_origin") != "simulated")
     historical = list(snapshot.get("historical") or []) if snapshot.get("historical_present") else None
+    spec = snapshot.get("speculative")
+    matched = list(spec.get("matched") or []) if isinstance(spec, Mapping) else []
     what = {
         "archives": len(archives), "formal": len(formal), "screens": len(screens), "sweeps": len(sweeps),
-        "imports": len(snapshot.get("imports") or []),
-        "other": len(archives) - len(formal) - len(screens) - len(sweeps) - len(snapshot.get("imports") or []),
+        "imports": len(snapshot.get("imports") or []), "matched": len(matched),
+        "other": len(archives) - len(formal) - len(screens) - len(sweeps) - len(snapshot.get("imports") or [])
+        - len(matched),
         "simulated": n_sim, "measured": len(archives) - n_sim - n_ext, "external": n_ext,
         "campaigns": _sorted_set([a.get("campaign") for a in archives]),
         "claim_classes": _sorted_set([a.get("claim_class") for a in archives]),
@@ -226,6 +229,9 @@ def describe(snapshot: Mapping[str, Any]) -> list[str]:
     if what["sweeps"]:
         parts.append(_kind_phrase(what["sweeps"], "rate sweep", "rate sweeps",
                                   [e.get("campaign") for e in snapshot.get("sweeps") or []]))
+    if what["matched"]:
+        parts.append(_kind_phrase(what["matched"], "matched AR/SD run", "matched AR/SD runs",
+                                  [e.get("name") for e in (snapshot.get("speculative") or {}).get("matched") or []]))
     if what["imports"]:
         parts.append(count_noun(what["imports"], "imported peer result", "imported peer results")
                      + " (external claims, listed under Imported results)")

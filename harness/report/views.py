@@ -6,7 +6,9 @@
   repeats no paragraph;
 - :func:`oracle_when`: the label of a sentinel check's place in the run (before/after measurement);
 - :func:`corpus_ranges`: a corpus entry's tokenizer and token ranges as display text, saying
-  "not recorded" where an older archive did not record them.
+  "not recorded" where an older archive did not record them;
+- :func:`speculative_view`: the speculative-decoding section (matched AR/SD runs, whose figures are
+  withheld when the entry is not valid, and the acceptance counts of the other archives).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["NOT_RECORDED", "corpus_ranges", "historical_table", "oracle_when"]
+__all__ = ["NOT_RECORDED", "SD_RULE", "corpus_ranges", "historical_table", "oracle_when", "speculative_view"]
 
 NOT_RECORDED = "not recorded"
+SD_RULE = "SD is faster than native AR only if T_SD/T_AR < a"
 
 
 def _keyed(texts: dict[str, str], prefix: str, text: str) -> str:
@@ -115,3 +118,22 @@ def corpus_ranges(entry: Mapping[str, Any]) -> dict[str, str]:
             "declared": _range(entry.get("token_range")) or NOT_RECORDED,
             "input_tokens": _range(entry.get("input_tokens")) or NOT_RECORDED,
             "token_ids": _range(entry.get("token_ids")) or NOT_RECORDED}
+
+
+def speculative_view(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """The speculative section's view (pure): ``matched`` entries (each with ``withheld``: the reason
+    its figures are not shown, or "" for a valid entry), ``acceptance`` entries of archives that are not
+    matched runs (a matched run's counts are in its own row), ``rule`` and ``present`` (anything to show).
+    A snapshot before format 6 has no ``speculative`` key and gives an empty section."""
+    raw = snapshot.get("speculative")
+    spec: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    matched = []
+    for e in spec.get("matched") or []:
+        withheld = ""
+        if e.get("valid") is False:
+            withheld = f"withheld (invalid: {e.get('invalid_reason') or 'not a result'})"
+        matched.append({**e, "withheld": withheld})
+    acceptance = [{**e, "withheld": "withheld (invalid: superseded)" if e.get("valid") is False else ""}
+                  for e in spec.get("acceptance") or []
+                  if e.get("kind") != "matched-sd" and e.get("protocol_class") != "matched-sd"]
+    return {"matched": matched, "acceptance": acceptance, "rule": SD_RULE, "present": bool(matched or acceptance)}

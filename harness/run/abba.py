@@ -40,6 +40,7 @@ from harness.measure.abba import (
     profile_differences,
     summarize,
 )
+from harness.measure.acceptance import acceptance_rows
 from harness.measure.results import run_count_methods, waves_table
 from harness.measure.rows import check_row
 from harness.oracle.model import Oracle
@@ -52,6 +53,7 @@ from harness.run.session import (
     check_governance,
     open_writer,
     run_labels,
+    spec_counters,
     start_memory_sampler,
     write_memory,
 )
@@ -309,6 +311,10 @@ class AbbaRunner:
                     for leg, s in legs.items()]
         if leg_rows:
             writer.write_table("legs.parquet", pa.Table.from_pylist(leg_rows))
+        # a speculative server's counts per measured wave
+        acceptance = acceptance_rows(records, common, spec_counters(writer))
+        if acceptance:
+            writer.write_table("acceptance.parquet", pa.Table.from_pylist(acceptance))
         comp = {
             "screen": self.spec.name, "boundary": result.boundary, "concurrency": wl.concurrency,
             "waves_per_leg": wl.waves_per_leg,

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from harness.aio import new_event_loop
 from harness.errors import DsvError, MeasurementError, SpecError
 from harness.evidence.findings import Finding
@@ -30,6 +32,7 @@ from harness.inputs.spec import CampaignSpec, LoadedSpec, LoadSettings, load_spe
 from harness.load.driver import LoadClient
 from harness.load.workers import auto_workers
 from harness.measure import metrics as m
+from harness.measure.acceptance import acceptance_rows
 from harness.measure.results import CampaignResults, compute_results, results_json, results_tables, run_count_methods
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
@@ -51,6 +54,7 @@ from harness.run.session import (
     check_governance,
     open_writer,
     run_labels,
+    spec_counters,
     start_memory_sampler,
     write_memory,
 )
@@ -431,6 +435,10 @@ def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, 
     extra = {"campaign": spec.name, "claim_class": spec.claim_class, "protocol_class": spec.protocol_class}
     for name, table in results_tables(results, extra).items():
         writer.write_table(f"{name}.parquet", table)
+    # a speculative server's counts per measured wave
+    acceptance = acceptance_rows(records, extra, spec_counters(writer))
+    if acceptance:
+        writer.write_table("acceptance.parquet", pa.Table.from_pylist(acceptance))
     writer.write_json("results.json", results_json(results))
     analysis_plan = st.governance.get("analysis_plan")
     labels = run_labels(spec.labels, [spec.service.backend], st.services)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 if TYPE_CHECKING:
     from harness.inputs.plan import CellPlan, Plan
-    from harness.inputs.spec import AbbaSpec, ServiceProfile
+    from harness.inputs.spec import AbbaSpec, MatchedSdSpec, ServiceProfile
     from harness.load.live import LiveTally
     from harness.records import RequestRecord
     from harness.run.sweep import SweepPlan
@@ -148,6 +148,27 @@ class AbbaWave:
 
 
 @dataclass(frozen=True)
+class MatchedStart:
+    """A matched AR/SD run starts, with the declared profile differences."""
+
+    kind: ClassVar[str] = "matched-start"
+    spec: MatchedSdSpec
+    declared: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MatchedLegWave:
+    """A measured wave of matched leg ``leg`` ended: its resident rate (tok/s) and, for a speculative
+    leg whose server reported counts, its tokens per verify step (NaN otherwise)."""
+
+    kind: ClassVar[str] = "matched-wave"
+    leg: str
+    wave: int
+    resident: float
+    tokens_per_step: float
+
+
+@dataclass(frozen=True)
 class LegWaveLive:
     """A running ABBA wave's provisional tally (about 4 Hz)."""
 
@@ -206,8 +227,8 @@ class QuickProgress:
 
 
 Event = (PlanReady | ServiceStarting | ServiceReady | ServiceStopped | CellStart | CellSkipped | WaveLive
-         | WarmupDone | WaveDone | RoundDone | AbbaStart | AbbaWave | LegWaveLive | SweepPlanReady
-         | SweepRoundStart | SweepRoundDone | QuickStart | QuickProgress)
+         | WarmupDone | WaveDone | RoundDone | AbbaStart | AbbaWave | MatchedStart | MatchedLegWave | LegWaveLive
+         | SweepPlanReady | SweepRoundStart | SweepRoundDone | QuickStart | QuickProgress)
 
 
 class Reporter(Protocol):

@@ -12,6 +12,7 @@ kind           protocol class  runner                result tables              
 formal-matrix  formal          run.campaign          waves, rounds, cells                formal
 abba           abba-screen     run.abba              waves, legs, comparison             screens
 rate-sweep     rate-sweep      run.sweep             cells, rounds                       sweeps
+matched-sd     matched-sd      run.matched           waves, legs, matched, acceptance    speculative
 quick-bench    quick-bench     (dsv4h bench)         (quick.json only)                   archives
 external       external        (dsv4h import)        external                            imports
 =============  ==============  ====================  ==================================  ==========
@@ -29,7 +30,8 @@ from harness.inputs.spec import LoadedSpec
 from harness.run.abba import run_abba
 from harness.run.campaign import run_matrix
 from harness.run.events import Reporter
-from harness.run.partial import Recover, recover_abba, recover_matrix, recover_quick
+from harness.run.matched import run_matched
+from harness.run.partial import Recover, recover_abba, recover_matched, recover_matrix, recover_quick
 from harness.run.skeleton import Finished
 from harness.run.sweep import recover_sweep, run_sweep_loaded
 from harness.store.archive import ArchiveWriter
@@ -68,12 +70,18 @@ def _abba(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunO
     return run_abba(loaded, workspace, reporter=reporter)
 
 
+def _matched(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    check_options(loaded, options)
+    return run_matched(loaded, workspace, reporter=reporter)
+
+
 def _sweep(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
     check_options(loaded, options)
     return run_sweep_loaded(loaded, workspace, reporter=reporter)
 
 
 _NO_OPTIONS = {"abba": "drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
+               "matched-sd": "drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
                "rate-sweep": "drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'"}
 
 
@@ -103,6 +111,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "dsv4h campaign run"),
     Kind("abba", "abba-screen", _abba, ("waves", "legs", "comparison"), recover_abba, "screens", "dsv4h abba"),
     Kind("rate-sweep", "rate-sweep", _sweep, ("cells", "rounds"), recover_sweep, "sweeps", "dsv4h sweep run"),
+    Kind("matched-sd", "matched-sd", _matched, ("waves", "legs", "matched", "acceptance"), recover_matched,
+         "speculative", "dsv4h campaign run"),
     Kind("quick-bench", "quick-bench", None, (), recover_quick, "archives", "dsv4h bench"),
     Kind("external", "external", None, ("external",), _no_recovery("external"), "imports", "dsv4h import"),
 )}

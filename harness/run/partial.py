@@ -5,8 +5,8 @@ A kind's recovery function (:data:`Recover`, registered in :mod:`harness.run.kin
 without a manifest into an archive of status ``partial`` labelled ``recovered``, under the kind's own
 kind and protocol class: a formal matrix gets its results computed from the streamed records (each
 round's status from ``events.jsonl``; a round that never reported an end is ``incomplete``); an
-ABBA screen keeps its records without a verdict; a quick screen stays ``quick-bench``; a rate sweep
-is recovered by :func:`harness.run.sweep.recover_sweep`.
+ABBA screen and a matched AR/SD run keep their records without a verdict; a quick screen stays
+``quick-bench``; a rate sweep is recovered by :func:`harness.run.sweep.recover_sweep`.
 """
 
 from __future__ import annotations
@@ -118,6 +118,11 @@ def recover_abba(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -
     return _records_only(workspace, writer, spec, "abba")
 
 
+def recover_matched(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
+    """A matched AR/SD run: its records, no verdict (kind and protocol class matched-sd)."""
+    return _records_only(workspace, writer, spec, "matched-sd")
+
+
 def recover_quick(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
     """A quick screen (``dsv4h bench``): stays protocol class quick-bench."""
     d = writer.dir
@@ -133,11 +138,13 @@ def _records_only(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any], 
     d = writer.dir
     start = run_start(read_events(d))
     services = list(read_json_or(d, "service.json", {}).get("services", []))
-    if kind == "abba":
-        profiles = [spec.get("control") or {}, spec.get("candidate") or {}]
+    if kind in ("abba", "matched-sd"):
+        roles = ("control", "candidate") if kind == "abba" else ("ar", "sd")
+        profiles = [spec.get(roles[0]) or {}, spec.get(roles[1]) or {}]
         backends = sorted({str(p.get("backend", "sim")) for p in profiles})
         service_name = " vs ".join(str(p.get("name", "?")) for p in profiles)
-        claim = str((spec.get("workload") or {}).get("claim_class", "native-ar"))
+        claim = (str((spec.get("workload") or {}).get("claim_class", "native-ar")) if kind == "abba"
+                 else str(spec.get("sd_claim", "speculative-full-target")))
     else:
         svc = spec.get("service") or {}
         backends, service_name = [str(svc.get("backend", "sim"))], str(svc.get("name", "service"))

@@ -17,6 +17,7 @@ run), and stopping a server is a critical section (a second Ctrl-C cannot cut it
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -25,7 +26,7 @@ from typing import Any
 
 from harness.errors import DsvError
 from harness.governance.io import analysis_plan_status, check_direction
-from harness.inputs.spec import AbbaSpec, CampaignSpec, ClaimClass, ServiceProfile, SweepSpec
+from harness.inputs.spec import ClaimClass, KindSpec, ServiceProfile
 from harness.interrupts import critical
 from harness.measure import metrics as m
 from harness.oracle.model import Oracle
@@ -41,7 +42,7 @@ from harness.service.origin import SIM_LABEL, run_is_simulated
 from harness.store.archive import ArchiveWriter, claim_resume
 
 
-def check_governance(spec: CampaignSpec | AbbaSpec | SweepSpec, workspace: Path, source: str,
+def check_governance(spec: KindSpec, workspace: Path, source: str,
                      analysis_plan: Path | None = None) -> dict[str, Any]:
     """Refuse a run that tests a closed direction without new evidence (before any service starts);
     returns what is recorded in the archive's ``governance.json`` (direction check, and the
@@ -56,7 +57,7 @@ def check_governance(spec: CampaignSpec | AbbaSpec | SweepSpec, workspace: Path,
     return out
 
 
-def open_writer(workspace: Path, token: str, *, spec: CampaignSpec | AbbaSpec | SweepSpec, spec_bytes: bytes | None,
+def open_writer(workspace: Path, token: str, *, spec: KindSpec, spec_bytes: bytes | None,
                 corpora: Mapping[str, Any], governance: Mapping[str, Any],
                 extra_files: Mapping[str, Any] = {}, resumed_from: str | None = None
                 ) -> tuple[ArchiveWriter, dict[str, Any]]:
@@ -117,15 +118,17 @@ class ServiceSession:
         """(Re)write ``service.json`` with every service so far."""
         self.writer.write_json("service.json", {"services": self.services} | self._extra())
 
-    def start(self, profile: ServiceProfile, label: str, meta: Mapping[str, Any], **report: Any) -> RunningService:
-        """Launch (or attach), verify identity (a mismatch stops what was started and raises), record
-        it with ``meta`` (e.g. start index, first leg), run the sentinels before measurement."""
+    def start(self, profile: ServiceProfile, label: str, meta: Mapping[str, Any], *,
+              claim_class: ClaimClass | None = None, **report: Any) -> RunningService:
+        """Launch (or attach), verify identity under ``claim_class`` (default: the session's; a
+        mismatch stops what was started and raises), record it with ``meta`` (e.g. start index, first
+        leg), run the sentinels before measurement."""
         self.report(ServiceStarting(profile, leg=report.get("leg")))
         svc = start_service(profile, self.workspace, label=label)
         self._running[id(svc)] = svc
         self.witness = MetricsWitness()
         try:
-            verify_identity(svc, self.claim_class)
+            verify_identity(svc, claim_class or self.claim_class)
         except BaseException:
             self._running.pop(id(svc), None)
             with critical():
@@ -215,8 +218,26 @@ class ServiceSession:
         if not self.witness.available and not samples:
             return
         win = m.resident_window(recs)
+        counters = self.witness.take_counters()
         self.writer.append_jsonl("server_metrics.jsonl", witness_summary(
-            wave_id, concurrency, win.start_ns, win.end_ns, samples) | {"phase": recs[0].phase if recs else ""})
+            wave_id, concurrency, win.start_ns, win.end_ns, samples, counters)
+            | {"phase": recs[0].phase if recs else ""})
+
+
+def spec_counters(writer: ArchiveWriter) -> dict[str, Mapping[str, Any]]:
+    """Per wave id, vLLM's speculative counters read before and after the wave (the ``spec_counters``
+    that :meth:`ServiceSession.record_witness` stored in ``server_metrics.jsonl``); a line that does
+    not parse is skipped (the file is the run's own)."""
+    path = writer.dir / "server_metrics.jsonl"
+    out: dict[str, Mapping[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("spec_counters"), dict):
+            out[str(row.get("wave_id"))] = row["spec_counters"]
+    return out
 
 
 def _rate_edges(recs: Sequence[RequestRecord]) -> list[int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -20,7 +20,7 @@ from harness.ids import RequestIdentity, fresh_salt, request_id
 from harness.inputs.corpus import Case
 from harness.inputs.spec.base import CacheDefeat
 from harness.load.driver import LiveSink, LoadClient, WaveRequest, run_wave
-from harness.load.prom import parse_gauges
+from harness.load.prom import counter_delta, parse_gauges, parse_spec_counters
 from harness.records import RequestRecord
 from harness.run.selfcheck import WaveSelfCheck
 from harness.service.manager import RunningService, http_post
@@ -136,24 +136,66 @@ async def _send_wave(svc: RunningService, client: LoadClient, spec: WaveSpec, ca
                      on_live: LiveSink | None = None) -> list[RequestRecord]:
     if witness is None or not witness.available:
         return await watched(svc, run_wave(client, build_requests(spec, cases, texts), on_live))
+    witness.counters = None  # a wave without readings never shows an earlier wave's
+    before = await witness.read_counters(svc.url)  # answered before the wave's first send
     stop = asyncio.Event()
     sampler = asyncio.ensure_future(witness.sample(svc.url, stop))
     try:
-        return await watched(svc, run_wave(client, build_requests(spec, cases, texts), on_live))
+        recs = await watched(svc, run_wave(client, build_requests(spec, cases, texts), on_live))
     finally:
         stop.set()
         await sampler
+    if before is not None:  # sent after the wave's last request ended
+        witness.note_counters(before, await witness.read_counters(svc.url))
+    return recs
+
+
+CounterReading = tuple[int, int, dict[str, float]]
+"""(sent ns, answered ns, counters): one ``/metrics`` reading of vLLM's speculative counters
+(``harness.load.prom.parse_spec_counters``), taken between the two client monotonic times."""
 
 
 class MetricsWitness:
     """Samples ``/metrics`` (running and queued requests) every ``interval_s`` during waves, on its
     own connection so it never competes with the wave's connection pool. Disables itself for the
-    service when the server exports no metrics."""
+    service when the server exports no metrics.
+
+    Around each wave it also reads vLLM's speculative-decoding counters once before the first request
+    is sent and once after the last one ended, so their difference covers the whole wave, not only
+    its resident window (``take_counters``). The difference counts every request the server served
+    meanwhile (the harness sends no other) and assumes the server has counted a step by the time it
+    answers a ``/metrics`` request sent after the step's tokens arrived (vLLM 0.32's
+    ``AsyncLLM.output_handler`` records a step's stats, speculative ones included, right after
+    queueing its outputs, in the event loop that also answers ``/metrics``)."""
 
     def __init__(self, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
         self.available = True
         self.samples: list[tuple[int, int, float | None, float | None]] = []
+        self.counters: tuple[CounterReading, CounterReading | None] | None = None
+
+    async def read_counters(self, url: str) -> CounterReading | None:
+        """One reading of the speculative counters; None when the server exports none (no
+        speculative decoding, or not vLLM) or did not answer with exposition text in 2 s."""
+        t = time.perf_counter_ns()
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2.0)) as session, \
+                    session.get(url + "/metrics") as resp:
+                if resp.status != 200:
+                    return None
+                values = parse_spec_counters(await resp.text())
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        return (t, time.perf_counter_ns(), values) if values else None
+
+    def note_counters(self, before: CounterReading, after: CounterReading | None) -> None:
+        """Keep one wave's readings (``after`` None: the second reading failed) for ``take_counters``."""
+        self.counters = (before, after)
+
+    def take_counters(self) -> dict[str, object] | None:
+        """The last wave's counter readings and their delta (``counters_summary``), then forget them."""
+        got, self.counters = self.counters, None
+        return counters_summary(*got) if got is not None else None
 
     async def sample(self, url: str, stop: asyncio.Event) -> None:
         """Poll until ``stop`` is set; samples are (sent ns, answered ns, running, queued): the server
@@ -184,14 +226,28 @@ class MetricsWitness:
         return out
 
 
+def counters_summary(before: CounterReading, after: CounterReading | None) -> dict[str, object]:
+    """One wave's speculative-counter readings as stored (pure): both readings with their client
+    times and ``delta`` (``harness.load.prom.counter_delta``: after - before for each counter read
+    both times; None when the second reading failed or a counter went down)."""
+    return {"before_sent_ns": before[0], "before_answered_ns": before[1], "before": dict(before[2]),
+            "after_sent_ns": after[0] if after else None, "after_answered_ns": after[1] if after else None,
+            "after": dict(after[2]) if after else None,
+            "delta": counter_delta(before[2], after[2]) if after else None}
+
+
 def witness_summary(wave_id: str, concurrency: int, start_ns: int, end_ns: int,
-                    samples: Sequence[tuple[int, int, float | None, float | None]]) -> dict[str, object]:
+                    samples: Sequence[tuple[int, int, float | None, float | None]],
+                    spec_counters: Mapping[str, object] | None = None) -> dict[str, object]:
     """What the server reported while a wave's resident window was open (pure): how many samples
     were taken wholly inside it (request sent after the window opened, answer received before it
-    closed) and the fewest running requests among them (C means all were resident)."""
+    closed) and the fewest running requests among them (C means all were resident). With
+    ``spec_counters`` (``MetricsWitness.take_counters``: whole-wave readings, not only the window's)
+    they are stored under ``spec_counters``."""
     inside = [s for s in samples if start_ns <= s[0] and s[1] <= end_ns and s[2] is not None]
     running = [float(s[2]) for s in inside if s[2] is not None]
     return {"wave_id": wave_id, "concurrency": concurrency, "window_start_ns": start_ns, "window_end_ns": end_ns,
             "samples": [list(s) for s in samples], "samples_in_window": len(inside),
             "running_min_in_window": min(running) if running else None,
-            "running_max_in_window": max(running) if running else None}
+            "running_max_in_window": max(running) if running else None} \
+        | ({"spec_counters": dict(spec_counters)} if spec_counters is not None else {})

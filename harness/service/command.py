@@ -38,10 +38,12 @@ prefill admits 16 at a time. The profile model has no field for it yet, so profi
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from harness.errors import ServiceError, SpecError
 from harness.inputs.spec import ServiceProfile
@@ -68,6 +70,22 @@ class LaunchCommand:
     nnodes: int = 1
 
 
+def checked_speculative(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A service profile's ``sim.speculative`` block validated as the simulator will read it
+    (``harness.sim.speculation.SpeculativeSpec``); ``SpecError`` naming the field otherwise."""
+    from pydantic import ValidationError
+
+    from harness.sim.speculation import SpeculativeSpec
+
+    try:
+        return SpeculativeSpec.model_validate(dict(block)).model_dump(mode="json")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise SpecError(f"sim.speculative{'.' + where if where else ''}: {first.get('msg')}",
+                        hint="see the 'Speculative decoding' section of docs/simulator.md") from None
+
+
 def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = None) -> LaunchCommand:
     """``dsv4h sim serve`` for ``backend: sim`` (port 0 = let the OS choose; the URL is printed). With
     ``sim.processes > 1`` the profile must have one decode step at every batch (else ``SpecError``)."""
@@ -80,6 +98,8 @@ def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = Non
     ]
     if s.profile_file is not None:
         argv += ["--profile-file", s.profile_file]
+    if s.speculative is not None:
+        argv += ["--speculative", json.dumps(checked_speculative(s.speculative), sort_keys=True)]
     if s.die_after_requests is not None:
         argv += ["--die-after-requests", str(s.die_after_requests)]
     if s.fault is not None:

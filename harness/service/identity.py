@@ -3,7 +3,8 @@
 The fingerprint hashes what a service *is* — the server's own configuration, the engine patch
 series state, the backend witnesses' selections and the launch argv/env — and drops what differs
 between two starts of the same thing (ports, hosts, PIDs, paths of logs and witness files, times).
-Two ledger rows with different ``identity_hash`` come from differently configured services.
+Two ledger rows with different ``identity_hash`` come from differently configured services. The
+served speculative configuration (``harness.service.speculative_identity``) is part of it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.hashing import sha256_json
+from harness.service.speculative_identity import served_speculation
 
 _VOLATILE_INFO = {"port", "host", "_source", "internal_states", "dist_init_addr", "nccl_port", "random_seed",
                   "file_storage_path", "log_dir", "metrics_port", "url"}
@@ -42,7 +44,7 @@ def service_fingerprint(service: Mapping[str, Any]) -> dict[str, Any]:
     models = info.get("models") if isinstance(info.get("models"), dict) else None
     witnesses = [_strip(w, _VOLATILE_WITNESS) for w in service.get("witnesses") or []]
     patches = service.get("patches") or None
-    return {
+    out: dict[str, Any] = {
         "backend": service.get("backend"),
         "server_info": _strip(info, _VOLATILE_INFO) if models is None else {"models": models},
         "patches": patches,
@@ -50,6 +52,11 @@ def service_fingerprint(service: Mapping[str, Any]) -> dict[str, Any]:
         "argv": _argv_without_port(service.get("command")),
         "env_diff": service.get("env_diff") or {},
     }
+    # only when speculating: native services keep the fingerprints (and hashes) recorded before it existed
+    spec = served_speculation(info, service.get("command"))
+    if spec is not None:
+        out["speculation"] = {k: v for k, v in spec.items() if k != "source"}
+    return out
 
 
 def identity_hash(services: Sequence[Mapping[str, Any]]) -> str:

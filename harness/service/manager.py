@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from harness.service.command import (
 from harness.service.ownership import service_gpus
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
 from harness.service.registry import forget, note_url, record_launch
+from harness.service.speculative_identity import claim_conflicts, served_speculation
 from harness.service.witness import compare_witnesses, read_witnesses
 
 _URL_RE = re.compile(r"(http://[0-9.]+:\d+)")
@@ -115,6 +117,7 @@ class RunningService:
             "witness_dir": str(self.witness_dir) if self.witness_dir else None,
             "witnesses": self.witnesses,
             "patches": self.patches,
+            "speculation": served_speculation(self.server_info, self.command.argv if self.command else None),
         }
 
     def stop(self) -> None:
@@ -339,17 +342,20 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
 _IDENTITY_KEYS = ("model_path", "tp_size", "ep_size", "dp_size")
 
 
-def check_identity(profile: ServiceProfile, server_info: dict[str, Any], claim: ClaimClass) -> list[str]:
+def check_identity(profile: ServiceProfile, server_info: dict[str, Any], claim: ClaimClass,
+                   launch: Sequence[str] | None = None) -> list[str]:
     """Differences between what the profile asked for and what the server reports (pure).
 
-    Checks the model path and parallelism the profile names, every ``expect`` key, and that no
-    speculative algorithm runs under a ``native-ar`` claim. Returns human-readable differences.
+    Checks the model path and parallelism the profile names, every ``expect`` key, and the claim
+    class against the served speculative configuration (``served_speculation`` of the server's
+    report, or of the ``launch`` argv where the server reports nothing about speculation: vLLM).
+    Returns human-readable differences.
     """
-    diffs: list[str] = []
+    diffs = claim_conflicts(claim, served_speculation(server_info, launch))
     if not server_info:
         return diffs
     if server_info.get("_source") == "/v1/models":
-        return _check_openai_models(profile, server_info)
+        return diffs + _check_openai_models(profile, server_info)
     wanted: dict[str, Any] = {k: getattr(profile, k) for k in _IDENTITY_KEYS if getattr(profile, k) is not None}
     wanted.update(profile.expect)
     for key, value in wanted.items():
@@ -357,9 +363,6 @@ def check_identity(profile: ServiceProfile, server_info: dict[str, Any], claim: 
             diffs.append(f"{key}: profile wants {value!r}, server does not report it")
         elif server_info[key] != value:
             diffs.append(f"{key}: profile wants {value!r}, server reports {server_info[key]!r}")
-    spec_alg = server_info.get("speculative_algorithm")
-    if claim == "native-ar" and spec_alg not in (None, "", "null", "NONE", "none"):
-        diffs.append(f"speculative_algorithm: a native-ar claim needs none, server reports {spec_alg!r}")
     return diffs
 
 
@@ -415,9 +418,9 @@ def patch_state(profile: ServiceProfile) -> dict[str, Any] | None:
 
 
 def verify_identity(svc: RunningService, claim: ClaimClass) -> None:
-    """Raise IdentityMismatch naming every differing key (server configuration, backend witnesses,
-    patch series state)."""
-    diffs = check_identity(svc.profile, svc.server_info, claim)
+    """Raise IdentityMismatch naming every differing key (server configuration, the claim class against
+    the served speculative configuration, backend witnesses, patch series state)."""
+    diffs = check_identity(svc.profile, svc.server_info, claim, svc.command.argv if svc.command else None)
     if svc.witness_dir is not None:
         diffs += [f"witness: {d}" for d in compare_witnesses(svc.witnesses, svc.profile)]
     if svc.patches is not None and svc.patches.get("status") != "applied":
@@ -425,7 +428,8 @@ def verify_identity(svc: RunningService, claim: ClaimClass) -> None:
                      f"engine tree, not applied (run 'dsv4h patches apply --target ...')")
     if diffs:
         raise IdentityMismatch(
-            f"service '{svc.profile.name}' at {svc.url} is not what the profile asked for:\n  "
+            f"service '{svc.profile.name}' at {svc.url} is not what the profile and the {claim} claim ask for:\n  "
             + "\n  ".join(diffs),
-            hint="fix the profile (or its 'expect' keys) or the launch flags; logged flags prove nothing",
+            hint="fix the profile (or its 'expect' keys), the launch flags or the spec's claim_class; logged flags "
+                 "prove nothing",
         )

@@ -1,4 +1,10 @@
-"""Introspection payloads (pure): ``/server_info``, ``/v1/models`` and Prometheus ``/metrics``."""
+"""Introspection payloads (pure): ``/server_info``, ``/v1/models`` and Prometheus ``/metrics``.
+
+A speculative profile adds SGLang's ``speculative_*`` server arguments (EAGLE with topk 1 as SGLang
+reports it: ``speculative_num_steps`` = k, ``speculative_num_draft_tokens`` = k + 1), the lifetime
+``avg_spec_accept_length`` in ``internal_states[0]`` (where SGLang 0.5.23 puts it:
+``scheduler_components/internal_state.py``) and vLLM's ``vllm:spec_decode_*`` counters on ``/metrics``.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +36,25 @@ def internal_state(sched: Scheduler, generate_requests: int) -> dict[str, Any]:
         "sim_wake_lateness_max_s": st.wake_lateness_max_s,
         "sim_emit_lateness_max_s": st.emit_lateness_max_s,
         "sim_wake_lateness_mean_s": st.wake_lateness_sum_s / forwards if forwards else 0.0,
-    }
+        "sim_decode_model_s_total": st.decode_model_s_total,
+    } | _spec_state(sched)
+
+
+def _spec_state(sched: Scheduler) -> dict[str, Any]:
+    totals = sched.stats.spec
+    if totals is None or totals.avg_accept_length is None:
+        return {}
+    return {"avg_spec_accept_length": totals.avg_accept_length, "sim_spec_verify_steps": totals.steps,
+            "sim_spec_accepted_drafts": totals.accepted, "sim_spec_proposed_drafts": totals.proposed}
+
+
+def _spec_args(options: SimOptions) -> dict[str, Any]:
+    spec = options.resolved_profile.speculative
+    if spec is None:
+        return {"speculative_algorithm": None}
+    return {"speculative_algorithm": spec.algorithm, "speculative_draft_model_path": spec.draft_model,
+            "speculative_num_steps": spec.draft_tokens, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": spec.draft_tokens + 1}
 
 
 def server_info(options: SimOptions, sched: Scheduler, generate_requests: int, port: int) -> dict[str, Any]:
@@ -45,7 +69,7 @@ def server_info(options: SimOptions, sched: Scheduler, generate_requests: int, p
         "tp_size": p.tp_size,
         "dp_size": p.dp_size,
         "ep_size": p.ep_size,
-        "speculative_algorithm": None,
+        **_spec_args(options),
         "chunked_prefill_size": p.chunk_budget,
         "max_running_requests": p.max_running,
         "max_prefill_tokens": p.chunk_budget,
@@ -65,7 +89,7 @@ def server_info(options: SimOptions, sched: Scheduler, generate_requests: int, p
         "version": SIM_VERSION,
         "dsv4h_simulator": {
             "profile": p.name,
-            "parameters": p.model_dump(mode="json"),
+            "parameters": p.model_dump(mode="json", exclude={"speculative"} if p.speculative is None else None),
             "time_scale": options.time_scale,
             "step_factor": options.step_factor,
             "stream_mode": options.stream_mode,
@@ -127,4 +151,30 @@ def metrics_text(options: SimOptions, sched: Scheduler, totals: Mapping[str, flo
             f"# TYPE sglang:{name} {kind}",
             f'sglang:{name}{{model_name="{label}"}} {float(values[name])}',
         ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _spec_metric_lines(sched, label)) + "\n"
+
+
+_SPEC_COUNTERS = (
+    ("num_drafts", "Number of spec decoding drafts.", "steps"),
+    ("num_draft_tokens", "Number of draft tokens.", "proposed"),
+    ("num_accepted_tokens", "Number of accepted tokens.", "accepted"),
+)
+
+
+def _spec_metric_lines(sched: Scheduler, label: str) -> list[str]:
+    """vLLM 0.32.0's speculative counters (``vllm/v1/spec_decode/metrics.py``), this process's lifetime
+    counts, labelled as vLLM labels them (``model_name``, ``engine``; ``position`` per draft slot)."""
+    totals = sched.stats.spec
+    if totals is None:
+        return []
+    labels = f'engine="0",model_name="{label}"'
+    lines: list[str] = []
+    for name, help_text, attr in _SPEC_COUNTERS:
+        lines += [f"# HELP vllm:spec_decode_{name}_total {help_text}",
+                  f"# TYPE vllm:spec_decode_{name}_total counter",
+                  f"vllm:spec_decode_{name}_total{{{labels}}} {float(getattr(totals, attr))}"]
+    lines += ["# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.",
+              "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter"]
+    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {float(n)}'
+              for i, n in enumerate(totals.per_pos)]
+    return lines

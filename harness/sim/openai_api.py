@@ -10,6 +10,10 @@ a client can be exercised against a known answer:
   when ``include_usage`` is asked;
 - ``final-only``: ``continuous_usage_stats`` is ignored (many servers);
 - ``none``: no usage at all, text deltas only (``transformers serve``).
+
+A speculative profile with ``vllm_per_request`` ``summary`` or ``detailed`` adds vLLM 0.32.0's
+``metrics.speculative_decoding`` to the final usage chunk (only that one, as vLLM does: see
+``vllm/entrypoints/openai/completion/serving.py`` of 0.32.0, the ``include_usage`` branch).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Literal
 from harness.sim.profiles import SimProfile
 from harness.sim.protocol import BadRequest, GenerateParams
 from harness.sim.scheduler import Chunk
+from harness.sim.speculation import vllm_request_metrics
 from harness.sim.tokens import VOCAB_SIZE, decode_tokens, encode_text
 
 OpenAIUsage = Literal["honor", "final-only", "none"]
@@ -86,8 +91,10 @@ class OpenAIEncoder:
     """Turns scheduler chunks of one request into OpenAI chunk JSON (no SSE framing)."""
 
     def __init__(self, kind: Literal["completions", "chat"], params: OpenAIParams, usage_mode: OpenAIUsage,
-                 rid: str, prompt_tokens: int) -> None:
+                 rid: str, prompt_tokens: int, spec_metrics: str = "none") -> None:
+        """``spec_metrics``: vLLM's ``--per-request-spec-decode-metrics`` (``none|summary|detailed``)."""
         self.kind = kind
+        self.spec_metrics = spec_metrics
         self.params = params
         self.usage_mode = usage_mode
         self.rid = rid
@@ -127,5 +134,8 @@ class OpenAIEncoder:
         payloads = [json.dumps(out, separators=_SEP).encode()]
         if finish is not None and self.usage_mode != "none" and self.params.include_usage:
             tail = self._envelope([]) | {"usage": self._usage(cached_tokens)}
+            if chunk.spec is not None and self.spec_metrics != "none":
+                tail["metrics"] = {"speculative_decoding": vllm_request_metrics(
+                    chunk.spec, detailed=self.spec_metrics == "detailed")}
             payloads.append(json.dumps(tail, separators=_SEP).encode())
         return payloads

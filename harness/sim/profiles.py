@@ -17,14 +17,16 @@ from pydantic import Field, model_validator
 from harness.errors import SpecError
 from harness.formats import Strict, parse_model, read_yaml
 from harness.sim.batching import decode_step_s, plan_prefill_forward, prefill_forward_s
+from harness.sim.speculation import SpeculativeSpec
 
 MAX_RUNNING = 65536
 """Largest ``max_running`` a profile may declare (the scale profile uses 4096)."""
 
 
 class SimProfile(Strict):
-    """One analytic server model.  Durations in seconds, rates in tokens per second."""
-
+    """One analytic server model.  Durations in seconds, rates in tokens per second.  ``speculative``
+    (``harness.sim.speculation.SpeculativeSpec``) makes every decode step a verify step; absent, the
+    server decodes natively (one token per request per step)."""
 
     name: str
     description: str = ""
@@ -53,6 +55,7 @@ class SimProfile(Strict):
     max_total_num_tokens: int = Field(default=1_048_576, ge=1)
     context_length: int = Field(default=1_048_576, ge=2)
     mem_fraction_static: float = 0.96
+    speculative: SpeculativeSpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> SimProfile:
@@ -98,6 +101,9 @@ PAPER_PREFILL = {1: 7035.83, 2: 9176.62, 4: 10278.75, 8: 10362.67, 16: 10413.87,
 PROFILE_DIR = Path(__file__).with_name("profile_files")
 """Where the built-in profiles live, one YAML file each (``<name>.yaml``)."""
 
+SPECULATIVE_PROFILE_DIR = PROFILE_DIR / "speculative"
+"""Example speculative profiles (``speculative:`` block), loaded by path (``--profile-file``)."""
+
 
 def load_profile_file(path: Path) -> SimProfile:
     """Read and validate a simulator profile YAML file; problems raise ``SpecError`` naming the file
@@ -132,8 +138,13 @@ def profile_for(name: str, profile_file: str | Path | None = None) -> SimProfile
 def analytic_decode_rate(
     profile: SimProfile, batch: int, step_factor: float = 1.0, *, time_scale: float = 1.0
 ) -> float:
-    """Resident decode rate (tok/s) the server emits with ``batch`` running requests."""
-    return batch / decode_step_s(profile, batch, step_factor=step_factor, time_scale=time_scale)
+    """Resident decode rate (tok/s) the server emits with ``batch`` running requests; for a speculative
+    profile its expected value, ``batch x E[a] / (verify_cost x step(batch))``."""
+    step = decode_step_s(profile, batch, step_factor=step_factor, time_scale=time_scale)
+    spec = profile.speculative
+    if spec is not None:
+        return batch * spec.expected_tokens_per_step / (spec.verify_cost * step)
+    return batch / step
 
 
 def analytic_prefill_rate(

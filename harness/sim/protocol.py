@@ -3,8 +3,10 @@
 Streaming modes: ``cumulative`` (``output_ids`` and ``text`` cumulative, current SGLang), ``delta``
 (both are deltas, like ``--incremental-streaming-output``) and ``skip-tokenizer-init`` (no ``text``
 key, cumulative ``output_ids``; text prompts are refused).  Counts in ``meta_info`` are always
-cumulative.  ``sim_emit_ns`` is ``time.perf_counter_ns()`` taken as the event is encoded, right
-before it is written.
+cumulative.  A speculative profile's final event also carries SGLang's speculative fields
+(``harness.sim.speculation.sglang_meta``), as SGLang sends them only on the last one.
+``sim_emit_ns`` is ``time.perf_counter_ns()`` taken as the event is encoded, right before it is
+written.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from harness.sim.faults import parse_fault
 from harness.sim.profiles import SimProfile
 from harness.sim.scheduler import Chunk
+from harness.sim.speculation import sglang_meta
 from harness.sim.tokens import VOCAB_SIZE, decode_tokens, encode_text
 
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -147,10 +150,13 @@ def error_event(message: str) -> bytes:
 
 
 class EventEncoder:
-    """Turns scheduler chunks of one request into event JSON (no SSE framing), in one streaming mode."""
+    """Turns scheduler chunks of one request into event JSON (no SSE framing), in one streaming mode.
+    ``spec_fields`` (``new`` | ``old``, speculative profiles only) names the final event's speculative
+    fields."""
 
-    def __init__(self, rid: str, mode: str, prompt_tokens: int) -> None:
+    def __init__(self, rid: str, mode: str, prompt_tokens: int, spec_fields: str | None = None) -> None:
         self.rid = rid
+        self.spec_fields = spec_fields
         self.mode = mode
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = 0
@@ -198,6 +204,8 @@ class EventEncoder:
         }
         if e2e_latency is not None:
             meta["e2e_latency"] = e2e_latency
+        if chunk.spec is not None and self.spec_fields is not None and chunk.finish is not None:
+            meta.update(sglang_meta(chunk.spec, self.completion_tokens, self.spec_fields))
         text_part = "" if self.mode == "skip-tokenizer-init" else f'"text":{json.dumps(text)},'
         meta["sim_emit_ns"] = time.perf_counter_ns()
         return f'{{{text_part}"output_ids":[{ids_json}],"meta_info":{json.dumps(meta, separators=_SEP)}}}'.encode()

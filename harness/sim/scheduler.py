@@ -4,7 +4,9 @@ Model (docs/simulator.md#scheduler-model): requests wait in arrival order; a pre
 ``prefill_admission`` requests and ``chunk_budget`` uncached prompt tokens (a long prompt is chunked
 over several forwards) while at most ``max_running`` requests are resident; prefill has priority over
 decode whenever a waiting request can be admitted.  The forward that finishes a prompt produces its
-first output token; each decode step gives every running request one token.  Durations come from
+first output token; each decode step gives every running request one token (with a profile's
+``speculative:`` block each decode step is a verify step lasting ``verify_cost`` x the native step and
+emitting 1 + accepted drafts per request in one chunk: ``harness.sim.speculation``).  Durations come from
 ``harness.sim.batching``.  An idle scheduler waits ``gather_s`` (wall time) after the first arrival
 before forming its first batch, so requests sent together are batched together.  Within one forward,
 final chunks are delivered after all other chunks, so a request's last event never precedes tokens
@@ -36,6 +38,7 @@ import numpy.typing as npt
 from harness.sim.batching import decode_step_s, next_grid_instant, plan_prefill_forward, prefill_forward_s
 from harness.sim.profiles import SimProfile
 from harness.sim.radix import RadixCache, SaltKey
+from harness.sim.speculation import SpecTally, SpecTotals, accepted_drafts, request_key
 from harness.sim.tokens import EOS_ID, OutputPlan
 
 JITTER_TOLERANCE_S = 0.002
@@ -51,10 +54,12 @@ class DuplicateRid(Exception):
 
 @dataclass(frozen=True)
 class Chunk:
-    """What one streamed event carries: new token IDs and, on the last one, the finish reason."""
+    """What one streamed event carries: new token IDs and, on the last one, the finish reason and
+    (speculative profiles) the request's speculative counts."""
 
     token_ids: list[int]
     finish: FinishReason | None
+    spec: SpecTally | None = None
 
 
 @dataclass(eq=False)
@@ -80,6 +85,7 @@ class SimRequest:
     retract_steps: int = 0  # fault ``retract``: leave the running batch for this many decode steps
     held_left: int = 0
     pending: list[int] = field(default_factory=list)
+    spec: SpecTally | None = None  # speculative profiles: set when the prompt is prefilled
     _block: list[int] = field(default_factory=list)
     _block_start: int = 0
 
@@ -120,6 +126,8 @@ class SchedulerStats:
     generation_tokens_total: int = 0
     cached_tokens_total: int = 0
     last_gen_throughput: float = 0.0
+    decode_model_s_total: float = 0.0  # the model durations of every decode (or verify) step planned
+    spec: SpecTotals | None = None  # speculative profiles: lifetime verify counts
 
 
 @dataclass
@@ -151,7 +159,8 @@ class Scheduler:
         self.time_scale = time_scale
         self.disable_radix_cache = disable_radix_cache
         self.cache = RadixCache(profile.max_total_num_tokens)
-        self.stats = SchedulerStats()
+        self.spec = profile.speculative
+        self.stats = SchedulerStats(spec=SpecTotals(self.spec.draft_tokens) if self.spec is not None else None)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.chunked: SimRequest | None = None
@@ -305,7 +314,10 @@ class Scheduler:
         if self.running:
             n = len(self.running)
             dur = decode_step_s(self.profile, n, step_factor=self.step_factor, time_scale=self.time_scale)
+            if self.spec is not None:
+                dur *= self.spec.verify_cost
             self.stats.decode_steps += 1
+            self.stats.decode_model_s_total += dur
             self.stats.last_gen_throughput = n / dur
             return _Forward("decode", dur, [(r, 1) for r in self.running])
         if self.held and not self.resident:
@@ -331,6 +343,8 @@ class Scheduler:
                 self.cache.insert(req.salt_key, req.input_ids)
             self.stats.prompt_tokens_total += req.prompt_len
             self.stats.cached_tokens_total += req.cached_tokens
+            if self.spec is not None and req.spec is None:  # a retracted request keeps its counts
+                req.spec = SpecTally(self.spec.draft_tokens, key=request_key(self.spec.seed, req.input_ids))
             if not self._emit(req, last):
                 self.running.append(req)
                 if req.retract_steps:
@@ -339,9 +353,15 @@ class Scheduler:
 
     def _complete_decode(self, fwd: _Forward) -> None:
         last: list[tuple[SimRequest, Chunk]] = []
+        spec = self.spec
         for req, _ in fwd.batch:
-            if not req.finished:
+            if req.finished:
+                continue
+            if spec is None or req.spec is None:
                 self._emit(req, last)
+            else:
+                drafts = accepted_drafts(spec.accept_probs, req.spec.key, req.n_out)
+                self._emit(req, last, 1 + drafts, verify=True)
         self.running = [r for r in self.running if not r.finished]
         self._deliver(last)
         self._release_held()
@@ -369,20 +389,30 @@ class Scheduler:
         for req, chunk in last:
             req.queue.put_nowait(chunk)
 
-    def _emit(self, req: SimRequest, last: list[tuple[SimRequest, Chunk]]) -> bool:
-        """Produce the request's next token; returns whether the request finished (its final chunk is
-        appended to ``last`` instead of being delivered at once)."""
-        tok = req.next_token()
-        req.n_out += 1
-        req.pending.append(tok)
-        self.stats.generation_tokens_total += 1
+    def _emit(self, req: SimRequest, last: list[tuple[SimRequest, Chunk]], count: int = 1,
+              verify: bool = False) -> bool:
+        """Produce the request's next ``count`` tokens (fewer when it finishes first); returns whether the
+        request finished (its final chunk is appended to ``last`` instead of being delivered at once).
+        ``verify``: a verify step, counted with the drafts it emitted (``count - 1`` unless capped)."""
         finish: FinishReason | None = None
-        if req.n_out >= req.max_new_tokens:
-            finish = {"type": "length", "length": req.max_new_tokens}
-        elif (tok == EOS_ID and not req.ignore_eos) or tok in req.stop_ids:
-            finish = {"type": "stop", "matched": tok}
+        emitted = 0
+        while emitted < count and finish is None:
+            tok = req.next_token()
+            req.n_out += 1
+            req.pending.append(tok)
+            emitted += 1
+            if req.n_out >= req.max_new_tokens:
+                finish = {"type": "length", "length": req.max_new_tokens}
+            elif (tok == EOS_ID and not req.ignore_eos) or tok in req.stop_ids:
+                finish = {"type": "stop", "matched": tok}
+        self.stats.generation_tokens_total += emitted
+        if verify and req.spec is not None and self.stats.spec is not None:
+            # A step cut short by max_new_tokens or a stop token counts only the drafts it emitted, so
+            # completion_tokens == 1 (prefill) + verify steps + accepted drafts holds exactly.
+            req.spec.observe(emitted - 1)
+            self.stats.spec.observe(emitted - 1)
         if finish is not None:
-            last.append((req, Chunk(req.pending, finish)))
+            last.append((req, Chunk(req.pending, finish, req.spec)))
             req.pending = []
             self._finish(req)
             return True

@@ -66,6 +66,8 @@ class SimServer:
         if options.grid_t0_ns is not None:
             self.grid_step_s = grid_step_s(self.profile, step_factor=options.step_factor,
                                            time_scale=options.time_scale)
+            if self.profile.speculative is not None:  # every decode step is a verify step
+                self.grid_step_s *= self.profile.speculative.verify_cost
             grid = (options.grid_t0_ns / 1e9, self.grid_step_s)
         self.url = ""
         self.port = 0
@@ -76,6 +78,8 @@ class SimServer:
             disable_radix_cache=options.disable_radix_cache, grid=grid,
             on_forward=self._publish if board is not None else None,
         )
+        spec = self.profile.speculative
+        self._spec_fields = spec.sglang_fields if spec is not None else None
         self._server_fault: Fault | None = parse_fault(options.fault) if options.fault else None
         self._generate_count = 0
         self._clients_gone = 0  # streams whose client went away before the end (``sim_clients_gone``)
@@ -265,7 +269,9 @@ class SimServer:
         req = self._request(params.generate, arrival)
         self.scheduler.submit(req)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        enc = OpenAIEncoder(kind, params, self.options.openai_usage, req.rid, req.prompt_len)
+        spec = self.profile.speculative
+        enc = OpenAIEncoder(kind, params, self.options.openai_usage, req.rid, req.prompt_len,
+                            spec.vllm_per_request if spec is not None else "none")
         try:
             await resp.prepare(request)
             while True:
@@ -285,7 +291,7 @@ class SimServer:
 
     async def _stream(self, request: web.Request, req: SimRequest, fault: Fault | None) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        enc = EventEncoder(req.rid, self.options.stream_mode, req.prompt_len)
+        enc = EventEncoder(req.rid, self.options.stream_mode, req.prompt_len, self._spec_fields)
         events = 0
         try:
             await resp.prepare(request)  # the client may be gone already (aiohttp's ClientConnectionResetError)
@@ -340,9 +346,9 @@ class SimServer:
             if chunk.finish is not None:
                 break
         mode = "skip-tokenizer-init" if self.options.stream_mode == "skip-tokenizer-init" else "cumulative"
-        enc = EventEncoder(req.rid, mode, req.prompt_len)
+        enc = EventEncoder(req.rid, mode, req.prompt_len, self._spec_fields)
         body = enc.encode(
-            Chunk(tokens, chunk.finish), cached_tokens=req.cached_tokens,
+            Chunk(tokens, chunk.finish, chunk.spec), cached_tokens=req.cached_tokens,
             e2e_latency=time.perf_counter() - req.arrival,
         )
         return web.Response(body=body, content_type="application/json")

@@ -22,7 +22,8 @@ def test_schema_prints_the_union_of_every_kind() -> None:
     assert result.exit_code == 0, result.output
     printed = json.loads(result.output)
     assert printed == json_schema()
-    assert [r["$ref"] for r in printed["oneOf"]] == ["#/$defs/CampaignSpec", "#/$defs/AbbaSpec", "#/$defs/SweepSpec"]
+    assert [r["$ref"] for r in printed["oneOf"]] == ["#/$defs/CampaignSpec", "#/$defs/AbbaSpec", "#/$defs/SweepSpec",
+                                                     "#/$defs/MatchedSdSpec"]
 
 
 def test_schema_of_one_kind() -> None:

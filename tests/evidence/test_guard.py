@@ -51,3 +51,62 @@ def test_approximate_counts_never_compare_with_exact() -> None:
     check_comparable(approx, LabeledRate(90.0, "native-ar", "formal", counts="approximate"))
     with pytest.raises(EvidenceError, match="approximate token counts never share a claim"):
         check_comparable(exact, approx)
+
+
+# --- issue 26: a speculative rate over a native-AR rate only inside one matched AR/SD run ---
+
+
+def test_matched_sd_legs_give_a_speedup() -> None:
+    sd = rate(1127.48, "speculative-full-target", "matched-sd", archive_id="m1", experiment="m1")
+    ar = rate(1044.32, "native-ar", "matched-sd", archive_id="m1", experiment="m1")
+    r = ratio_pct(sd, ar)
+    assert r.value == pytest.approx((1127.48 / 1044.32 - 1.0) * 100.0)  # +7.963%
+    assert r.value == pytest.approx(7.963, abs=1e-3) and r.experiment == "m1"
+    assert ratio_pct(ar, sd).value == pytest.approx((1044.32 / 1127.48 - 1.0) * 100.0)
+
+
+@pytest.mark.parametrize(("sd", "ar"), [
+    # two different matched runs
+    (rate(1127.48, "speculative-full-target", "matched-sd", archive_id="m1"),
+     rate(1044.32, "native-ar", "matched-sd", archive_id="m2")),
+    # a matched SD leg over a formal native record of the same archive id
+    (rate(1127.48, "speculative-full-target", "matched-sd", archive_id="m1"),
+     rate(1044.32, "native-ar", "formal", archive_id="m1")),
+    # two formal results of one archive id are still not a matched run
+    (rate(1127.48, "speculative-full-target", "formal", archive_id="m1"),
+     rate(1044.32, "native-ar", "formal", archive_id="m1")),
+    # no archive named: never matched
+    (rate(1127.48, "speculative-full-target", "matched-sd"), rate(1044.32, "native-ar", "matched-sd")),
+])
+def test_speculative_over_native_refused_outside_one_matched_run(sd: LabeledRate, ar: LabeledRate) -> None:
+    with pytest.raises(EvidenceError, match="only inside one matched AR/SD run") as exc:
+        ratio_pct(sd, ar)
+    assert exc.value.hint is not None and "matched-sd" in exc.value.hint
+
+
+def test_matched_legs_still_need_one_boundary_origin_and_counting() -> None:
+    sd = rate(1127.48, "speculative-full-target", "matched-sd", archive_id="m1")
+    with pytest.raises(EvidenceError, match="boundar"):
+        ratio_pct(sd, rate(1044.32, "native-ar", "matched-sd", archive_id="m1", boundary="http"))
+    with pytest.raises(EvidenceError, match="simulated"):
+        ratio_pct(sd, rate(1044.32, "native-ar", "matched-sd", archive_id="m1", simulated=True))
+    with pytest.raises(EvidenceError, match="approximate token counts"):
+        ratio_pct(sd, rate(1044.32, "native-ar", "matched-sd", archive_id="m1", counts="approximate"))
+
+
+def test_approximate_target_never_over_native_even_matched() -> None:
+    with pytest.raises(EvidenceError, match="approximate verification"):
+        ratio_pct(rate(1500.0, "speculative-approximate", "matched-sd", archive_id="m1"),
+                  rate(1044.32, "native-ar", "matched-sd", archive_id="m1"))
+
+
+def test_comparison_across_claims_stays_refused_and_names_the_matched_protocol() -> None:
+    from harness.evidence.guard import check_comparable
+
+    sd = rate(1127.48, "speculative-full-target", "matched-sd", archive_id="m1")
+    ar = rate(1044.32, "native-ar", "matched-sd", archive_id="m1")
+    with pytest.raises(EvidenceError, match="rule 1") as exc:
+        check_comparable(sd, ar)
+    assert exc.value.hint is not None and "matched-sd" in exc.value.hint
+    with pytest.raises(EvidenceError, match="rule 1"):  # full-target vs approximate: never
+        ratio_pct(sd, rate(1500.0, "speculative-approximate", "matched-sd", archive_id="m1"))

@@ -75,7 +75,8 @@ def make_formal(ws: Path, *, value: float = 88.0, concurrency: int = 1, workload
     w.write_json("spec.json", {"name": f"suite{n}", "kind": kind, "claim_class": claim, "protocol_class": protocol,
                                "decode": dec, "prefill": None, "service": prof})
     info = server_info if server_info is not None else {
-        "_source": "/server_info", "version": engine, "tp_size": 8, "speculative_algorithm": None,
+        "_source": "/server_info", "version": engine, "tp_size": 8,
+        "speculative_algorithm": None if claim == "native-ar" else "EAGLE",  # the server serves the claim
         "dsv4h_simulator": {"label": "simulated"}}
     w.write_json("service.json", {"services": [{"start_index": 1, "url": f"http://127.0.0.1:{pid}",
                                                 "process": {"pid": pid, "create_time": create_time},

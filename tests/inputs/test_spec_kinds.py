@@ -14,6 +14,7 @@ from harness.inputs.spec import (
     SPEC_MODELS,
     AbbaSpec,
     CampaignSpec,
+    MatchedSdSpec,
     SpecBase,
     SweepSpec,
     kind_of,
@@ -21,7 +22,8 @@ from harness.inputs.spec import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = {"formal-matrix": "demo-matrix.yaml", "abba": "abba-demo.yaml", "rate-sweep": "sweep-demo.yaml"}
+SHIPPED = {"formal-matrix": "demo-matrix.yaml", "abba": "abba-demo.yaml", "rate-sweep": "sweep-demo.yaml",
+           "matched-sd": "matched-eagle-demo.yaml"}
 
 
 def _copy(tmp_path: Path, kind: str, extra: str = "") -> Path:
@@ -44,7 +46,7 @@ def test_every_kind_loads_through_the_one_loader(tmp_path: Path, kind: str) -> N
     loaded = load_spec(_copy(tmp_path, kind))
     assert loaded.kind == kind and isinstance(loaded.spec, SPEC_MODELS[kind])
     assert loaded.spec.protocol_class == {"formal-matrix": "formal", "abba": "abba-screen",
-                                          "rate-sweep": "rate-sweep"}[kind]
+                                          "rate-sweep": "rate-sweep", "matched-sd": "matched-sd"}[kind]
 
 
 @pytest.mark.parametrize("kind", SPEC_KINDS)
@@ -60,7 +62,7 @@ def test_the_kinds_share_one_header() -> None:
     header = list(SpecBase.model_fields)
     assert header == ["format_version", "name", "kind", "description", "protocol_class", "labels", "oracles",
                       "direction", "reopen", "request_timeout_s", "client"]
-    for model in (CampaignSpec, AbbaSpec, SweepSpec):
+    for model in (CampaignSpec, AbbaSpec, SweepSpec, MatchedSdSpec):
         assert issubclass(model, SpecBase) and list(model.model_fields)[:len(header)] == header
     # the one default that differs stays what it was
     assert SweepSpec.model_fields["request_timeout_s"].default == 600.0

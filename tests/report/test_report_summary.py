@@ -63,7 +63,7 @@ def _snapshot(**over: Any) -> dict[str, Any]:
 def test_summary_card_key_numbers_verdicts_and_counts() -> None:
     card = summary_card(_snapshot())
     assert card["what"] == {"archives": 3, "formal": 1, "screens": 1, "sweeps": 1, "other": 0, "imports": 0,
-                            "external": 0, "simulated": 1,
+                            "matched": 0, "external": 0, "simulated": 1,
                             "measured": 2, "campaigns": ["guard", "matrix", "rates"], "claim_classes": ["native-ar"],
                             "protocol_classes": ["abba-screen", "formal", "rate-sweep"], "historical_entries": 3}
     decode, prefill, knee = card["key_numbers"]

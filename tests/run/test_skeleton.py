@@ -5,8 +5,8 @@ outside one. Literal statuses and event lists; no service is started."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 import signal
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -2,7 +2,8 @@
 
 - :mod:`.base`: limits, names and :class:`SpecBase`, the header every kind shares (one format check);
 - :mod:`.service`: service profiles, simulator/OpenAI/load settings;
-- :mod:`.formal`, :mod:`.abba`, :mod:`.sweep`: the kinds' models (formal-matrix, abba, rate-sweep);
+- :mod:`.formal`, :mod:`.abba`, :mod:`.sweep`, :mod:`.matched`: the kinds' models (formal-matrix, abba,
+  rate-sweep, matched-sd);
 - :mod:`.load`: :func:`load_spec`, the one loader, which decides the kind.
 
 The public names are re-exported here (``from harness.inputs.spec import X``).
@@ -39,6 +40,7 @@ from harness.inputs.spec.formal import CampaignSpec, CorporaSpec, DecodeSpec, Pr
 from harness.inputs.spec.load import (
     SPEC_MODELS,
     AnySpec,
+    KindSpec,
     LoadedSpec,
     SpecPaths,
     kind_of,
@@ -47,6 +49,7 @@ from harness.inputs.spec.load import (
     spec_paths,
     with_resolved_profiles,
 )
+from harness.inputs.spec.matched import MatchedSdSpec, MatchedWorkload
 from harness.inputs.spec.service import (
     LoadSettings,
     OneServiceSpec,
@@ -63,8 +66,9 @@ __all__ = [
     "MAX_NEW_TOKENS", "MAX_ROUNDS", "MAX_SECONDS", "MAX_TIERS", "MAX_WAVES", "MAX_WORKERS", "NAME_PATTERN",
     "SPEC_FORMAT_VERSION", "SPEC_KINDS", "SPEC_MODELS", "TIERS", "AbbaSpec", "AbbaWorkload", "AnySpec",
     "ArrivalSettings", "Backend", "CampaignSpec", "ClaimClass", "ClientLimits", "CorporaSpec", "DecodeSpec",
-    "GeometricRates", "LoadSettings", "LoadedSpec", "OneServiceSpec", "OpenAISettings", "PrefillSpec",
-    "ProtocolClass", "ReopenSpec", "ServiceProfile", "SimSettings", "SloSpec", "SpecBase", "SpecPaths", "SweepSpec",
-    "abba_from_files", "check_format_version", "check_name", "kind_of", "kinds_hint", "load_profile", "load_spec",
-    "loaded_abba", "resolve_profile", "spec_paths", "sweep_definition", "with_resolved_profiles",
+    "GeometricRates", "KindSpec", "LoadSettings", "LoadedSpec", "MatchedSdSpec", "MatchedWorkload", "OneServiceSpec",
+    "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ServiceProfile", "SimSettings", "SloSpec",
+    "SpecBase", "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of",
+    "kinds_hint", "load_profile", "load_spec", "loaded_abba", "resolve_profile", "spec_paths", "sweep_definition",
+    "with_resolved_profiles",
 ]

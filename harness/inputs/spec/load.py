@@ -19,13 +19,16 @@ from harness.formats import parse_model, read_yaml, resolve_path
 from harness.inputs.spec.abba import AbbaSpec, AbbaWorkload
 from harness.inputs.spec.base import SPEC_KINDS, SpecBase, kinds_hint
 from harness.inputs.spec.formal import CampaignSpec
+from harness.inputs.spec.matched import MatchedSdSpec, MatchedWorkload
 from harness.inputs.spec.service import ServiceProfile, load_profile, resolve_profile
 from harness.inputs.spec.sweep import SweepSpec
 
 DEFAULT_KIND = "formal-matrix"
 # The union discriminated on ``kind``: each kind's model (in SPEC_KINDS order).
-AnySpec = Annotated[CampaignSpec | AbbaSpec | SweepSpec, Field(discriminator="kind")]
-SPEC_MODELS: dict[str, type[SpecBase]] = {"formal-matrix": CampaignSpec, "abba": AbbaSpec, "rate-sweep": SweepSpec}
+AnySpec = Annotated[CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec, Field(discriminator="kind")]
+SPEC_MODELS: dict[str, type[SpecBase]] = {"formal-matrix": CampaignSpec, "abba": AbbaSpec, "rate-sweep": SweepSpec,
+                                          "matched-sd": MatchedSdSpec}
+KindSpec = CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec
 assert tuple(SPEC_MODELS) == SPEC_KINDS
 
 
@@ -52,7 +55,7 @@ class SpecPaths:
 class LoadedSpec:
     """A validated spec of any kind with its source file, raw bytes and resolved paths."""
 
-    spec: CampaignSpec | AbbaSpec | SweepSpec
+    spec: KindSpec
     source: Path | None
     raw: bytes | None
     paths: SpecPaths
@@ -75,7 +78,7 @@ def _inline_file(data: dict[str, Any], key: str, base: Path, model: type[BaseMod
         data[key] = loaded
 
 
-def _parse(path: Path) -> CampaignSpec | AbbaSpec | SweepSpec:
+def _parse(path: Path) -> KindSpec:
     data = read_yaml(path)
     kind = kind_of(data)
     if kind not in SPEC_MODELS:
@@ -87,6 +90,11 @@ def _parse(path: Path) -> CampaignSpec | AbbaSpec | SweepSpec:
             _inline_file(data, key, path.parent, ServiceProfile)
         _inline_file(data, "workload", path.parent, AbbaWorkload)
         return parse_model(AbbaSpec, data, str(path))
+    if kind == "matched-sd":
+        for key in ("ar", "sd"):
+            _inline_file(data, key, path.parent, ServiceProfile)
+        _inline_file(data, "workload", path.parent, MatchedWorkload)
+        return parse_model(MatchedSdSpec, data, str(path))
     if kind == "rate-sweep":  # a profile file's own paths resolve against the profile's directory
         svc = data.get("service")
         if isinstance(svc, str):
@@ -96,10 +104,10 @@ def _parse(path: Path) -> CampaignSpec | AbbaSpec | SweepSpec:
     return parse_model(CampaignSpec, data, str(path))
 
 
-def spec_paths(spec: CampaignSpec | AbbaSpec | SweepSpec, base: Path) -> SpecPaths:
+def spec_paths(spec: KindSpec, base: Path) -> SpecPaths:
     """Resolve the paths of ``spec`` against ``base`` (the spec file's directory)."""
     oracles = tuple(resolve_path(p, base) for p in spec.oracles)
-    if isinstance(spec, AbbaSpec):
+    if isinstance(spec, AbbaSpec | MatchedSdSpec):
         return SpecPaths(corpora={"workload": resolve_path(spec.workload.corpus, base)}, oracles=oracles)
     if isinstance(spec, SweepSpec):
         return SpecPaths(corpora={"sweep": resolve_path(spec.corpus, base)}, oracles=oracles)
@@ -112,13 +120,15 @@ def spec_paths(spec: CampaignSpec | AbbaSpec | SweepSpec, base: Path) -> SpecPat
     return SpecPaths(corpora=corpora, oracles=oracles, analysis_plan=plan)
 
 
-def with_resolved_profiles(spec: CampaignSpec | AbbaSpec | SweepSpec, base: Path
-                           ) -> CampaignSpec | AbbaSpec | SweepSpec:
+def with_resolved_profiles(spec: KindSpec, base: Path
+                           ) -> KindSpec:
     """``spec`` with each service profile's paths (``patches``, ``tokenizer``, ``sim.profile_file``)
     made absolute (machine-local)."""
     if isinstance(spec, AbbaSpec):
         return spec.model_copy(update={"control": resolve_profile(spec.control, base),
                                        "candidate": resolve_profile(spec.candidate, base)})
+    if isinstance(spec, MatchedSdSpec):
+        return spec.model_copy(update={"ar": resolve_profile(spec.ar, base), "sd": resolve_profile(spec.sd, base)})
     return spec.model_copy(update={"service": resolve_profile(spec.service, base)})
 
 

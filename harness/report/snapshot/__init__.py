@@ -25,7 +25,9 @@ Snapshot layout (top-level keys): ``snapshot_format_version``, ``title``, ``desc
 every round value, every round, HTTP rates, spec summary, limits), ``screens`` (per ABBA archive: legs
 with every wave, ratio, drift, spread, separation, completion equality, verdict, limits), ``sweeps``
 (per rate-sweep archive: every offered rate's round medians and pooled latency, the SLO and the goodput
-knee), ``memory`` (samples per device, peak observed in samples), ``historical`` (ledger rows in ledger
+knee), ``speculative`` (``matched``: per matched AR/SD archive its legs, rates, tokens per step, acceptance,
+T_SD/T_AR and break-even verdict; ``acceptance``: per archive with speculative counts, summed per cell;
+:mod:`.speculative`), ``memory`` (samples per device, peak observed in samples), ``historical`` (ledger rows in ledger
 order, never mixed with current cells) and ``historical_figure`` (the milestone panels: entry ids per
 claim class, metric and unit), ``findings`` (evidence findings, ``findings_source`` says where they came
 from), ``services``, ``corpora`` (tokenizer and token ranges when the archive recorded them),

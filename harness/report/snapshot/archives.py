@@ -30,7 +30,10 @@ class ArchiveContent:
     ``used_bytes``, ``total_bytes``). ``findings`` holds Finding-shaped dicts (``rule``,
     ``severity``, ``message``, ``remedy``, ``archive_id``, ``rows``), or ``None`` when the evidence
     module is not available. ``sweep`` is a rate sweep's ``sweep.json``; ``environment`` is
-    ``environment.json`` (where the run ran); ``external`` an import's ``external.json``.
+    ``environment.json`` (where the run ran); ``external`` an import's ``external.json``. ``matched`` is a
+    matched AR/SD run's ``matched.json`` and ``matched_legs`` the rows of its ``legs.parquet`` (read only
+    beside ``matched.json``); ``acceptance`` the rows of ``acceptance.parquet`` (one per measured wave
+    with speculative counts, any run kind).
     """
 
     archive_id: str
@@ -48,6 +51,9 @@ class ArchiveContent:
     sweep: Mapping[str, Any] | None = None
     environment: Mapping[str, Any] | None = None
     external: Mapping[str, Any] | None = None  # an import's external.json (harness.report.snapshot.imports)
+    matched: Mapping[str, Any] | None = None
+    matched_legs: Sequence[Mapping[str, Any]] | None = None
+    acceptance: Sequence[Mapping[str, Any]] | None = None
 
 
 def _created_date(run: RunBlock) -> date | None:

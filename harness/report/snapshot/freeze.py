@@ -4,7 +4,7 @@ snapshot document (pure).
 Contract: :func:`freeze` takes :class:`~harness.report.snapshot.archives.ArchiveContent` s (any order) and
 the report config and returns the snapshot as plain JSON data; the same inputs give the same snapshot.
 This module builds the archive list, the formal matrices, the ABBA screens, the rate sweeps and the historical
-sections;
+sections; the speculative-decoding section comes from :mod:`harness.report.snapshot.speculative`;
 the per-archive context sections come from :mod:`harness.report.snapshot.sections` and the limits from
 :mod:`harness.report.snapshot.limits`. The document's layout is described in :mod:`harness.report.snapshot`.
 """
@@ -33,6 +33,7 @@ from harness.report.snapshot.sections import (
     service_entries,
     sweep_entry,
 )
+from harness.report.snapshot.speculative import acceptance_entry, invalid_reason, matched_entry
 from harness.store.runblock import read_run_block
 
 __all__ = ["MILESTONE_EXCLUDED_CLASSES", "freeze", "historical_figure_groups", "supersessions"]
@@ -255,6 +256,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     successors = supersessions(ordered, superseded)
     archives, formal, screens, sweeps, memory, findings = [], [], [], [], [], []
     services, corpora, oracles = [], [], []
+    spec_matched, spec_acceptance = [], []
     for c in ordered:
         succ = successors.get(c.archive_id)
         base = _validity(_archive_entry(c), succ)
@@ -272,6 +274,16 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
             swp = sweep_entry(c, base)
             if swp is not None:
                 sweeps.append(_validity(swp, succ))
+        elif kind == "matched-sd" or proto == "matched-sd":
+            mat = matched_entry(c, base)
+            if mat is not None:
+                mat = _validity(mat, succ)
+                mat["invalid_reason"] = invalid_reason(mat)
+                mat["valid"] = mat["invalid_reason"] is None
+                spec_matched.append(mat)
+        acc = acceptance_entry(c, base)
+        if acc is not None:
+            spec_acceptance.append(_validity(acc, succ))
         if config.memory:
             mem = memory_entry(c, base["simulated"])
             if mem is not None:
@@ -306,6 +318,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "corpora": corpora,
         "oracles": oracles,
         "imports": import_entries(ordered),
+        "speculative": {"matched": spec_matched, "acceptance": spec_acceptance},
         "has_simulated": any(a["simulated"] for a in archives),
         "limits": {"general": list(GENERAL_LIMITS), "config": list(config.limits)},
     })

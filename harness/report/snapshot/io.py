@@ -21,6 +21,10 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
       names (harness.measure.rows: ``median_tok_s``, ``http_output_tok_s``, ``arrival_rate_req_s``,
       ``goodput_median_req_s`` ...); older snapshots load under those names (:func:`load_snapshot`,
       through ``harness.store.archive_legacy``).
+  6 - (2026-12-02) ``speculative``: ``matched`` (per matched AR/SD archive: legs, AR and SD rates, tokens per
+      step, acceptance, T_AR/T_SD, the break-even verdict, output equality, ``valid``) and ``acceptance`` (per
+      archive with ``acceptance.parquet``: counts summed per cell and source;
+      harness.report.snapshot.speculative); older snapshots load with both lists empty.
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ from harness.store.archive_legacy import upgrade_json
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "json_value", "load_snapshot", "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+SNAPSHOT_FORMAT_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")
@@ -95,4 +99,6 @@ def load_snapshot(data: bytes, source: str) -> dict[str, Any]:
         for key, name, cls in (("formal", "results.json", "formal"), ("sweeps", "sweep.json", "rate-sweep")):
             if isinstance(obj.get(key), list):
                 obj[key] = [upgrade_json(name, e, cls) for e in obj[key]]
+    if version < 6:
+        obj["speculative"] = {"matched": [], "acceptance": []}
     return obj

@@ -47,6 +47,8 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       ``sweep_rounds``; ``kind`` only on ``runs``; the marker ``ledgers/.schema``. A schema-3 directory
       is read as schema 4 in memory and migrated by ``dsv4h ledger migrate`` or the first write, every
       row kept, old files in ``ledgers/.schema3-backup/`` (``harness.store.ledger.migrate``) (2026-12-02).
+      Added within schema 4 (new tables, no existing file changes): ``matched_sd`` (matched AR/SD runs)
+      and ``acceptance`` (speculative counts per measured wave) (2026-12-02).
 """
 
 from __future__ import annotations
@@ -470,6 +472,9 @@ def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
             tables[own.get(name, name)] = view.archive.table(f"{name}.parquet")
     if view.archive.has("comparison.parquet"):
         tables["comparisons"] = view.archive.table("comparison.parquet")
+    for name, table in (("matched.parquet", "matched_sd"), ("acceptance.parquet", "acceptance")):
+        if view.archive.has(name):
+            tables[table] = view.archive.table(name)
     try:
         requests = view.requests
     except (pa.ArrowException, KeyError, ValueError, TypeError) as exc:

@@ -32,7 +32,8 @@ from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
 __all__ = ["WALL"]  # re-exported: tests and notebooks name the ledger's wall-clock type here
 
 LEDGER_SCHEMA_VERSION = 4
-ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons")
+ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons",
+                  "matched_sd", "acceptance")
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
 GOVERNANCE_TABLES = ("records", "closures", "gates", "freezes", "historical")
 TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)

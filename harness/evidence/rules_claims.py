@@ -1,0 +1,61 @@
+"""Evidence rules about the claim class against the served speculative configuration (pure).
+
+``speculative-native``: a native-ar claim (a run's, or the AR legs' of a matched AR/SD run) on a
+service that speculates. ``claim-vs-server``: a
+speculative claim on a service that does not, or a full-target claim on a service that witnesses
+relaxed verification. Both read the configuration through
+``harness.service.speculative_identity.served_speculation`` (the server's own report, else the launch
+argv), so they cover archives imported from elsewhere or made before the start-time check
+(``verify_identity``) existed. Registered in ``harness.evidence.rules.RULES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.evidence.findings import ArchiveData, Finding
+from harness.evidence.findings import make_finding as _f
+from harness.service.speculative_identity import SPECULATIVE_CLAIMS, claim_conflicts, served_speculation
+
+
+def _name(s: Mapping[str, Any], i: int) -> str:
+    return f"service#{s.get('start_index', i + 1)}"
+
+
+def service_claim(run: Mapping[str, Any], service: Mapping[str, Any]) -> str:
+    """The claim class one recorded service was started under: the run's, except the AR legs of a matched
+    AR/SD run (protocol class matched-sd, ``first_leg`` AR...), which are native-ar."""
+    if run.get("protocol_class") == "matched-sd" and str(service.get("first_leg") or "").startswith("AR"):
+        return "native-ar"
+    return str(run.get("claim_class") or "")
+
+
+def rule_speculative_native(d: ArchiveData) -> list[Finding]:
+    """A native-ar claim (the run's, or a matched run's AR leg) is refused when its service reports (or,
+    reporting nothing, was launched with) speculative decoding."""
+    bad = [_name(s, i) for i, s in enumerate(d.services) if service_claim(d.run, s) == "native-ar"
+           and served_speculation(s.get("server_info"), s.get("command")) is not None]
+    if not bad:
+        return []
+    return [_f(d.archive_id, "speculative-native", "blocking",
+               "a speculative algorithm is active under a native-ar claim (rule 1: native, full-target "
+               "speculative and approximate-target results are different claims)",
+               "relaunch without speculative decoding or declare the correct claim class", bad, "run")]
+
+
+def rule_claim_vs_server(d: ArchiveData) -> list[Finding]:
+    """A speculative claim class must match what every service started under it serves (a matched run's SD
+    legs; its AR legs are native-ar): speculation reported by the server (or its launch argv), and no
+    relaxed verification under speculative-full-target."""
+    out: list[Finding] = []
+    for i, s in enumerate(d.services):
+        claim = service_claim(d.run, s)
+        if claim not in SPECULATIVE_CLAIMS:
+            continue  # native-ar: speculative-native; external: the peer's own claim
+        served = served_speculation(s.get("server_info"), s.get("command"))
+        for why in claim_conflicts(claim, served, where="the run's claim_class"):
+            out.append(_f(d.archive_id, "claim-vs-server", "blocking", f"{_name(s, i)}: {why}",
+                          "re-run with the claim class the server serves; a claim class is never relabelled "
+                          "after the fact (rule 1)", [_name(s, i)], "run"))
+    return out

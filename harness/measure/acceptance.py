@@ -1,0 +1,87 @@
+"""Speculative acceptance per request, per wave and per cell from raw records (pure; definitions in
+docs/speculative.md).
+
+A request's counts are what its server reported on it (record schema 4: ``spec_steps``,
+``spec_proposed``, ``spec_accepted``, ``spec_source``: SGLang's final ``meta_info`` or vLLM's
+per-request metrics); a wave's are the sum over its measured requests that reported any (never
+mixing sources); a cell's the sum over its measured waves. Rows of the ``acceptance`` table
+(harness.measure.rows.AcceptanceRow) are one per measured wave with counts. Tokens per step include
+the bonus token; the acceptance rate excludes it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from harness.measure.speculative import SpecCounts, sum_counts, vllm_counter_delta
+from harness.records import RequestRecord
+
+
+def record_counts(rec: RequestRecord) -> SpecCounts | None:
+    """One request's speculative counts as its server reported them (None when it reported none)."""
+    if rec.spec_steps is None or rec.spec_accepted is None or rec.spec_steps <= 0:
+        return None
+    return SpecCounts(steps=rec.spec_steps, proposed=rec.spec_proposed or 0, accepted=rec.spec_accepted,
+                      completion_tokens=rec.completion_tokens or 0, source=rec.spec_source or "unknown")
+
+
+def counts_of(recs: Iterable[RequestRecord]) -> SpecCounts | None:
+    """The sum over ``recs`` of what each reported (None when none reported)."""
+    counts = [c for c in (record_counts(r) for r in recs) if c is not None]
+    return sum_counts(counts) if counts else None
+
+
+def _f(v: float) -> float | None:
+    return None if math.isnan(v) else float(v)
+
+
+def counter_counts(readings: Mapping[str, Any] | None, completion_tokens: int) -> SpecCounts | None:
+    """A wave's counts from vLLM's ``/metrics`` counters read before and after it (the ``spec_counters``
+    of ``server_metrics.jsonl``: ``before`` / ``after`` dicts); None without both readings, after a
+    reset, or without a verify step."""
+    if not readings or not isinstance(readings.get("before"), Mapping) or not isinstance(readings.get("after"),
+                                                                                       Mapping):
+        return None
+    return vllm_counter_delta(readings["before"], readings["after"], completion_tokens=completion_tokens)
+
+
+def acceptance_rows(records: Sequence[RequestRecord], common: Mapping[str, Any] | None = None,
+                    counters: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """``acceptance`` rows of the measured waves, in first-seen order: one per wave whose requests
+    reported counts (their sum), and one per wave whose server's counters moved across it
+    (``counters``: wave id -> before/after readings; source ``vllm-metrics-delta``). A wave with both
+    has both rows: two sources of one quantity, never added together."""
+    waves: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        if r.phase == "measured":
+            waves.setdefault(r.wave_id, []).append(r)
+    out: list[dict[str, Any]] = []
+    for wave_id, recs in waves.items():
+        tokens = sum(r.completion_tokens or 0 for r in recs)
+        for c in (counts_of(recs), counter_counts((counters or {}).get(wave_id), tokens)):
+            if c is not None:
+                out.append(_row(wave_id, recs, c, common))
+    return out
+
+
+def _row(wave_id: str, recs: Sequence[RequestRecord], c: SpecCounts, common: Mapping[str, Any] | None
+         ) -> dict[str, Any]:
+    reporting = len(recs) if c.source == "vllm-metrics-delta" else sum(1 for r in recs if record_counts(r) is not None)
+    return {"wave_id": wave_id, "cell_id": recs[0].cell_id, "concurrency": recs[0].concurrency,
+            "source": c.source, "requests_reporting": reporting,
+            "requests": len(recs), "verify_steps": c.steps, "drafts_proposed": c.proposed,
+            "drafts_accepted": c.accepted, "completion_tokens": c.completion_tokens,
+            "tokens_per_step": _f(c.tokens_per_step), "acceptance_rate": _f(c.acceptance_rate),
+            "sglang_accept_length": _f(c.sglang_accept_length)} | dict(common or {})
+
+
+def cell_acceptance(records: Sequence[RequestRecord]) -> dict[str, SpecCounts]:
+    """Per cell id, the sum over its measured requests that reported counts (cells without any
+    are absent)."""
+    cells: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        if r.phase == "measured":
+            cells.setdefault(r.cell_id, []).append(r)
+    return {cid: c for cid, recs in cells.items() if (c := counts_of(recs)) is not None}

@@ -1,0 +1,325 @@
+"""Matched AR/SD runs (kind and protocol class ``matched-sd``; edge module: processes, HTTP, files).
+
+The same frozen inputs and waves on a native autoregressive service and a speculative one, leg by leg
+in the spec's declared order (default AR1 -> SD1 -> SD2 -> AR2), every leg on a freshly started
+service verified under its arm's claim (AR legs ``native-ar``, SD legs the spec's ``sd_claim``: a
+server that does not speculate is refused for it). Measured like an ABBA leg (warmups, then
+``waves_per_leg`` waves of ``concurrency`` requests), ended by the one run skeleton
+(:func:`harness.run.skeleton.drive`). The result (:mod:`harness.measure.matched`) goes to
+``matched.json`` and ``matched.parquet`` (ledger table ``matched_sd``), the per-leg values to
+``legs.parquet``, the per-wave speculative counts to ``acceptance.parquet`` (ledger table
+``acceptance``). Never a formal cell or an ABBA screen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from harness.aio import new_event_loop
+from harness.errors import DsvError, MeasurementError, SpecError
+from harness.evidence.findings import Finding
+from harness.ids import leg_wave_id
+from harness.inputs.corpus import Case, Corpus, load_corpus
+from harness.inputs.spec import LoadedSpec, MatchedSdSpec
+from harness.load.driver import LoadClient
+from harness.measure import metrics as m
+from harness.measure.abba import profile_differences
+from harness.measure.acceptance import acceptance_rows, counts_of
+from harness.measure.matched import LegData, MatchedResult, compare_outputs, step_gaps, summarize_matched
+from harness.measure.results import run_count_methods, waves_table
+from harness.measure.speculative import sum_counts
+from harness.oracle.model import Oracle
+from harness.oracle.sentinels import load_sentinels
+from harness.records import RequestRecord
+from harness.run.events import MatchedLegWave, MatchedStart, Reporter, silent
+from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
+from harness.run.session import ServiceSession, check_governance, open_writer, run_labels, spec_counters
+from harness.run.skeleton import drive, finish
+from harness.run.wave import WaveSpec, execute_wave
+from harness.service.identity import identity_hash
+from harness.service.manager import RunningService, check_port_free
+from harness.store.archive import Archive, ArchiveWriter
+from harness.store.runblock import RunBlock
+
+
+@dataclass(frozen=True)
+class MatchedInputs:
+    """Everything a matched run reads before it starts, loaded and checked by ``prepare_matched``."""
+
+    loaded: LoadedSpec
+    spec: MatchedSdSpec
+    declared: list[str]
+    corpus: Corpus
+    cases: list[Case]
+    sentinels: list[Oracle]
+    governance: dict[str, Any]
+    texts: dict[str, PromptText | None]  # "AR" and "SD"
+
+
+def prepare_matched(loaded: LoadedSpec, workspace: Path) -> MatchedInputs:
+    """Check that the profiles differ only in the declared speculative keys, load the corpus, the
+    fixed cases and the sentinels, check governance and refuse a taken fixed port (all before any
+    service starts or the archive opens)."""
+    spec = loaded.spec
+    if not isinstance(spec, MatchedSdSpec):
+        raise SpecError(f"{loaded.source}: kind '{spec.kind}' is not a matched AR/SD run",
+                        hint="run it with 'dsv4h campaign run'")
+    declared, undeclared = profile_differences(spec.ar.model_dump(mode="json"), spec.sd.model_dump(mode="json"),
+                                               spec.declared_change)
+    if undeclared:
+        raise SpecError(f"{loaded.source or 'the spec'}: the ar and sd profiles differ in more than the declared "
+                        "speculative change:\n  " + "\n  ".join(undeclared),
+                        hint="align the profiles, or list the keys in 'declared_change' (a matched run compares "
+                        "one served model with and without speculation)")
+    if not declared:
+        raise SpecError(f"{loaded.source or 'the spec'}: the ar and sd profiles are identical",
+                        hint="give the sd profile its speculative configuration (sim.speculative, or the "
+                        "server's speculative flags in extra_args)")
+    corpus = load_corpus(loaded.paths.corpora["workload"])
+    wl = spec.workload
+    if wl.cases is not None:
+        cases = [corpus.case(cid) for cid in wl.cases]
+    elif len(corpus.cases) < wl.concurrency:
+        raise SpecError(f"corpus {corpus.name} has {len(corpus.cases)} cases; the workload needs "
+                        f"{wl.concurrency}", hint="list case ids explicitly or lower concurrency")
+    else:
+        cases = list(corpus.cases[: wl.concurrency])
+    sentinels = load_sentinels(loaded.paths.oracles)
+    governance = check_governance(spec, workspace, f"matched-sd:{spec.name}")
+    texts = {"AR": prompt_texts(spec.ar), "SD": prompt_texts(spec.sd)}
+    for role, profile in (("ar", spec.ar), ("sd", spec.sd)):
+        openai_options(profile)
+        check_port_free(profile, f"'{role}.port' in {loaded.source or 'the spec'}")
+    return MatchedInputs(loaded, spec, declared, corpus, cases, sentinels, governance, texts)
+
+
+@dataclass
+class MatchedOutcome:
+    """What a matched run produced: archive, status, result and the services of each leg."""
+
+    archive: Archive
+    status: str
+    spec: MatchedSdSpec
+    result: MatchedResult
+    leg_services: dict[str, dict[str, Any]]
+    declared_differences: list[str]
+    error: DsvError | None = None
+    ledger_rows: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def archive_id(self) -> str:
+        """The finalized archive's id."""
+        return self.archive.archive_id
+
+    @property
+    def blocking(self) -> list[Finding]:
+        """Blocking findings: any one makes the run's result rows invalid (not a claim)."""
+        return [f for f in self.findings if f.blocking]
+
+
+class MatchedRunner:
+    """Runs one matched AR/SD run into one archive. Use ``run_matched``."""
+
+    def __init__(self, inputs: MatchedInputs, workspace: Path, reporter: Reporter) -> None:
+        self.inputs = inputs
+        self.spec = inputs.spec
+        self.workspace = workspace
+        self.report = reporter
+        self.token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
+        self.leg_records: dict[str, list[list[RequestRecord]]] = {leg: [] for leg in self.spec.order}
+        self.leg_services: dict[str, dict[str, Any]] = {}
+        self.current_leg: str | None = None
+
+    def run(self) -> MatchedOutcome:
+        """Run every leg in order; always finalize an archive with whatever finished."""
+        writer, anchor = open_writer(
+            self.workspace, self.token, spec=self.spec, spec_bytes=self.inputs.loaded.raw,
+            corpora={"workload": self.inputs.corpus.identity()}, governance=self.inputs.governance,
+            extra_files={"identity_check.json": {"declared_change": self.spec.declared_change,
+                                                 "declared_differences": self.inputs.declared}})
+        self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.sd_claim,
+                                      sentinels=self.inputs.sentinels, reporter=self.report,
+                                      service_json_extra=lambda: {"legs": self.leg_services},
+                                      request_timeout_s=self.spec.request_timeout_s)
+        self.report(MatchedStart(self.spec, tuple(self.inputs.declared)))
+
+        def body() -> None:
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                runner.run(self._legs(writer))
+
+        def failed(exc: DsvError) -> DsvError:
+            exc.message = f"leg {self.current_leg} failed: {exc.message}"
+            return exc
+
+        return drive(writer, body, kept=lambda: f"during leg {self.current_leg}; finished legs kept",
+                     what="matched run", failed=failed, clean_up=self.session.stop_all,
+                     finalize=lambda status, error: self._finalize(writer, status, error, anchor))
+
+    async def _legs(self, writer: ArchiveWriter) -> None:
+        for li, leg in enumerate(self.spec.order):
+            self.current_leg = leg
+            profile = self.spec.profile_of(leg)
+            svc = await asyncio.to_thread(
+                self.session.start, profile, f"matched-{leg}-{profile.name}",
+                {"start_index": len(self.session.services) + 1, "first_leg": leg},
+                claim_class=MatchedSdSpec.arm_claim(leg, self.spec.sd_claim), leg=leg)
+            try:
+                await asyncio.to_thread(svc.check_owners, f"before leg {leg}")
+                self.leg_services[leg] = {"pid": svc.process.pid if svc.process else None,
+                                          "create_time": svc.process.create_time if svc.process else None,
+                                          "service_index": len(self.session.services), "fresh_start": True}
+                await self._leg(writer, svc, leg, li)
+            finally:
+                await asyncio.to_thread(self.session.stop, svc)
+        self.current_leg = None
+
+    async def _leg(self, writer: ArchiveWriter, svc: RunningService, leg: str, li: int) -> None:
+        wl = self.spec.workload
+        async with load_client(svc.url, svc.profile, concurrency=wl.concurrency,
+                               timeout_s=self.spec.request_timeout_s, limits=self.spec.client) as client:
+            clean = 0
+            for j in range(wl.warmup_waves):
+                clean += all(r.ok for r in await self._wave(writer, svc, client, leg, li, j, "warmup"))
+            if wl.warmup_waves and not clean:
+                svc.check_alive()
+                raise MeasurementError("every warmup wave had failed requests; the leg was not measured",
+                                       hint="the finished legs are kept; fix the cause (see the service log) "
+                                       "and run again")
+            for j in range(wl.waves_per_leg):
+                recs = await self._wave(writer, svc, client, leg, li, j, "measured")
+                bad = [r for r in recs if not r.ok]
+                if bad:
+                    svc.check_alive()
+                    raise MeasurementError(f"{len(bad)} of {len(recs)} requests failed in wave {j} "
+                                           f"(first: {bad[0].error})",
+                                           hint="the finished legs are kept; fix the cause and run again")
+                self.leg_records[leg].append(recs)
+                counts = counts_of(recs)
+                self.report(MatchedLegWave(leg, j, resident=m.resident_window(recs).rate,
+                                           tokens_per_step=counts.tokens_per_step if counts else math.nan))
+
+    async def _wave(self, writer: ArchiveWriter, svc: RunningService, client: LoadClient, leg: str, li: int,
+                    j: int, phase: str) -> list[RequestRecord]:
+        wl = self.spec.workload
+        wave_id = leg_wave_id(leg, "warmup" if phase == "warmup" else "measured", j)
+        spec = WaveSpec(run_id=self.token, cell_id=leg, wave_id=wave_id, round_index=li, wave_index=j,
+                        phase=phase, workload="decode", concurrency=wl.concurrency,
+                        max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos, cache=wl.cache)
+        recs = await execute_wave(svc, client, spec, self.inputs.cases, self.session.witness,
+                                  self.inputs.texts.get(leg[:2]), selfcheck=self.session.selfcheck)
+        writer.write_wave(recs)
+        self.session.record_witness(recs, wave_id, wl.concurrency)
+        return recs
+
+    def _leg_data(self, leg: str) -> LegData:
+        waves = self.leg_records.get(leg, [])
+        gaps: list[float] = []
+        for w in waves:
+            win = m.resident_window(w)
+            if win.contributes:
+                gaps += step_gaps([r.event_ns for r in w], [r.event_tokens for r in w], win.start_ns, win.end_ns)
+        counts = [c for c in (counts_of(w) for w in waves) if c is not None]
+        return LegData(leg, tuple(m.resident_window(w).rate for w in waves),
+                       tuple(m.http_window(w).rate for w in waves), tuple(gaps),
+                       sum_counts(counts) if counts else None)
+
+    def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None,
+                  anchor: dict[str, Any]) -> MatchedOutcome:
+        spec, wl = self.spec, self.spec.workload
+        legs = [self._leg_data(leg) for leg in spec.order]
+        outputs = {leg: {(j, i, r.case_id): [int(x) for x in r.output_ids] for j, w in enumerate(waves)
+                         for i, r in enumerate(w)} for leg, waves in self.leg_records.items()}
+        result = summarize_matched(legs, spec.order, wl.concurrency, compare_outputs(outputs, spec.order),
+                                   wl.noise_floor_pct)
+        common = {"campaign": spec.name, "claim_class": spec.sd_claim, "protocol_class": "matched-sd"}
+        records = writer.streamed_records()  # read once; the view ingest and evidence share reuses it
+        wave_rows = waves_table(records, common)
+        if wave_rows is not None:
+            writer.write_table("waves.parquet", wave_rows)
+        writer.write_table("legs.parquet", pa.Table.from_pylist([leg_row(x) | common for x in legs]))
+        acc = acceptance_rows(records, common, spec_counters(writer))
+        if acc:
+            writer.write_table("acceptance.parquet", pa.Table.from_pylist(acc))
+        writer.write_table("matched.parquet", pa.Table.from_pylist([matched_row(spec, result, status) | common]))
+        writer.write_json("matched.json", {"result": result_json(result), "legs": self.leg_services,
+                                           "failed_leg": self.current_leg})
+        if not self.session.services:
+            self.session.write_service_json()
+        services = self.session.services
+        backends = sorted({spec.ar.backend, spec.sd.backend})
+        count_methods, count_labels = run_count_methods(records)
+        run = RunBlock(count_methods=count_methods, campaign=spec.name, kind="matched-sd",
+                       claim_class=spec.sd_claim, protocol_class="matched-sd",
+                       backend=backends[0] if len(backends) == 1 else "+".join(backends),
+                       service_name=f"{spec.ar.name} vs {spec.sd.name}", created_wall=anchor["wall_iso"],
+                       run_token=self.token, labels=tuple(run_labels(spec.labels, backends, services) + count_labels),
+                       error=error.message if error else None, failed_leg=self.current_leg,
+                       oracles_failed=self.session.oracles_failed,
+                       identity_hash=identity_hash(_arm(services, "AR")),
+                       candidate_identity_hash=identity_hash(_arm(services, "SD")),
+                       direction=spec.direction)
+        done = finish(writer, self.workspace, status, run)
+        if error is not None:
+            error.hint = (error.hint + "; " if error.hint else "") + f"finished legs are in archive {done.archive_id}"
+        return MatchedOutcome(done.archive, status, spec, result, self.leg_services, self.inputs.declared, error,
+                              done.ledger_rows, done.findings)
+
+
+def _arm(services: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
+    return [s for s in services if str(s.get("first_leg", "")).startswith(arm)]
+
+
+def _f(v: float) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def leg_row(x: LegData) -> dict[str, Any]:
+    """One ``legs.parquet`` row: the leg's rates, step time and counts."""
+    c = x.counts
+    return {"leg": x.leg, "arm": x.arm, "wave_rates_tok_s": list(x.resident_rates),
+            "http_rates_tok_s": list(x.http_rates), "median_tok_s": _f(x.median),
+            "http_median_tok_s": _f(x.http_median), "step_ms": _f(x.step_s * 1e3),
+            "step_samples": len(x.step_gaps_s), "tokens_per_step": _f(c.tokens_per_step) if c else None,
+            "acceptance_rate": _f(c.acceptance_rate) if c else None, "spec_source": c.source if c else None}
+
+
+def matched_row(spec: MatchedSdSpec, r: MatchedResult, status: str) -> dict[str, Any]:
+    """The one ``matched.parquet`` row (ledger table ``matched_sd``)."""
+    be, o = r.break_even, r.outputs
+    return {"run": spec.name, "order": " ".join(spec.order), "concurrency": r.concurrency,
+            "ar_rate_tok_s": _f(r.ar_rate), "sd_rate_tok_s": _f(r.sd_rate), "ratio_pct": _f(r.ratio_pct),
+            "http_ratio_pct": _f(r.http_ratio_pct), "ar_drift_pct": _f(r.ar_drift_pct),
+            "sd_spread_pct": _f(r.sd_spread_pct), "tokens_per_step": _f(r.tokens_per_step),
+            "acceptance_rate": _f(r.acceptance_rate), "spec_source": r.counts.source if r.counts else None,
+            "t_ar_ms": _f(r.t_ar_s * 1e3), "t_sd_ms": _f(r.t_sd_s * 1e3),
+            "t_sd_implied_ms": _f(r.t_sd_implied_s * 1e3), "t_sd_over_t_ar": _f(be.ratio),
+            "reconcile_rel": _f(r.reconcile_rel), "reconciled": r.reconciled, "verdict": be.verdict,
+            "reason": be.reason, "outputs_compared": o.compared, "outputs_identical": o.identical,
+            "outputs_differing": o.differing, "sd_claim": spec.sd_claim, "status": status}
+
+
+def result_json(r: MatchedResult) -> dict[str, Any]:
+    """``matched.json``'s result: every figure with its unit in the name."""
+    return {"concurrency": r.concurrency, "ar_rate_tok_s": _f(r.ar_rate), "sd_rate_tok_s": _f(r.sd_rate),
+            "ratio_pct": _f(r.ratio_pct), "http_ratio_pct": _f(r.http_ratio_pct),
+            "ar_drift_pct": _f(r.ar_drift_pct), "sd_spread_pct": _f(r.sd_spread_pct),
+            "counts": asdict(r.counts) if r.counts else None, "tokens_per_step": _f(r.tokens_per_step),
+            "acceptance_rate": _f(r.acceptance_rate), "t_ar_s": _f(r.t_ar_s), "t_sd_s": _f(r.t_sd_s),
+            "t_sd_implied_s": _f(r.t_sd_implied_s), "reconcile_rel": _f(r.reconcile_rel),
+            "reconciled": r.reconciled,
+            "break_even": {k: (_f(v) if isinstance(v, float) else v) for k, v in asdict(r.break_even).items()},
+            "outputs": asdict(r.outputs) | {"differing": r.outputs.differing}}
+
+
+def run_matched(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> MatchedOutcome:
+    """Run a matched AR/SD spec into ``<workspace>/archives`` and the ledgers."""
+    return MatchedRunner(prepare_matched(loaded, workspace), workspace, reporter).run()
