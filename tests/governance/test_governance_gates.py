@@ -51,8 +51,8 @@ CASES: list[tuple[str, str, float, dict[str, Any], Callable[[Path], Archive], fl
     ("cell.median", ">=", 1.0, {"workload": "decode", "concurrency": 8}, formal_with([stream_record(0)]), None, False),
     ("cell.http_rate", ">", 89.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 90.0,
      True),
-    ("cell.http_output_tok_s", "<", 89.0, {"workload": "decode", "concurrency": 1}, formal_with([stream_record(0)]), 90.0,
-     False),
+    ("cell.http_output_tok_s", "<", 89.0, {"workload": "decode", "concurrency": 1},
+     formal_with([stream_record(0)]), 90.0, False),
     ("abba.ratio_pct", ">=", 5.0, {}, lambda ws: make_abba(ws, ratio_pct=10.0), 10.0, True),
     ("abba.ratio_pct", ">=", 5.0, {}, lambda ws: make_abba(ws, ratio_pct=1.5), 1.5, False),
     ("abba.ratio_pct", ">=", 5.0, {}, formal_with([stream_record(0)]), None, False),  # not a screen
