@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
 from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_reap
 from harness.cli.listing import CsvOpt, JsonOpt, emit
 from harness.cli.progress import LiveReporter
-from harness.cli.render import PLAN_COLS, cells_at, latency_table, pd_table, plan_rows, plan_table
+from harness.cli.render import PLAN_COLS, cells_at, fmt, latency_table, pd_table, plan_rows, plan_table
 from harness.errors import ArchiveError, SpecError
 from harness.inputs.spec import SPEC_KINDS, CampaignSpec, kinds_hint, load_spec
 from harness.measure.latency import parse_percentiles
@@ -54,6 +55,29 @@ def plan_cmd(spec: Annotated[Path, typer.Argument(help="campaign YAML file")],
                       "needs at least its min_resident_seconds of resident windows")
     console.print(f"claim class: {s.claim_class}; protocol class: {s.protocol_class}; "
                   f"backend: {s.service.backend}" + (" (SIMULATED)" if s.service.backend == "sim" else ""))
+
+
+def _float(v: Any) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def cycles_table(cells: list[dict[str, Any]], simulated: bool) -> Table:
+    """A speculative server's cells: tokens per verify step, acceptance, T_SD from the stream and as
+    implied by C*a/R, and whether they agree (docs/speculative.md)."""
+    t = Table(title="speculative decoding per cell" + (" (SIMULATED)" if simulated else ""), title_justify="left",
+              caption="a = 1 + accepted/steps (bonus in); acceptance = accepted/proposed (bonus out); "
+              "acceptance alone is not a speed metric", caption_justify="left")
+    for col in ("cell", "C", "a", "acceptance %", "T_SD stream ms", "C*a/R ms", "steps/s/request", "agree"):
+        t.add_column(col, justify="left" if col == "cell" else "right")
+    for c in cells:
+        def ms(v: Any) -> str:
+            return "—" if v is None else f"{float(v) * 1e3:.3f}"
+        agree = "yes" if c.get("reconciled") is True else "NO" if c.get("reconciled") is False else "—"
+        t.add_row(str(c.get("cell_id")), str(c.get("concurrency")), fmt(_float(c.get("tokens_per_step")), 4),
+                  "—" if c.get("acceptance_rate") is None else f"{100 * float(c['acceptance_rate']):.2f}",
+                  ms(c.get("t_sd_stream_s")), ms(c.get("t_sd_implied_s")),
+                  fmt(_float(c.get("verify_steps_per_s_per_request")), 2), agree)
+    return t
 
 
 @app.command("run")
@@ -110,6 +134,8 @@ def run_cmd(
     lat = latency_table(cells, title=outcome.plan.campaign, simulated=simulated, percentiles=ps)
     if lat is not None:
         console.print(lat)
+    if outcome.archive.has("cycles.json"):
+        console.print(cycles_table(outcome.archive.json("cycles.json").get("cells") or [], simulated))
     console.print(f"archive {outcome.archive.archive_id} ({outcome.status}) at {outcome.archive.path}")
     if outcome.ledger_rows:
         console.print("ledgers: " + ", ".join(f"{k} +{v}" for k, v in sorted(outcome.ledger_rows.items())))

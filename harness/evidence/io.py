@@ -49,7 +49,8 @@ def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
         extra={"server_metrics": _jsonl(archive, "server_metrics.jsonl"),
                "wave_checks": _jsonl(archive, "wave_checks.jsonl"),
                "matched": archive.json("matched.json") if (archive.path / "matched.json").exists() else None,
-               "acceptance": _rows(archive, "acceptance.parquet")},
+               "acceptance": _rows(archive, "acceptance.parquet"),
+               "cycles": archive.json("cycles.json") if (archive.path / "cycles.json").exists() else None},
     )
 
 

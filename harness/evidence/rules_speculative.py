@@ -1,7 +1,7 @@
 """Evidence rules about speculative measurements (pure; docs/speculative.md).
 
-- ``sd-reconcile``: a matched AR/SD run whose useful throughput ``C * a / T_SD`` (T_SD from the
-  stream's event gaps) disagrees with its resident rate beyond the tolerance
+- ``sd-reconcile``: a matched AR/SD run (or a formal cell, ``cycles.json``) whose useful throughput
+  ``C * a / T_SD`` (T_SD from the stream's event gaps) disagrees with its resident rate beyond the tolerance
   (``harness.measure.matched.RECONCILE_TOLERANCE``): one of a, T_SD or the rate is not what it seems
   (events coalescing several steps, a miscounting server); warning, the verdict needs a look.
 - ``sd-outputs``: a ``speculative-full-target`` matched run whose greedy outputs differ from the AR
@@ -11,8 +11,8 @@
   ``/metrics`` counter deltas) disagree: the counters saw traffic the harness did not send, or a
   server miscounts; warning naming the waves.
 
-Registered in ``harness.evidence.rules.RULES``; they read ``extra['matched']`` (``matched.json``) and
-``extra['acceptance']`` (``acceptance.parquet`` rows).
+Registered in ``harness.evidence.rules.RULES``; they read ``extra['matched']`` (``matched.json``),
+``extra['cycles']`` (``cycles.json``) and ``extra['acceptance']`` (``acceptance.parquet`` rows).
 """
 
 from __future__ import annotations
@@ -32,7 +32,20 @@ def _result(d: ArchiveData) -> dict[str, Any]:
 
 
 def rule_sd_reconcile(d: ArchiveData) -> list[Finding]:
-    """A matched run whose C*a/T_SD and resident rate disagree (``reconciled`` false)."""
+    """A matched run whose C*a/T_SD and resident rate disagree (``reconciled`` false), or a formal
+    matrix's cells that do (``cycles.json``, per cell)."""
+    cycles = d.extra.get("cycles")
+    cells = [c for c in (cycles.get("cells") or []) if isinstance(c, dict)] if isinstance(cycles, dict) else []
+    bad = [c for c in cells if c.get("reconciled") is False]
+    if bad:
+        c = bad[0]
+        rel = c.get("reconcile_rel")
+        shown = f"{rel * 100:+.1f}%" if isinstance(rel, int | float) else "unknown"
+        return [_f(d.archive_id, "sd-reconcile", "warning",
+                   f"{len(bad)} cell(s) whose useful throughput C*a/T_SD (T_SD from the stream) differs from the "
+                   f"resident rate (e.g. {c.get('cell_id')}: {shown})",
+                   "check that the server streams one event per verify step (stream_interval 1) and that its "
+                   "counts cover the measured requests", [str(x.get("cell_id")) for x in bad])]
     r = _result(d)
     if r.get("reconciled") is not False:
         return []

@@ -15,7 +15,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.measure.speculative import SpecCounts, sum_counts, vllm_counter_delta
+from harness.measure import metrics as m
+from harness.measure.matched import RECONCILE_TOLERANCE, raising_events, step_gaps
+from harness.measure.speculative import SpecCounts, reconcile, step_time, sum_counts, vllm_counter_delta
 from harness.records import RequestRecord
 
 
@@ -60,10 +62,35 @@ def acceptance_rows(records: Sequence[RequestRecord], common: Mapping[str, Any] 
     out: list[dict[str, Any]] = []
     for wave_id, recs in waves.items():
         tokens = sum(r.completion_tokens or 0 for r in recs)
-        for c in (counts_of(recs), counter_counts((counters or {}).get(wave_id), tokens)):
-            if c is not None:
-                out.append(_row(wave_id, recs, c, common))
+        hist = tokens_per_event(recs)
+        found = [c for c in (counts_of(recs), counter_counts((counters or {}).get(wave_id), tokens)) if c is not None]
+        for c in found:
+            out.append(_row(wave_id, recs, c, common) | _stream(hist))
+        if not found and len(hist) > 2:  # no counts, but events carrying several tokens: the stream's view
+            out.append(_stream_row(wave_id, recs, hist, common))
     return out
+
+
+def tokens_per_event(recs: Iterable[RequestRecord]) -> list[int]:
+    """Histogram of tokens per token-carrying event, each request's first (prefill) event left out:
+    ``hist[i]`` events carried ``i`` tokens (index 0 always 0). From the stream alone, for any server."""
+    hist = [0]
+    for r in recs:
+        for _, n in raising_events(r.event_ns, r.event_tokens)[1:]:
+            hist.extend([0] * (n + 1 - len(hist)))
+            hist[n] += 1
+    return hist
+
+
+def _stream(hist: list[int]) -> dict[str, Any]:
+    return {"stream_events": sum(hist), "tokens_per_event_hist": hist}
+
+
+def _stream_row(wave_id: str, recs: Sequence[RequestRecord], hist: list[int], common: Mapping[str, Any] | None
+                ) -> dict[str, Any]:
+    return {"wave_id": wave_id, "cell_id": recs[0].cell_id, "concurrency": recs[0].concurrency,
+            "source": "stream", "requests_reporting": 0, "requests": len(recs),
+            "tokens_per_step": None} | _stream(hist) | dict(common or {})  # events are not steps: see the histogram
 
 
 def _row(wave_id: str, recs: Sequence[RequestRecord], c: SpecCounts, common: Mapping[str, Any] | None
@@ -85,3 +112,37 @@ def cell_acceptance(records: Sequence[RequestRecord]) -> dict[str, SpecCounts]:
         if r.phase == "measured":
             cells.setdefault(r.cell_id, []).append(r)
     return {cid: c for cid, recs in cells.items() if (c := counts_of(recs)) is not None}
+
+
+def cell_cycles(records: Sequence[RequestRecord], cell_rates: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Per cell whose requests reported counts, the cycle within its resident windows
+    (docs/speculative.md "Cycle time"): tokens per step a and acceptance (the cell's summed counts),
+    T_SD from the stream (mean gap between token-carrying events of one request inside each measured
+    wave's resident window), verify steps per second per request (1 / T_SD), T_SD implied by the
+    cell's resident rate ``cell_rates[cell]`` (tok/s: ``C * a / R``) and whether useful throughput
+    ``C * a / T_SD`` agrees with that rate (:func:`harness.measure.speculative.reconcile`)."""
+    out: list[dict[str, Any]] = []
+    for cell_id, counts in cell_acceptance(records).items():
+        waves: dict[str, list[RequestRecord]] = {}
+        for r in records:
+            if r.phase == "measured" and r.cell_id == cell_id:
+                waves.setdefault(r.wave_id, []).append(r)
+        gaps: list[float] = []
+        for recs in waves.values():
+            win = m.resident_window(recs)
+            if win.contributes:
+                gaps += step_gaps([r.event_ns for r in recs], [r.event_tokens for r in recs], win.start_ns,
+                                  win.end_ns)
+        c = next(iter(waves.values()))[0].concurrency if waves else 0
+        rate = float(cell_rates.get(cell_id, math.nan))
+        a = counts.tokens_per_step
+        t_sd = step_time(gaps)
+        implied = c * a / rate if rate > 0 and c else math.nan
+        agree, rel = (reconcile(rate, c, a, t_sd, RECONCILE_TOLERANCE) if c and rate > 0 and not math.isnan(t_sd)
+                      else (None, math.nan))
+        out.append({"cell_id": cell_id, "concurrency": c, "source": counts.source, "tokens_per_step": _f(a),
+                    "acceptance_rate": _f(counts.acceptance_rate), "t_sd_stream_s": _f(t_sd),
+                    "verify_steps_per_s_per_request": _f(1.0 / t_sd) if t_sd > 0 else None,
+                    "t_sd_implied_s": _f(implied), "resident_rate_tok_s": _f(rate), "reconciled": agree,
+                    "reconcile_rel": _f(rel), "step_samples": len(gaps)})
+    return out

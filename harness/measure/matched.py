@@ -3,8 +3,9 @@ AR2, ...) and a speculative arm (SD1, SD2, ...) that ran the same fixed waves on
 services.
 
 Per leg: its measured waves' resident and HTTP rates (leg value = median of its waves), the step time
-measured from the stream (median gap between consecutive token-carrying events of one request inside
-the resident windows: one event is one step when the server streams every step) and, for SD legs,
+measured from the stream (mean gap between consecutive token-carrying events of one request inside
+the resident windows, :func:`~harness.measure.speculative.step_time`: one event is one step when the
+server streams every step) and, for SD legs,
 the speculative counts summed over the measured requests. The result: the arm means, SD/AR ratios at
 both boundaries, the AR drift and SD spread (the noise), tokens per step ``a`` and the acceptance
 rate, ``T_AR``, ``T_SD`` (measured, and implied by ``C * a / R``, which must agree: a disagreement
@@ -15,13 +16,20 @@ leg (a full-target arm must reproduce them; each difference keeps its first diff
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from harness.measure.speculative import BreakEven, SpecCounts, break_even, reconcile, sum_counts, window_gaps
+from harness.measure.speculative import (
+    BreakEven,
+    SpecCounts,
+    break_even,
+    reconcile,
+    step_time,
+    sum_counts,
+    window_gaps,
+)
 
 RECONCILE_TOLERANCE = 0.10
 """How far useful throughput ``C * a / T_SD`` (T_SD from event gaps) may differ from the resident rate
@@ -55,8 +63,8 @@ class LegData:
 
     @property
     def step_s(self) -> float:
-        """Median step time from the stream (s; NaN without gaps)."""
-        return statistics.median(self.step_gaps_s) if self.step_gaps_s else math.nan
+        """Step time from the stream (s; the mean gap, NaN without gaps)."""
+        return step_time(self.step_gaps_s)
 
 
 @dataclass(frozen=True)
@@ -171,8 +179,8 @@ def summarize_matched(legs: Sequence[LegData], order: Sequence[str], concurrency
     counts_list = [x.counts for x in sd if x.counts is not None]
     counts = sum_counts(counts_list) if counts_list else None
     a = counts.tokens_per_step if counts is not None else math.nan
-    t_ar = statistics.median([g for x in ar for g in x.step_gaps_s]) if any(x.step_gaps_s for x in ar) else math.nan
-    t_sd = statistics.median([g for x in sd for g in x.step_gaps_s]) if any(x.step_gaps_s for x in sd) else math.nan
+    t_ar = step_time([g for x in ar for g in x.step_gaps_s])
+    t_sd = step_time([g for x in sd for g in x.step_gaps_s])
     implied = concurrency * a / sd_rate if sd_rate > 0 and not math.isnan(a) else math.nan
     if math.isnan(t_sd) or math.isnan(a) or not sd_rate > 0:
         reconciled: bool | None = None
@@ -188,10 +196,23 @@ def summarize_matched(legs: Sequence[LegData], order: Sequence[str], concurrency
                          tuple(by[x] for x in order if x in by))
 
 
+def raising_events(event_ns: Iterable[int], cumulative_tokens: Iterable[int]) -> list[tuple[int, int]]:
+    """(arrival ns, tokens it added) of each event that raised a request's cumulative token count
+    (``RequestRecord.event_tokens`` is cumulative; an event adding nothing, e.g. a keep-alive, is
+    dropped)."""
+    out: list[tuple[int, int]] = []
+    last = 0
+    for t, n in zip(event_ns, cumulative_tokens, strict=False):
+        if int(n) > last:
+            out.append((int(t), int(n) - last))
+            last = int(n)
+    return out
+
+
 def step_gaps(event_ns: Sequence[Iterable[int]], event_tokens: Sequence[Iterable[int]], start_ns: int,
               end_ns: int) -> list[float]:
     """Gaps (s) between consecutive token-carrying events of each request inside ``[start_ns,
-    end_ns]`` (a wave's resident window), pooled (never across requests)."""
-    times = [[t / 1e9 for t, n in zip(ts, ns, strict=False) if n > 0] for ts, ns in zip(event_ns, event_tokens,
-                                                                                        strict=False)]
+    end_ns]`` (a wave's resident window), pooled (never across requests); ``event_tokens`` are the
+    records' cumulative counts."""
+    times = [[t / 1e9 for t, _ in raising_events(ts, ns)] for ts, ns in zip(event_ns, event_tokens, strict=False)]
     return window_gaps(times, start_ns / 1e9, end_ns / 1e9)

@@ -229,8 +229,10 @@ class MatchedSdRow:
 class AcceptanceRow:
     """``acceptance``: one measured wave's speculative counts summed over its requests (``cell_id``:
     the formal cell, or the leg of a screen or matched run), as its server reported them
-    (``source``: ``sglang-meta-info``, ``vllm-request-metrics``, ...); tokens per step bonus
-    included, acceptance rate bonus excluded (docs/speculative.md)."""
+    (``source``: ``sglang-meta-info``, ``vllm-request-metrics``, ``vllm-metrics-delta``, or ``stream``:
+    only the stream's events, for a server that reports no counts); tokens per step bonus included,
+    acceptance rate bonus excluded (docs/speculative.md). ``tokens_per_event_hist[i]``: the wave's
+    token-carrying events after each request's first (prefill) one that carried i tokens; index 0 unused."""
 
     wave_id: str | None = None
     cell_id: str | None = None
@@ -245,6 +247,8 @@ class AcceptanceRow:
     tokens_per_step: float | None = None
     acceptance_rate: float | None = None
     sglang_accept_length: float | None = None
+    stream_events: int | None = None
+    tokens_per_event_hist: list[int] | None = None
 
 
 @dataclass(frozen=True)

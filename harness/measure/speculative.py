@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -297,12 +296,18 @@ def window_gaps(event_times_s: Sequence[Sequence[float]], t_s: float, t_e: float
     return gaps
 
 
+def step_time(gaps: Sequence[float]) -> float:
+    """The step time (s) the stream shows: the mean of the gaps (their sum over their number). When
+    the client reads an event late, one gap grows and the next shrinks by as much: the mean keeps the
+    step, a median drifts toward the long side (1.7% at 3 ms steps on the simulator). NaN for none."""
+    return math.fsum(gaps) / len(gaps) if gaps else math.nan
+
+
 def cycle_from_events(event_times_s: Sequence[Sequence[float]], t_s: float, t_e: float) -> float:
-    """Independent ``T_SD`` (s): the median gap of :func:`window_gaps`. One event is one verify
+    """Independent ``T_SD`` (s): :func:`step_time` of :func:`window_gaps`. One event is one verify
     step only when the server streams every step (SGLang ``stream_interval`` 1) and the client
     reads them apart; NaN when there is no gap."""
-    gaps = window_gaps(event_times_s, t_s, t_e)
-    return statistics.median(gaps) if gaps else math.nan
+    return step_time(window_gaps(event_times_s, t_s, t_e))
 
 
 def reconcile(resident_rate: float, concurrency: int, tokens_per_step: float, t_sd_s: float,

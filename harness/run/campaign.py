@@ -32,7 +32,7 @@ from harness.inputs.spec import CampaignSpec, LoadedSpec, LoadSettings, load_spe
 from harness.load.driver import LoadClient
 from harness.load.workers import auto_workers
 from harness.measure import metrics as m
-from harness.measure.acceptance import acceptance_rows
+from harness.measure.acceptance import acceptance_rows, cell_cycles
 from harness.measure.results import CampaignResults, compute_results, results_json, results_tables, run_count_methods
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
@@ -439,6 +439,9 @@ def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, 
     acceptance = acceptance_rows(records, extra, spec_counters(writer))
     if acceptance:
         writer.write_table("acceptance.parquet", pa.Table.from_pylist(acceptance))
+        cycles = cell_cycles(records, {c.cell_id: float(c.median_tok_s) for c in results.cells})
+        if cycles:
+            writer.write_json("cycles.json", {"cells": cycles, "definition": "docs/speculative.md, Cycle time"})
     writer.write_json("results.json", results_json(results))
     analysis_plan = st.governance.get("analysis_plan")
     labels = run_labels(spec.labels, [spec.service.backend], st.services)

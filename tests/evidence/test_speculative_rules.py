@@ -47,3 +47,12 @@ def test_two_sources_of_one_wave_must_agree() -> None:
     (f,) = rule_acceptance_sources(replace(CLEAN, extra={"acceptance": rows}))
     assert (f.rule, f.severity, f.rows) == ("acceptance-sources", "warning", ("SD1.measured.w001",))
     assert rule_acceptance_sources(replace(CLEAN, extra={"acceptance": rows[:3]})) == []
+
+
+def test_formal_cells_whose_cycle_disagrees_are_named() -> None:
+    cycles = {"cells": [{"cell_id": "decode-c16", "reconciled": True, "reconcile_rel": 0.004},
+                        {"cell_id": "decode-c64", "reconciled": False, "reconcile_rel": 0.21}]}
+    (f,) = rule_sd_reconcile(replace(CLEAN, extra={"cycles": cycles}))
+    assert (f.rule, f.severity, f.rows) == ("sd-reconcile", "warning", ("decode-c64",))
+    assert "decode-c64: +21.0%" in f.message
+    assert rule_sd_reconcile(replace(CLEAN, extra={"cycles": {"cells": cycles["cells"][:1]}})) == []

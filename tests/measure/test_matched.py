@@ -93,7 +93,7 @@ def test_outputs_compared_token_by_token_with_the_first_ar_leg() -> None:
 
 def test_step_gaps_stay_within_one_request_and_the_window() -> None:
     ns = [[0, 10, 20, 30, 40], [5, 25, 45]]
-    tok = [[1, 2, 0, 3, 1], [1, 1, 1]]  # the 0-token event (a keep-alive) is not a step
+    tok = [[1, 3, 3, 6, 7], [1, 2, 3]]  # cumulative counts: the event at 20 adds nothing (a keep-alive)
     gaps = step_gaps(ns, tok, 10, 45)
     assert sorted(round(g * 1e9) for g in gaps) == [10, 20, 20]
 
@@ -121,3 +121,28 @@ def test_acceptance_rows_per_measured_wave_and_per_cell() -> None:
     cells = cell_acceptance(recs)
     assert list(cells) == ["c"] and cells["c"].steps == 20
     assert counts_of([recs[2]]) is None
+
+
+def test_tokens_per_event_from_the_stream_of_any_server() -> None:
+    def streamed(i: int, tokens: list[int], steps: int | None = None) -> RequestRecord:
+        # ``tokens``: what each event added; the record keeps the cumulative count
+        return RequestRecord(rid=f"s{i}", send_ns=0, done_ns=1,
+                             event_ns=np.arange(len(tokens), dtype=np.int64),
+                             event_tokens=np.cumsum(tokens).astype(np.int32), completion_tokens=sum(tokens),
+                             wave_id="w.r0.w000", cell_id="w", concurrency=2, spec_steps=steps,
+                             spec_proposed=None if steps is None else steps * 3, spec_accepted=None if steps is None
+                             else sum(tokens) - 1 - steps, spec_source=None if steps is None else "sglang-meta-info")
+
+    from harness.measure.acceptance import tokens_per_event
+
+    # first (prefill) event left out, keep-alive (0-token) events ignored
+    assert tokens_per_event([streamed(0, [1, 3, 0, 2, 4]), streamed(1, [1, 1, 4])]) == [0, 1, 1, 1, 2]
+    # a server that reports no counts but streams multi-token events: one "stream" row, no steps claimed
+    (row,) = acceptance_rows([streamed(0, [1, 3, 2, 4]), streamed(1, [1, 1, 4])])
+    assert (row["source"], row["stream_events"], row["tokens_per_event_hist"]) == ("stream", 5, [0, 1, 1, 1, 2])
+    assert row["tokens_per_step"] is None and "verify_steps" not in row
+    # one token per event (a native server at stream_interval 1): no row at all
+    assert acceptance_rows([streamed(0, [1, 1, 1, 1])]) == []
+    # with counts, the row carries the stream's histogram beside them
+    (counted,) = acceptance_rows([streamed(0, [1, 3, 2, 4], steps=3)])
+    assert counted["source"] == "sglang-meta-info" and counted["tokens_per_event_hist"] == [0, 0, 1, 1, 1]

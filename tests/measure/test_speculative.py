@@ -225,10 +225,11 @@ def test_reconcile() -> None:
 def test_cycle_from_events_takes_gaps_within_one_request_inside_the_window() -> None:
     r1 = [0.0, 0.1, 0.2, 0.35]
     r2 = [0.05, 0.15, 0.3]
-    # inside [0.05, 0.3]: r1 0.1, 0.2 (gap 0.1); r2 0.05, 0.15, 0.3 (gaps 0.1, 0.15); median 0.1.
+    # inside [0.05, 0.3]: r1 0.1, 0.2 (gap 0.1); r2 0.05, 0.15, 0.3 (gaps 0.1, 0.15); mean 0.35 / 3.
     # Gaps across requests (0.05 apart) never count.
     assert sp.window_gaps([r1, r2], 0.05, 0.3) == pytest.approx([0.1, 0.1, 0.15])
-    assert sp.cycle_from_events([r1, r2], 0.05, 0.3) == pytest.approx(0.1)
+    assert sp.cycle_from_events([r1, r2], 0.05, 0.3) == pytest.approx(0.35 / 3)
+    assert sp.step_time([0.004, 0.002, 0.003]) == pytest.approx(0.003)  # a late read moves two gaps, not the sum
     assert math.isnan(sp.cycle_from_events([[0.0], [0.5]], 0.0, 1.0))
 
 

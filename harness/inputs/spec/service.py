@@ -4,7 +4,7 @@ started, and how the load client drives it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -75,6 +75,26 @@ class OpenAISettings(Strict):
         None, description="what the server applies to chat messages (recorded; e.g. 'model default')")
 
 
+class SourceTree(Strict):
+    """A source tree the served stack comes from (``source_trees``): recorded with its git commit,
+    dirty paths, a SHA-256 of the tracked diff against HEAD and of the untracked files, and the
+    installed distribution's version (and whether it is an editable install of this tree)."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="a name for the tree (e.g. sglang, aiter)")
+    path: str = Field(max_length=_PATH, description="the tree's directory (relative to the spec)")
+    distribution: str | None = Field(None, max_length=256, description="the installed distribution built "
+                                     "from it (e.g. sglang), whose version and install location are recorded")
+
+
+class LibraryRequirement(Strict):
+    """A shared object the live workers must map (``require_libraries``)."""
+
+    name: str = Field(max_length=256, description="file name glob of the shared object (e.g. libccl.so*)")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                               description="the SHA-256 the mapped file must have (any when absent)")
+    every_worker: bool = Field(True, description="every worker process must map it (else: at least one)")
+
+
 class ServiceProfile(Strict):
     """What service to measure and how to start it.
 
@@ -132,7 +152,7 @@ class ServiceProfile(Strict):
     gpus: list[int | str] | None = Field(
         None, max_length=_LIST,
         description="GPU indices/UUIDs the service uses (default: *_VISIBLE_DEVICES from env, else all) (index)")
-    gpu_owners_source: Literal["auto", "amd-smi", "nvidia-smi", "nvml", "none"] = Field(
+    gpu_owners_source: Literal["auto", "amd-smi", "nvidia-smi", "nvml", "xpu-smi", "drm-fdinfo", "none"] = Field(
         "auto", description="tool that lists GPU owner processes")
     check_gpu_owners: bool | None = Field(
         None, description="refuse unrelated GPU owners before launch and before every cell/leg "
@@ -144,6 +164,18 @@ class ServiceProfile(Strict):
     env: dict[str, str] = Field(default_factory=dict, max_length=_LIST,
                                 description="environment variables set for the engine")
     patches: str | None = Field(None, max_length=_PATH, description="path of a model_patches series file")
+    hash_weights: bool = Field(False, description="hash every weight byte of model_path too (slow; cached by "
+                               "path, size and mtime); by default only the configs, tokenizer files, shard index "
+                               "and each shard's safetensors header are hashed")
+    source_trees: list[SourceTree] = Field(default_factory=list, max_length=64,
+                                           description="source trees the served stack is built from, recorded with "
+                                           "commit, dirty paths and diff hashes (e.g. sglang, aiter)")
+    require_libraries: list[LibraryRequirement] = Field(
+        default_factory=list, max_length=64,
+        description="shared objects the live workers must map (checked before measurement and at the end)")
+    library_dirs: list[Annotated[str, Field(max_length=_PATH)]] | None = Field(
+        None, max_length=64, description="when set, no worker may map a shared object from outside these "
+        "directories (and the interpreter's own)")
     sim: SimSettings = Field(default_factory=lambda: SimSettings(),  # noqa: PLW0108 - mypy needs the call
                              description="simulator settings (backend sim)")
     startup_timeout_s: float = Field(900.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
@@ -215,11 +247,16 @@ def load_profile(path: Path) -> ServiceProfile:
 
 
 def resolve_profile(profile: ServiceProfile, base: Path) -> ServiceProfile:
-    """``profile`` with its ``patches``, ``tokenizer`` and ``sim.profile_file`` paths made absolute
-    against ``base`` (the directory of the file that named them)."""
+    """``profile`` with its ``patches``, ``tokenizer``, ``sim.profile_file``, ``source_trees`` and
+    ``library_dirs`` paths made absolute against ``base`` (the directory of the file that named them)."""
     update: dict[str, Any] = {key: str(resolve_path(value, base)) for key, value in
                               (("patches", profile.patches), ("tokenizer", profile.tokenizer)) if value is not None}
     if profile.sim.profile_file is not None:
         update["sim"] = profile.sim.model_copy(
             update={"profile_file": str(resolve_path(profile.sim.profile_file, base))})
+    if profile.source_trees:
+        update["source_trees"] = [t.model_copy(update={"path": str(resolve_path(t.path, base))})
+                                  for t in profile.source_trees]
+    if profile.library_dirs:
+        update["library_dirs"] = [str(resolve_path(d, base)) for d in profile.library_dirs]
     return profile.model_copy(update=update) if update else profile
