@@ -115,6 +115,7 @@ _GROUPS: list[tuple[str, str]] = [
     ("gate_cmd", "gate"),
     ("sweep_cmd", "sweep"),
     ("spec_cmd", "spec"),
+    ("identity_cmd", "identity"),
 ]
 
 
@@ -163,6 +164,8 @@ SUMMARIES: dict[str, str] = {
     "gate": "Gates: a quantity of one archive compared with a threshold (campaigns/gates/*.yaml).",
     "sweep": "Open-loop rate sweeps (Poisson/gamma/constant arrivals, goodput under SLOs).",
     "spec": "Speculative decoding: targets for a measured decode rate (docs/speculative.md).",
+    "identity": "Runtime identity: what a run served (model, source trees, launch, packages, server config, "
+                "mapped libraries, patches, speculation), shown and compared.",
 }
 
 

@@ -79,6 +79,9 @@ def serve_cmd(
     ready_file: Annotated[Path | None, typer.Option(help="Write the URL here once listening.")] = None,
     processes: Annotated[int, typer.Option(
         help="Simulator processes sharing the port (SO_REUSEPORT; harness.sim.cluster).")] = 1,
+    model_path: Annotated[str | None, typer.Option(
+        help="The model path the server reports (a local model directory the run records; default: the "
+        "profile's sim:// name).")] = None,
     speculative: Annotated[str | None, typer.Option(
         help="Speculative decoding on top of the profile, as JSON (docs/simulator.md), e.g. "
         '\'{"draft_tokens": 3, "accept_probs": [0.8, 0.6, 0.4], "verify_cost": 1.25}\'')] = None,
@@ -94,7 +97,7 @@ def serve_cmd(
         time_scale=time_scale, step_factor=step_factor, startup_delay_s=startup_delay,
         die_after_requests=die_after_requests, die_after_s=die_after_s, fault=fault,
         fault_every=fault_every, fault_first=fault_first, disable_radix_cache=disable_radix_cache,
-        openai_usage=openai_usage, request_faults=allow_request_faults,
+        openai_usage=openai_usage, request_faults=allow_request_faults, model_path=model_path,
     )
 
     def announce(url: str) -> None:

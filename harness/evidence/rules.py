@@ -33,6 +33,7 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
   sd-reconcile         a matched AR/SD run whose C*a/T_SD disagrees with its resident rate (rules_speculative.py)
   sd-outputs           a full-target matched run whose greedy outputs differ from the AR legs'
   acceptance-sources   a wave whose speculative counts differ between the requests and the /metrics deltas
+  mapped-libraries     live workers that, before the service stopped, no longer mapped what the profile requires
 
 Findings about a service or the whole run (identity, claim class, simulator labelling, oracles)
 have ``scope = "run"``: when blocking they invalidate every ledger row of the archive. Row findings
@@ -47,7 +48,7 @@ from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
-from harness.evidence.rules_claims import rule_claim_vs_server, rule_speculative_native
+from harness.evidence.rules_claims import rule_claim_vs_server, rule_mapped_libraries, rule_speculative_native
 from harness.evidence.rules_client import (
     rule_client_bound,
     rule_client_lag,
@@ -419,6 +420,7 @@ RULES: tuple[Callable[[ArchiveData], list[Finding]], ...] = (
     rule_oracle, rule_service_restarts, rule_concurrency_witness, rule_warmup_failed, rule_client_bound,
     rule_client_stalled, rule_sim_lateness, rule_sweep_schedule, rule_sweep_rounds, rule_external_claim,
     rule_token_counts, rule_claim_vs_server, rule_sd_reconcile, rule_sd_outputs, rule_acceptance_sources,
+    rule_mapped_libraries,
 )
 
 

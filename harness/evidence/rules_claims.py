@@ -59,3 +59,34 @@ def rule_claim_vs_server(d: ArchiveData) -> list[Finding]:
                           "re-run with the claim class the server serves; a claim class is never relabelled "
                           "after the fact (rule 1)", [_name(s, i)], "run"))
     return out
+
+
+def rule_mapped_libraries(d: ArchiveData) -> list[Finding]:
+    """``mapped-libraries``: a service whose live workers, in the snapshot taken before it was stopped
+    (``stack.mapped.at_end``), no longer map what its profile requires (``require_libraries``,
+    ``library_dirs``); blocking: the run measured a stack other than the one the profile asked for
+    (the start snapshot is checked before measurement, which refuses the run)."""
+    from pydantic import ValidationError
+
+    from harness.inputs.spec import ServiceProfile
+    from harness.service.stack import violations
+
+    out: list[Finding] = []
+    for i, s in enumerate(d.services):
+        stack = s.get("stack") if isinstance(s.get("stack"), Mapping) else None
+        mapped = (stack or {}).get("mapped") if stack else None
+        at_end = mapped.get("at_end") if isinstance(mapped, Mapping) else None
+        if not isinstance(at_end, Mapping) or not isinstance(s.get("profile"), Mapping):
+            continue
+        try:
+            profile = ServiceProfile.model_validate(s["profile"])
+        except ValidationError:
+            continue  # a profile this dsv4h cannot read names no requirement it could check
+        bad = violations(profile, at_end)
+        if bad:
+            out.append(_f(d.archive_id, "mapped-libraries", "blocking",
+                          f"{_name(s, i)}: at the end of the run its workers do not map what the profile "
+                          f"requires: {'; '.join(bad[:3])}" + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""),
+                          "find what replaced or unloaded the library during the run; the measurement is not "
+                          "of the required stack", [_name(s, i)], "run"))
+    return out

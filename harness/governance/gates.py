@@ -20,6 +20,7 @@ from harness.governance.base import SINGLE_STREAM_LAST, SLUG, cell_value, measur
 from harness.hashing import ids_hash16
 from harness.measure import metrics as m
 from harness.records import RequestRecord
+from harness.service.mapped_rules import library_workers
 
 # --- gates -----------------------------------------------------------------------------------
 
@@ -27,6 +28,7 @@ Quantity = Literal[
     "cell.median_tok_s", "cell.http_output_tok_s", "abba.ratio_pct", "abba.drift_pct", "abba.spread_pct",
     "abba.ms_per_token_saved", "requests.max_cached_tokens", "requests.failed", "requests.measured",
     "requests.distinct_outputs_per_case_max", "single_stream.median_tps", "single_stream.p10_tps",
+    "mapped.library_workers",
 ]
 Op = Literal[">=", "<=", "==", ">", "<"]
 
@@ -41,6 +43,10 @@ class GateSelectors(Strict):
     workload: Literal["decode", "prefill"] | None = None
     concurrency: int | None = Field(None, ge=1)
     last_token: int = Field(SINGLE_STREAM_LAST, ge=2, description="single_stream: tokens 1..last_token")
+    library: str | None = Field(None, max_length=256,
+                                description="mapped.library_workers: file name glob of the shared object")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                               description="mapped.library_workers: the SHA-256 the mapped file must have")
 
 
 class GateSpec(Strict):
@@ -76,6 +82,8 @@ class GateInputs:
     comparison: Mapping[str, Any] | None = None
     abba_concurrency: int | None = None
     records: Sequence[RequestRecord] = ()
+    services: Sequence[Mapping[str, Any]] = ()
+    """``service.json``'s service records (``stack.mapped.at_start`` is read)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,8 @@ def gate_value(spec: GateSpec, data: GateInputs) -> GateMeasure:
         if v is None or math.isnan(float(v)):
             return GateMeasure(None, 0, f"comparison has no {key}")
         return GateMeasure(float(v), len(res.get("legs") or ()), f"{key} of the screen")
+    if q == "mapped.library_workers":
+        return _library_workers(sel, data.services)
     recs = measured_records(data.records, workload=sel.workload, concurrency=sel.concurrency)
     if q == "requests.measured":
         return GateMeasure(float(len(recs)), len(recs), "measured requests")
@@ -152,6 +162,23 @@ def gate_value(spec: GateSpec, data: GateInputs) -> GateMeasure:
         v = s.median if q.endswith("median_tps") else s.p10
         return GateMeasure(v, s.n, f"tokens 1..{sel.last_token} after TTFT over {s.n} of {len(recs)} requests")
     raise AssertionError(f"unhandled quantity {q}")  # pragma: no cover - Literal is exhaustive
+
+
+def _library_workers(sel: GateSelectors, services: Sequence[Mapping[str, Any]]) -> GateMeasure:
+    """Worker PIDs (``harness.service.mapped_rules.worker_pids``) of every service's start snapshot that map
+    a file matching ``sel.library`` (with ``sel.sha256`` when given)."""
+    if sel.library is None:
+        return GateMeasure(None, 0, "mapped.library_workers needs selector library")
+    found = [((s.get("stack") or {}).get("mapped") or {}).get("at_start") for s in services
+             if isinstance(s, Mapping)]
+    snaps: list[Mapping[str, Any]] = [m for m in found if isinstance(m, Mapping)]
+    if not snaps:
+        return GateMeasure(None, 0, "archive records no mapped libraries (stack.mapped.at_start)")
+    counts = [library_workers(m, sel.library, sel.sha256) for m in snaps]
+    hit, total = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    what = sel.library + (f" with sha256 {sel.sha256[:12]}..." if sel.sha256 else "")
+    return GateMeasure(float(hit), total, f"{hit} of {total} worker processes over {len(snaps)} service(s) "
+                       f"map {what} at start")
 
 
 def gate_passes(op: str, value: float | None, threshold: float) -> bool:

@@ -270,8 +270,9 @@ def gate_inputs(archive: Archive) -> gv.GateInputs:
     comparison = _json_or(archive, "comparison.json", None)
     spec = _json_or(archive, "spec.json", {})
     conc = (spec.get("workload") or {}).get("concurrency") if isinstance(spec, dict) else None
+    services = _json_or(archive, "service.json", {}).get("services") or []
     return gv.GateInputs(archive.archive_id, cells, comparison, int(conc) if conc is not None else None,
-                         archive.records())
+                         archive.records(), services)
 
 
 def check_gate(gate_path: Path, archive_ref: str, workspace: Path, *, candidate: str | None = None,

@@ -54,6 +54,7 @@ from harness.run.session import (
     open_writer,
     run_labels,
     spec_counters,
+    stack_differences,
     start_memory_sampler,
     write_memory,
 )
@@ -235,6 +236,8 @@ class AbbaRunner:
                     svc = await asyncio.to_thread(
                         self.session.start, profile, f"abba-{leg}-{profile.name}",
                         {"start_index": len(self.session.services) + 1, "first_leg": leg}, leg=leg)
+                    if leg == "B1":
+                        self._check_stacks()
                 await asyncio.to_thread(svc.check_owners, f"before leg {leg}")
                 self.leg_services[leg] = {"pid": svc.process.pid if svc.process else None,
                                           "create_time": svc.process.create_time if svc.process else None,
@@ -244,6 +247,24 @@ class AbbaRunner:
         finally:
             if svc is not None:
                 await asyncio.to_thread(self.session.stop, svc)
+
+    def _check_stacks(self) -> None:
+        """Control and candidate may differ in their served stacks (model, source trees, packages, mapped
+        libraries) only where ``declared_change`` says so (``identity.X`` entries); an undeclared
+        difference refuses the screen before B1 is measured, unless ``allow_identity_change``
+        (recorded)."""
+        a1 = next((s for s in self.session.services if s.get("first_leg") == "A1"), None)
+        b1 = self.session.services[-1]
+        undeclared = stack_differences(a1, b1, self.spec.workload.declared_change) if a1 is not None else []
+        if not undeclared:
+            return
+        if not self.spec.allow_identity_change:
+            raise SpecError("control and candidate serve different stacks in undeclared components: "
+                            + ", ".join(undeclared),
+                            hint="declare them in the workload's declared_change as identity.COMPONENT (e.g. "
+                            "identity.mapped.libfoo.so*), align the installations, or pass "
+                            "--allow-identity-change (recorded); 'dsv4h identity diff' shows them")
+        self.undeclared.extend(f"identity {x}" for x in undeclared)
 
     async def _leg(self, writer: ArchiveWriter, svc: RunningService, leg: str) -> None:
         wl = self.spec.workload

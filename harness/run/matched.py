@@ -41,7 +41,14 @@ from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
 from harness.run.events import MatchedLegWave, MatchedStart, Reporter, silent
 from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
-from harness.run.session import ServiceSession, check_governance, open_writer, run_labels, spec_counters
+from harness.run.session import (
+    ServiceSession,
+    check_governance,
+    open_writer,
+    run_labels,
+    spec_counters,
+    stack_differences,
+)
 from harness.run.skeleton import drive, finish
 from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
@@ -173,6 +180,7 @@ class MatchedRunner:
                 {"start_index": len(self.session.services) + 1, "first_leg": leg},
                 claim_class=MatchedSdSpec.arm_claim(leg, self.spec.sd_claim), leg=leg)
             try:
+                self._check_stack(leg)
                 await asyncio.to_thread(svc.check_owners, f"before leg {leg}")
                 self.leg_services[leg] = {"pid": svc.process.pid if svc.process else None,
                                           "create_time": svc.process.create_time if svc.process else None,
@@ -181,6 +189,18 @@ class MatchedRunner:
             finally:
                 await asyncio.to_thread(self.session.stop, svc)
         self.current_leg = None
+
+    def _check_stack(self, leg: str) -> None:
+        """Every leg serves the first leg's stack (model, source trees, packages, mapped libraries)
+        except where ``declared_change`` declares it (``identity.X``): an undeclared difference
+        refuses the run before the leg is measured."""
+        first = self.session.services[0]
+        undeclared = stack_differences(first, self.session.services[-1], self.spec.declared_change)
+        if undeclared:
+            raise SpecError(f"leg {leg} serves a different stack than leg {self.spec.order[0]} in undeclared "
+                            "components: " + ", ".join(undeclared),
+                            hint="align the installations, or declare them as identity.COMPONENT in "
+                            "declared_change; 'dsv4h identity diff' shows them")
 
     async def _leg(self, writer: ArchiveWriter, svc: RunningService, leg: str, li: int) -> None:
         wl = self.spec.workload

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import DsvError
+from harness.errors import DsvError, ServiceError
 from harness.governance.io import analysis_plan_status, check_direction
 from harness.inputs.spec import ClaimClass, KindSpec, ServiceProfile
 from harness.interrupts import critical
@@ -37,8 +37,11 @@ from harness.run.selfcheck import WaveSelfCheck
 from harness.run.wave import MetricsWitness, witness_summary
 from harness.service.environment import capture_environment, clock_anchor
 from harness.service.manager import RunningService, start_service, verify_identity
+from harness.service.mapped import HashCache
 from harness.service.memory import MemorySampler
 from harness.service.origin import SIM_LABEL, run_is_simulated
+from harness.service.runtime_identity import component_differences
+from harness.service.stack import mapped_at_end, stack_at_start, violations
 from harness.store.archive import ArchiveWriter, claim_resume
 
 
@@ -107,6 +110,7 @@ class ServiceSession:
         self.witness = MetricsWitness()
         self.selfcheck = WaveSelfCheck()
         self._extra = service_json_extra
+        self._hashes = HashCache()  # each mapped file hashed once per run (device, inode, size, mtime)
         self._live: dict[int, _Started] = {}
 
     @property
@@ -134,6 +138,13 @@ class ServiceSession:
             with critical():
                 svc.stop()
             raise
+        try:
+            self.take_stack(svc)
+        except BaseException:
+            self._running.pop(id(svc), None)
+            with critical():
+                svc.stop()
+            raise
         self.services.append(svc.identity() | dict(meta))
         self._live[id(svc)] = _Started(svc, len(self.services) - 1)
         self.write_service_json()
@@ -146,6 +157,19 @@ class ServiceSession:
             self.stop(svc, sentinels=False)
             raise
         return svc
+
+    def take_stack(self, svc: RunningService) -> None:
+        """Record what the service serves (model, source trees, mapped libraries, runtime identity:
+        ``harness.service.stack``) and refuse it, before any measurement, when its live workers do not
+        map what the profile requires (``ServiceError`` naming the PID and the file)."""
+        pid = svc.process.pid if svc.process is not None else None
+        svc.stack = stack_at_start(svc.profile, pid, self.workspace, svc.identity(), self._hashes)
+        bad = violations(svc.profile, svc.stack["mapped"]["at_start"])
+        if bad:
+            raise ServiceError(f"service {svc.profile.name}: its live workers do not map what the profile "
+                               "requires:\n  " + "\n  ".join(bad[:20]),
+                               hint="fix the installation (or the profile's require_libraries / library_dirs); "
+                               "nothing was measured on this service")
 
     def run_sentinels(self, svc: RunningService, when: str) -> None:
         """Check every sentinel oracle on ``svc``; results kept in ``oracles.json``."""
@@ -169,6 +193,12 @@ class ServiceSession:
                     svc.read_final_info()
                 except KeyboardInterrupt:  # another Ctrl-C: skip it, stop the server below
                     svc.server_info_at_stop = None
+            if alive and svc.stack is not None and svc.stack["mapped"]["at_end"] is None:
+                try:
+                    pid = svc.process.pid if svc.process is not None else None
+                    svc.stack["mapped"]["at_end"] = mapped_at_end(pid, self._hashes)
+                except KeyboardInterrupt:  # skip it, stop the server below
+                    pass
             started = self._live.pop(id(svc), None)
             if started is not None:
                 old = self.services[started.index]
@@ -222,6 +252,25 @@ class ServiceSession:
         self.writer.append_jsonl("server_metrics.jsonl", witness_summary(
             wave_id, concurrency, win.start_ns, win.end_ns, samples, counters)
             | {"phase": recs[0].phase if recs else ""})
+
+
+PROFILE_COMPONENTS = ("launch", "served_config", "speculation", "patches")
+"""Runtime-identity components that follow from the service profile (argv, environment, the server's
+resolved configuration, speculation, the patch series): the profile comparison of ABBA screens and
+matched runs already allows or refuses their differences key by key."""
+
+
+def stack_differences(a: Mapping[str, Any], b: Mapping[str, Any], declared_change: Sequence[str]) -> list[str]:
+    """The differences between two running services' stacks (model, source trees, packages, mapped
+    libraries: ``harness.service.runtime_identity.component_differences``) that ``declared_change``
+    does not declare; an entry ``identity.X`` there declares component (or component entry) ``X``,
+    e.g. ``identity.mapped.libccl.so*``. Services without a recorded stack differ in nothing."""
+    if not (isinstance(a.get("stack"), Mapping) and isinstance(b.get("stack"), Mapping)):
+        return []
+    declared = [*PROFILE_COMPONENTS, *(d.removeprefix("identity.") for d in declared_change
+                                      if d.startswith("identity."))]
+    _, undeclared = component_differences(a, b, declared)
+    return undeclared
 
 
 def spec_counters(writer: ArchiveWriter) -> dict[str, Mapping[str, Any]]:

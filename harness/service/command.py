@@ -98,6 +98,8 @@ def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = Non
     ]
     if s.profile_file is not None:
         argv += ["--profile-file", s.profile_file]
+    if profile.model_path is not None:  # a local model directory standing in: reported as the server's
+        argv += ["--model-path", profile.model_path]
     if s.speculative is not None:
         argv += ["--speculative", json.dumps(checked_speculative(s.speculative), sort_keys=True)]
     if s.die_after_requests is not None:

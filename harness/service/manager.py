@@ -64,6 +64,7 @@ class RunningService:
     patches: dict[str, Any] | None = None
     server_info_at_stop: dict[str, Any] | None = None
     launch_record: Path | None = None
+    stack: dict[str, Any] | None = None  # what was served: harness.service.stack (docs/identity.md)
 
     def read_final_info(self) -> None:
         """Read the server's configuration and internal state once more before it is stopped
@@ -118,6 +119,7 @@ class RunningService:
             "witnesses": self.witnesses,
             "patches": self.patches,
             "speculation": served_speculation(self.server_info, self.command.argv if self.command else None),
+            "stack": self.stack,
         }
 
     def stop(self) -> None:

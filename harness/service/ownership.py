@@ -18,6 +18,7 @@ from typing import Final, Literal
 
 from harness.errors import OwnershipError
 from harness.service.gpu import GpuDevice, GpuProcess, OwnersSnapshot, format_bytes, gpu_keys
+from harness.service.xpu import parse_ze_affinity_mask
 
 Verdict = Literal["owned", "unrelated"]
 
@@ -25,7 +26,8 @@ Verdict = Literal["owned", "unrelated"]
 CREATE_TIME_TOLERANCE_S: Final = 0.05
 
 #: Environment variables that select GPUs, in the order they are read.
-VISIBLE_DEVICE_VARS: Final = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+VISIBLE_DEVICE_VARS: Final = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                               "ZE_AFFINITY_MASK")
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,8 @@ def refusal(unrelated: Sequence[GpuProcess], *, gpus: Collection[int | str] | No
                + "\n".join(lines))
     pids = " ".join(str(pid) for pid in by_pid)
     hint = (f"stop PID(s) {pids} if they are yours (e.g. 'kill {pids}'), or choose other GPUs by setting "
-            "CUDA_VISIBLE_DEVICES (NVIDIA) or HIP_VISIBLE_DEVICES (AMD) in the profile's env; "
+            "CUDA_VISIBLE_DEVICES (NVIDIA), HIP_VISIBLE_DEVICES (AMD) or ZE_AFFINITY_MASK (Intel) in the "
+            "profile's env; "
             "'dsv4h gpu owners' lists every owner")
     return OwnershipError(message, hint=hint)
 
@@ -158,11 +161,14 @@ def visible_devices(env: Mapping[str, str]) -> list[int | str] | None:
     Reads :data:`VISIBLE_DEVICE_VARS`; entries are indices or UUIDs (``GPU-...``). Returns ``None``
     (= every GPU) when none is set, or when several are set to different values (nested masks are
     not composed here, so the answer errs towards checking every GPU). An empty value means no GPU.
+    ``ZE_AFFINITY_MASK`` entries may name tiles (``"0.0,1.0"``): each maps to its device index.
     """
     values = {var: env[var] for var in VISIBLE_DEVICE_VARS if var in env}
     if not values or len(set(values.values())) > 1:
         return None
-    raw = next(iter(values.values()))
+    var, raw = next(iter(values.items()))
+    if var == "ZE_AFFINITY_MASK":
+        return parse_ze_affinity_mask(raw)
     out: list[int | str] = []
     for item in raw.split(","):
         s = item.strip()

@@ -78,6 +78,8 @@ service:
   env: {json.dumps(VLLM_CPU_ENV)}
   startup_timeout_s: 300
   gpu_owners_source: none
+  source_trees: [{{name: dsv4h, path: {REPO}}}]
+  require_libraries: [{{name: "libtorch_cpu.so*", every_worker: false}}]  # a helper process maps no torch
 corpora: {{decode: {REPO / 'corpora' / 'tiny-code-128'}, prefill: {REPO / 'corpora' / 'tiny-code-128'}}}
 decode: {{tiers: [1, 4], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max_new_tokens: 128, ignore_eos: true,
          max_waves_per_round: 150}}
@@ -98,6 +100,17 @@ prefill: {{tiers: [1, 4], rounds: 3}}
     assert all(r.cached_tokens == 0 for r in recs if r.workload == "prefill")
     svc_info = json.loads((out.archive.path / "service.json").read_text())["services"][0]
     first_pid = svc_info["process"]["pid"]
+    # what was served (harness.service.stack): the model's files (headers, never weights), the declared
+    # source tree, and every live process's mapped libraries with their hashes, at start and at the end
+    stack = svc_info["stack"]
+    assert "config.json" in stack["model"]["files"] and stack["model"]["weights"] is None
+    assert stack["source_trees"][0]["git"]["commit"]
+    start_pids = stack["mapped"]["at_start"]["pids"]
+    assert len(start_pids) >= 2  # API server, engine core
+    torch_libs = [lib for p in start_pids.values() for lib in p["libraries"]
+                  if Path(lib["path"]).name.startswith("libtorch_cpu.so")]
+    assert torch_libs and all(len(lib["sha256"]) == 64 for lib in torch_libs)
+    assert stack["mapped"]["at_end"] is not None
     assert not psutil.pid_exists(first_pid) or psutil.Process(first_pid).status() == psutil.STATUS_ZOMBIE
     c1 = next(r for r in dec if r.concurrency == 1)
 

@@ -35,6 +35,30 @@ def formal_with(records: list[Any]) -> Callable[[Path], Archive]:
     return lambda ws: make_formal(ws, value=100.0, records=records)
 
 
+REPAIRED, OLD = "a" * 64, "b" * 64
+
+
+def _pid(*libs: tuple[str, str]) -> dict[str, Any]:
+    return {"role": None, "error": None,
+            "libraries": [{"path": p, "sha256": h, "size": 1, "deleted": False} for p, h in libs]}
+
+
+CUDA = ("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "c" * 64)
+RANKS = {"root": 100, "files": {}, "pids": {
+    "100": _pid(CUDA),  # the launcher: maps the GPU driver but not libccl; not a worker
+    "101": _pid(CUDA, ("/opt/ccl/lib/libccl.so.1", REPAIRED)),
+    "102": _pid(CUDA, ("/opt/ccl/lib/libccl.so.1", REPAIRED)),
+    "103": _pid(CUDA, ("/opt/ccl/lib/libccl.so.1", REPAIRED)),
+    "104": _pid(CUDA, ("/opt/ccl/lib/libccl.so.1", OLD)),
+    "105": _pid(("/usr/lib/x86_64-linux-gnu/libssl.so.3", "d" * 64)),  # tokenizer: no GPU, not a worker
+}}
+
+
+def with_stack(ws: Path, at_start: dict[str, Any]) -> Archive:
+    return make_formal(ws, value=100.0, records=[stream_record(0)],
+                       stack={"mapped": {"at_start": at_start, "at_end": None}})
+
+
 REPEATS = [stream_record(k, case_id=f"c{k % 2}", output=[1, 2, 3]) for k in range(4)]
 DIVERGED = [*REPEATS[:3], stream_record(7, case_id="c1", output=[1, 2, 4])]
 CACHED = [stream_record(0), stream_record(1, cached=128)]
@@ -77,6 +101,17 @@ CASES: list[tuple[str, str, float, dict[str, Any], Callable[[Path], Archive], fl
     ("single_stream.median_tps", ">=", 75.0, {"concurrency": 1}, formal_with(SPEED), 80.0, True),
     ("single_stream.median_tps", ">=", 75.0, {"concurrency": 4}, formal_with(SPEED), None, False),
     ("single_stream.p10_tps", ">=", 75.0, {}, formal_with(SPEED), 56.0, False),
+    # four TP ranks (children of launcher 100, which maps libcuda too) and a tokenizer process without a GPU
+    ("mapped.library_workers", ">=", 4, {"library": "libccl.so*"}, lambda ws: with_stack(ws, RANKS), 4.0, True),
+    ("mapped.library_workers", ">=", 4, {"library": "libccl.so*", "sha256": REPAIRED},
+     lambda ws: with_stack(ws, RANKS), 3.0, False),  # rank 104 maps the old build
+    ("mapped.library_workers", ">=", 3, {"library": "libccl.so*", "sha256": REPAIRED},
+     lambda ws: with_stack(ws, RANKS), 3.0, True),
+    ("mapped.library_workers", ">=", 1, {"library": "libnotthere.so*"}, lambda ws: with_stack(ws, RANKS), 0.0,
+     False),
+    ("mapped.library_workers", ">=", 1, {}, lambda ws: with_stack(ws, RANKS), None, False),  # no library selector
+    ("mapped.library_workers", ">=", 1, {"library": "libccl.so*"}, formal_with([stream_record(0)]), None,
+     False),  # no stack recorded
 ]
 
 
@@ -98,6 +133,20 @@ def test_gate_quantities(tmp_path: Path, quantity: str, op: str, threshold: floa
     if not passes:
         err = gate_failure(row)
         assert isinstance(err, EvidenceError) and row["gate"] in err.message
+
+
+def test_library_workers_counts_every_service_and_names_what() -> None:
+    spec = gv.GateSpec(name="ccl", quantity="mapped.library_workers", op=">=", threshold=8, unit="processes",
+                       selectors=gv.GateSelectors(library="libccl.so*", sha256=REPAIRED))
+    svc = {"stack": {"mapped": {"at_start": RANKS}}}
+    m = gv.gate_value(spec, gv.GateInputs("x", services=[svc, svc, {"stack": None}]))
+    assert (m.value, m.n) == (6.0, 8)
+    assert m.detail == "6 of 8 worker processes over 2 service(s) map libccl.so* with sha256 aaaaaaaaaaaa... at start"
+
+
+def test_library_workers_selector_sha256_is_checked() -> None:
+    with pytest.raises(ValueError, match="sha256"):
+        gv.GateSelectors(library="libccl.so*", sha256="ABC")
 
 
 def test_shipped_gate_files_load() -> None:

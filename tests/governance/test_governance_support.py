@@ -62,8 +62,9 @@ def make_formal(ws: Path, *, value: float = 88.0, concurrency: int = 1, workload
                 records: list[RequestRecord] | None = None, cell_status: str = "complete",
                 decode: dict[str, Any] | None = None, corpus_sha: str = "c0ffee", engine: str = "sim-0.1.0",
                 cached: int = 0, protocol: str = "formal", kind: str = "formal-matrix",
-                server_info: dict[str, Any] | None = None) -> Archive:
-    """A formal-matrix archive with one cell (``workload`` at ``concurrency``, median ``value``)."""
+                server_info: dict[str, Any] | None = None, stack: dict[str, Any] | None = None) -> Archive:
+    """A formal-matrix archive with one cell (``workload`` at ``concurrency``, median ``value``); ``stack``
+    is the service record's ``stack`` (absent when None)."""
     n = next(_COUNTER)
     pid = pid if pid is not None else 1000 + n
     create_time = create_time if create_time is not None else 1_700_000_000.0 + n
@@ -80,7 +81,8 @@ def make_formal(ws: Path, *, value: float = 88.0, concurrency: int = 1, workload
         "dsv4h_simulator": {"label": "simulated"}}
     w.write_json("service.json", {"services": [{"start_index": 1, "url": f"http://127.0.0.1:{pid}",
                                                 "process": {"pid": pid, "create_time": create_time},
-                                                "server_info": info, "profile": prof}]})
+                                                "server_info": info, "profile": prof}
+                                               | ({"stack": stack} if stack is not None else {})]})
     w.write_json("corpora.json", {"decode": {"manifest_sha256": corpus_sha},
                                   "prefill": {"manifest_sha256": corpus_sha}})
     w.write_json("environment.json", {"packages": {"sglang": None, "torch": None}})
