@@ -83,6 +83,11 @@ def open_writer(workspace: Path, token: str, *, spec: KindSpec, spec_bytes: byte
     return writer, anchor
 
 
+_HASHES = HashCache()
+"""Mapped files hashed once per process: keyed by device, inode, size and mtime, so a replaced file is
+hashed again (harness.service.mapped.HashCache)."""
+
+
 @dataclass
 class _Started:
     svc: RunningService
@@ -110,7 +115,7 @@ class ServiceSession:
         self.witness = MetricsWitness()
         self.selfcheck = WaveSelfCheck()
         self._extra = service_json_extra
-        self._hashes = HashCache()  # each mapped file hashed once per run (device, inode, size, mtime)
+        self._hashes = _HASHES
         self._live: dict[int, _Started] = {}
 
     @property
