@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from harness.aio import new_event_loop
-from harness.errors import DsvError, MeasurementError, SpecError
+from harness.errors import DsvError, SpecError
 from harness.evidence.findings import Finding
 from harness.ids import leg_wave_id
 from harness.inputs.corpus import Case, Corpus, load_corpus
@@ -50,7 +50,7 @@ from harness.run.session import (
     stack_differences,
 )
 from harness.run.skeleton import drive, finish
-from harness.run.wave import WaveSpec, execute_wave
+from harness.run.wave import WaveSpec, execute_wave, leg_waves
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free
 from harness.store.archive import Archive, ArchiveWriter
@@ -206,26 +206,15 @@ class MatchedRunner:
         wl = self.spec.workload
         async with load_client(svc.url, svc.profile, concurrency=wl.concurrency,
                                timeout_s=self.spec.request_timeout_s, limits=self.spec.client) as client:
-            clean = 0
-            for j in range(wl.warmup_waves):
-                clean += all(r.ok for r in await self._wave(writer, svc, client, leg, li, j, "warmup"))
-            if wl.warmup_waves and not clean:
-                svc.check_alive()
-                raise MeasurementError("every warmup wave had failed requests; the leg was not measured",
-                                       hint="the finished legs are kept; fix the cause (see the service log) "
-                                       "and run again")
-            for j in range(wl.waves_per_leg):
-                recs = await self._wave(writer, svc, client, leg, li, j, "measured")
-                bad = [r for r in recs if not r.ok]
-                if bad:
-                    svc.check_alive()
-                    raise MeasurementError(f"{len(bad)} of {len(recs)} requests failed in wave {j} "
-                                           f"(first: {bad[0].error})",
-                                           hint="the finished legs are kept; fix the cause and run again")
+            def measured(j: int, recs: list[RequestRecord]) -> None:
                 self.leg_records[leg].append(recs)
                 counts = counts_of(recs)
                 self.report(MatchedLegWave(leg, j, resident=m.resident_window(recs).rate,
                                            tokens_per_step=counts.tokens_per_step if counts else math.nan))
+
+            await leg_waves(svc, lambda j, phase: self._wave(writer, svc, client, leg, li, j, phase),
+                            warmup_waves=wl.warmup_waves, waves_per_leg=wl.waves_per_leg, measured=measured,
+                            kept="the finished legs are kept")
 
     async def _wave(self, writer: ArchiveWriter, svc: RunningService, client: LoadClient, leg: str, li: int,
                     j: int, phase: str) -> list[RequestRecord]:

@@ -251,3 +251,28 @@ def witness_summary(wave_id: str, concurrency: int, start_ns: int, end_ns: int,
             "running_min_in_window": min(running) if running else None,
             "running_max_in_window": max(running) if running else None} \
         | ({"spec_counters": dict(spec_counters)} if spec_counters is not None else {})
+
+
+async def leg_waves(svc: RunningService, wave: Callable[[int, str], Awaitable[list[RequestRecord]]], *,
+                    warmup_waves: int, waves_per_leg: int,
+                    measured: Callable[[int, list[RequestRecord]], None], kept: str) -> None:
+    """One leg of a screen (ABBA, matched AR/SD) on ``svc``: ``warmup_waves`` unmeasured waves, then
+    ``waves_per_leg`` measured ones, each through ``wave(j, phase)``; ``measured(j, records)`` gets each
+    measured wave. The leg fails (``MeasurementError``; first a dead server is named through
+    ``check_alive``) when every warmup wave had failed requests, or when a measured wave has any;
+    ``kept`` says in the hint where the finished legs are."""
+    clean = 0
+    for j in range(warmup_waves):
+        clean += all(r.ok for r in await wave(j, "warmup"))
+    if warmup_waves and not clean:
+        svc.check_alive()
+        raise MeasurementError("every warmup wave had failed requests; the leg was not measured",
+                               hint=f"{kept}; fix the cause (see the service log) and run again")
+    for j in range(waves_per_leg):
+        recs = await wave(j, "measured")
+        failed = [r for r in recs if not r.ok]
+        if failed:
+            svc.check_alive()
+            raise MeasurementError(f"{len(failed)} of {len(recs)} requests failed in wave {j} "
+                                   f"(first: {failed[0].error})", hint=f"{kept}; fix the cause and run again")
+        measured(j, recs)

@@ -29,7 +29,8 @@ def _strip(d: Mapping[str, Any], drop: set[str]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k not in drop}
 
 
-def _argv_without_port(argv: Sequence[str] | None) -> list[str]:
+def argv_without_port(argv: Sequence[str] | None) -> list[str]:
+    """``argv`` without ``--port``/``--host`` and the value after each (they differ between starts)."""
     out: list[str] = []
     skip = False
     for a in argv or []:
@@ -54,7 +55,7 @@ def service_fingerprint(service: Mapping[str, Any]) -> dict[str, Any]:
         "server_info": _strip(info, _VOLATILE_INFO) if models is None else {"models": models},
         "patches": patches,
         "witnesses": sorted(witnesses, key=sha256_json),
-        "argv": _argv_without_port(service.get("command")),
+        "argv": argv_without_port(service.get("command")),
         "env_diff": service.get("env_diff") or {},
     }
     # only when speculating: native services keep the fingerprints (and hashes) recorded before it existed

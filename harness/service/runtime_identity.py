@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.hashing import sha256_json
+from harness.service.identity import argv_without_port
 from harness.service.speculative_identity import served_speculation
 
 __all__ = ["COMPONENTS", "VOLATILE_INFO_KEYS", "component_differences", "components", "entry_differences",
@@ -66,19 +67,8 @@ def served_config(server_info: Mapping[str, Any] | None) -> dict[str, Any] | Non
 
 
 def _argv(argv: Sequence[str] | None) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for a in argv or []:
-        if skip:
-            skip = False
-            continue
-        if a in ("--port", "--host"):
-            skip = True
-            continue
-        if a.startswith(("--port=", "--host=")):
-            continue
-        out.append(str(a))
-    return out
+    """The fingerprint's argv (``identity.argv_without_port``), also without ``--port=N`` / ``--host=H``."""
+    return [str(a) for a in argv_without_port(argv) if not str(a).startswith(("--port=", "--host="))]
 
 
 def _stack(record: Mapping[str, Any]) -> Mapping[str, Any]:

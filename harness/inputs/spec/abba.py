@@ -22,13 +22,10 @@ from harness.inputs.spec.base import (
 from harness.inputs.spec.service import ServiceProfile, load_profile
 
 
-class AbbaWorkload(Strict):
-    """The fixed waves of an ABBA screen: the same requests in every leg."""
+class FixedWaves(Strict):
+    """The same fixed waves in every leg of a screen (ABBA, matched AR/SD): the corpus and its cases,
+    the waves per leg and their settings."""
 
-    name: str | None = Field(None, pattern=CAMPAIGN_NAME_PATTERN,
-                             description="screen name (default: CONTROL-vs-CANDIDATE)")
-    description: str = Field("", max_length=_TEXT, description="free text shown in reports")
-    claim_class: ClaimClass = Field("native-ar", description="what the measured decoding claims to be")
     corpus: str = Field(max_length=_PATH, description="frozen corpus the waves draw from")
     concurrency: int = Field(ge=1, le=MAX_CONCURRENCY, description="requests in every wave (count)")
     cases: list[str] | None = Field(None, max_length=MAX_CONCURRENCY,
@@ -39,12 +36,6 @@ class AbbaWorkload(Strict):
     ignore_eos: bool = Field(False, description="keep generating past EOS up to max_new_tokens")
     cache: Literal["fresh-salt", "none"] = Field("fresh-salt", description="prefix-cache defeat: a fresh cache "
                                                  "salt per request, or none (was cache_salt: fresh|none)")
-    boundary: Literal["resident", "http"] = Field("resident", description="rate measured over resident windows "
-                                                  "or over whole HTTP requests")
-    declared_change: list[str] = Field(
-        default_factory=list, max_length=256,
-        description="profile keys the candidate may change (dotted, e.g. sim.step_factor, env, extra_args)",
-    )
     noise_floor_pct: float = Field(0.5, ge=0, le=100, allow_inf_nan=False,
                                    description="differences below this are noise (percent)")
 
@@ -54,10 +45,26 @@ class AbbaWorkload(Strict):
         return legacy_cache(data)
 
     @model_validator(mode="after")
-    def _check(self) -> AbbaWorkload:
+    def _check(self) -> FixedWaves:
         if self.cases is not None and len(self.cases) != self.concurrency:
             raise ValueError(f"cases lists {len(self.cases)} ids but concurrency is {self.concurrency}")
         return self
+
+
+class AbbaWorkload(FixedWaves):
+    """The fixed waves of an ABBA screen: the same requests in every leg."""
+
+    name: str | None = Field(None, pattern=CAMPAIGN_NAME_PATTERN,
+                             description="screen name (default: CONTROL-vs-CANDIDATE)")
+    description: str = Field("", max_length=_TEXT, description="free text shown in reports")
+    claim_class: ClaimClass = Field("native-ar", description="what the measured decoding claims to be")
+    boundary: Literal["resident", "http"] = Field("resident", description="rate measured over resident windows "
+                                                  "or over whole HTTP requests")
+    declared_change: list[str] = Field(
+        default_factory=list, max_length=256,
+        description="profile keys the candidate may change (dotted, e.g. sim.step_factor, env, extra_args); "
+        "identity.COMPONENT[.ENTRY] declares a served-stack difference (docs/identity.md)",
+    )
 
 
 class AbbaSpec(SpecBase):

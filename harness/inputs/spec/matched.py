@@ -8,20 +8,12 @@ never mix with formal cells or ABBA screens."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from harness.formats import Strict
-from harness.inputs.spec.base import (
-    _PATH,
-    _TEXT,
-    MAX_CONCURRENCY,
-    MAX_NEW_TOKENS,
-    ClaimClass,
-    SpecBase,
-    legacy_cache,
-)
+from harness.inputs.spec.abba import FixedWaves
+from harness.inputs.spec.base import _TEXT, MAX_NEW_TOKENS, ClaimClass, SpecBase
 from harness.inputs.spec.service import ServiceProfile
 
 LEG_PATTERN = r"^(AR|SD)[1-9][0-9]?$"
@@ -30,32 +22,11 @@ DEFAULT_ORDER = ("AR1", "SD1", "SD2", "AR2")
 SdClaim = Literal["speculative-full-target", "speculative-approximate"]
 
 
-class MatchedWorkload(Strict):
-    """The fixed waves of a matched AR/SD run: the same requests in every leg."""
+class MatchedWorkload(FixedWaves):
+    """The fixed waves of a matched AR/SD run: the same requests in every leg (greedy, to the cap)."""
 
-    corpus: str = Field(max_length=_PATH, description="frozen corpus the waves draw from")
-    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY, description="requests in every wave (count)")
-    cases: list[str] | None = Field(None, max_length=MAX_CONCURRENCY,
-                                    description="case ids (default: the first `concurrency` cases)")
-    waves_per_leg: int = Field(2, ge=1, le=10_000, description="measured waves in each leg (count)")
-    warmup_waves: int = Field(1, ge=0, le=1000, description="unmeasured waves before each leg (count)")
     max_new_tokens: int = Field(256, ge=2, le=MAX_NEW_TOKENS, description="cap on every answer (tokens)")
     ignore_eos: bool = Field(True, description="keep generating past EOS up to max_new_tokens")
-    cache: Literal["fresh-salt", "none"] = Field("fresh-salt", description="prefix-cache defeat: a fresh "
-                                                 "cache salt per request, or none")
-    noise_floor_pct: float = Field(0.5, ge=0, le=100, allow_inf_nan=False,
-                                   description="differences below this are noise (percent)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_cache(cls, data: Any) -> Any:
-        return legacy_cache(data)
-
-    @model_validator(mode="after")
-    def _check(self) -> MatchedWorkload:
-        if self.cases is not None and len(self.cases) != self.concurrency:
-            raise ValueError(f"cases lists {len(self.cases)} ids but concurrency is {self.concurrency}")
-        return self
 
 
 class MatchedSdSpec(SpecBase):
