@@ -11,7 +11,6 @@ the per-archive context sections come from :mod:`harness.report.snapshot.section
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from harness.report.config import HistoricalFigure, ReportConfig
 from harness.report.snapshot.archives import ArchiveContent, is_simulated
 from harness.report.snapshot.imports import import_entries
 from harness.report.snapshot.io import SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, json_value
+from harness.report.snapshot.io import finite_or_none as _num
 from harness.report.snapshot.limits import GENERAL_LIMITS, formal_limits, screen_limits
 from harness.report.snapshot.sections import (
     LEG_ORDER,
@@ -37,17 +37,6 @@ from harness.report.snapshot.speculative import acceptance_entry, invalid_reason
 from harness.store.runblock import read_run_block
 
 __all__ = ["MILESTONE_EXCLUDED_CLASSES", "freeze", "historical_figure_groups", "supersessions"]
-
-
-def _num(x: Any) -> float | None:
-    """A finite float or None."""
-    if x is None or isinstance(x, bool):
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _median(values: Sequence[float | None]) -> float | None:

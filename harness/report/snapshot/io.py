@@ -40,13 +40,25 @@ import numpy as np
 from harness.errors import SpecError
 from harness.store.archive_legacy import upgrade_json
 
-__all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "json_value", "load_snapshot", "snapshot_bytes"]
+__all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "finite_or_none", "json_value", "load_snapshot",
+           "snapshot_bytes"]
 
 SNAPSHOT_FORMAT_VERSION = 6
 READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")
+
+
+def finite_or_none(x: Any) -> float | None:
+    """A finite float or None (None, booleans, text, NaN and infinities alike): a snapshot number."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 def json_value(obj: Any) -> Any:

@@ -16,12 +16,12 @@ fraction in [0, 1]. A matched entry's ``valid`` is False when a resumed run supe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.measure.speculative import SpecCounts
 from harness.report.snapshot.archives import ArchiveContent
+from harness.report.snapshot.io import finite_or_none as _num
 from harness.report.snapshot.io import json_value
 
 __all__ = ["acceptance_entry", "invalid_reason", "matched_entry", "sd_algorithm"]
@@ -29,17 +29,6 @@ __all__ = ["acceptance_entry", "invalid_reason", "matched_entry", "sd_algorithm"
 _LEG_KEYS = ("wave_rates_tok_s", "http_rates_tok_s", "median_tok_s", "http_median_tok_s", "step_ms",
              "step_samples", "tokens_per_step", "acceptance_rate", "spec_source")
 _COUNT_KEYS = ("verify_steps", "drafts_proposed", "drafts_accepted", "completion_tokens")
-
-
-def _num(x: Any) -> float | None:
-    """A finite float or None."""
-    if x is None or isinstance(x, bool):
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _ms(seconds: Any) -> float | None:
