@@ -13,10 +13,13 @@ against a snapshot: a violation at the start refuses the run before measurement.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from harness.inputs.spec import ServiceProfile
 from harness.service.environment import package_versions
@@ -33,11 +36,31 @@ def _model(profile: ServiceProfile, workspace: Path) -> dict[str, Any] | None:
                           cache_file=workspace / ".cache" / "weight-hashes.json")
 
 
+_RANK = re.compile(r"(?:TP|DP|EP|PP)\d+")
+
+
+def rank_roles(pids: list[int]) -> dict[int, str]:
+    """The processes that name themselves as a rank (SGLang sets each scheduler's title to e.g.
+    ``sglang::scheduler_TP0``): pid -> that title. Only these are workers for ``every_worker``
+    requirements when any exists (harness.service.mapped_rules)."""
+    out: dict[int, str] = {}
+    for pid in pids:
+        try:
+            title = (psutil.Process(pid).cmdline() or [""])[0]
+        except (psutil.Error, OSError):
+            continue
+        if _RANK.search(title):
+            out[pid] = title[:128]
+    return out
+
+
 def _mapped(root_pid: int | None, cache: HashCache) -> dict[str, Any] | None:
-    """The tree's mapped libraries (None for a service this run did not start: nothing to read)."""
+    """The tree's mapped libraries, with each rank's role where the server names it (None for a service
+    this run did not start: nothing to read)."""
     if root_pid is None:
         return None
-    return mapped_libraries(tree_pids(root_pid), cache=cache)
+    pids = tree_pids(root_pid)
+    return mapped_libraries(pids, roles=rank_roles(pids) or None, cache=cache)
 
 
 def stack_at_start(profile: ServiceProfile, root_pid: int | None, workspace: Path, record: Mapping[str, Any],

@@ -102,6 +102,13 @@ def test_a_run_records_the_stack_it_served(tmp_path: Path) -> None:
     diff = json.loads(res.output)
     assert [d["component"] for d in diff["differences"]] == ["source_trees"], diff
 
+    # the report's service identity section shows the stack: its identity, the model sentence, the tree
+    rep = CliRunner().invoke(app, ["report", "build", "-w", str(tmp_path / "ws"), "--out", str(tmp_path / "r")])
+    assert rep.exit_code == 0, rep.output
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert stack["runtime_identity"]["hash"] in html and model["statement"] in html
+    assert f"source tree kernels</th><td class=\"mono\">{head.strip()}; 1 dirty path(s)" in html
+
 
 @pytest.mark.slow
 def test_a_required_library_not_mapped_refuses_the_run_before_measurement(tmp_path: Path) -> None:

@@ -80,7 +80,39 @@ def service_entries(c: ArchiveContent, simulated: bool) -> list[dict[str, Any]]:
             "witnesses": json_value(s.get("witnesses", s.get("witness"))),
             "server_info": [[k, _value_text(v)] for k, v in _flatten(info) if k],
             "simulated": simulated or service_is_simulated(s),
+            "stack": stack_entry(s.get("stack")),
         })
+    return out
+
+
+def stack_entry(stack: Any) -> dict[str, Any] | None:
+    """What the service served (``service.json`` ``stack``, docs/identity.md) for the report: the model
+    identity's own sentence, each source tree's commit and dirty state, the mapped libraries per
+    process (count, hashed) at start and end, and the runtime identity with its component hashes;
+    None when the archive recorded no stack."""
+    if not isinstance(stack, Mapping):
+        return None
+    model = stack.get("model") if isinstance(stack.get("model"), Mapping) else None
+    trees = [t for t in stack.get("source_trees") or [] if isinstance(t, Mapping)]
+    mapped: Mapping[str, Any] = stack["mapped"] if isinstance(stack.get("mapped"), Mapping) else {}
+    ident: Mapping[str, Any] = stack["runtime_identity"] if isinstance(stack.get("runtime_identity"), Mapping) else {}
+
+    def snap(x: Any) -> dict[str, Any] | None:
+        if not isinstance(x, Mapping) or not isinstance(x.get("pids"), Mapping):
+            return None
+        pids = x["pids"]
+        return {"processes": len(pids), "files": len(x.get("files") or {}),
+                "libraries": sum(len(p.get("libraries") or []) for p in pids.values() if isinstance(p, Mapping))}
+
+    out: dict[str, Any] = json_value({
+        "model": model.get("statement") if model else None,
+        "source_trees": [{"name": t.get("name"), "commit": (t.get("git") or {}).get("commit"),
+                          "dirty": len((t.get("git") or {}).get("dirty_paths") or []),
+                          "untracked": (t.get("git") or {}).get("untracked_count"), "error": t.get("error")}
+                         for t in trees],
+        "mapped_at_start": snap(mapped.get("at_start")), "mapped_at_end": snap(mapped.get("at_end")),
+        "identity": ident.get("hash"), "components": dict(sorted((ident.get("components") or {}).items())),
+    })
     return out
 
 
