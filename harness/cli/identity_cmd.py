@@ -136,18 +136,30 @@ def diff_cmd(a_ref: Annotated[str, typer.Argument(metavar="A", help="archive dir
 @app.command("model")
 def model_cmd(path: Annotated[Path, typer.Argument(help="model directory (config.json, tokenizer, safetensors)")],
               hash_weights: Annotated[bool, typer.Option("--hash-weights", help="also hash every weight byte of "
-                                                         "every shard (slow: reads the whole model)")] = False,
+                                                         "every shard (slow: reads the whole model; cached "
+                                                         "in the workspace by path, size and mtime)")] = False,
+              workspace: WorkspaceOpt = Path(),
               json_out: JsonOpt = False) -> None:
     """Hash a model directory as a run records it (every weight byte only with --hash-weights).
 
     Config, generation config, tokenizer files, the shard index and each shard's safetensors header.
     A directory that does not exist is refused (exit 4); an unreadable file is named in the output.
 
-    Example: dsv4h identity model /models/DeepSeek-V4-Flash --json
+    Example: dsv4h identity model /models/DeepSeek-V4-Flash --hash-weights -w ws
     """
     from harness.service.model_identity import model_identity, model_statement
 
-    ident = model_identity(path, hash_weights=hash_weights)
+    cache = resolve_workspace(workspace) / ".cache" / "weight-hashes.json"  # the one a run uses
+    if hash_weights and not json_out:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+        with Progress("hashing weights", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("weights", total=None)
+            ident = model_identity(path, hash_weights=True, cache_file=cache,
+                                   progress=lambda done, total: bar.update(task, completed=done, total=total))
+    else:
+        ident = model_identity(path, hash_weights=hash_weights, cache_file=cache)
     if json_out:
         typer.echo(json.dumps(ident, indent=2, sort_keys=True))
         return
