@@ -1,4 +1,4 @@
-"""``dsv4h archive verify|show|list|recover``: hashed result archives."""
+"""``dsv4h archive verify|show|list|recover|timeline``: hashed result archives."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, esc, existing_workspace, resolve_workspace
-from harness.cli.listing import Col, CsvOpt, JsonOpt, emit
+from harness.cli.listing import Col, CsvOpt, JsonOpt, as_json, emit
 from harness.cli.render import cells_at, latency_table, pd_table
 from harness.errors import ArchiveError
 from harness.measure.latency import parse_percentiles
@@ -175,3 +175,73 @@ def recover_cmd(workspace: WorkspaceOpt = Path()) -> None:
     if report.refused:
         raise ArchiveError("left as they are:\n  " + "\n  ".join(f"{p}: {why}" for p, why in report.refused),
                            hint="these were changed after dsv4h wrote them; inspect them by hand")
+
+
+_WaveOpt = Annotated[str | None, typer.Option("--wave", help="wave id (default: the first measured wave of each cell)")]
+_OutOpt = Annotated[Path | None, typer.Option(
+    "--out", help="FILE.png or FILE.svg for one wave, or a directory (default: the current one)")]
+
+
+@app.command("timeline")
+def timeline_cmd(archive: Annotated[str, typer.Argument(help="archive directory or id")],
+                 wave: _WaveOpt = None, out: _OutOpt = None, workspace: WorkspaceOpt = Path(),
+                 json_out: JsonOpt = False) -> None:
+    """Draw a wave's requests as bars from send to end of response (first and last token marked, the
+    resident window shaded, failed requests hatched). Without --wave: the first measured wave of each
+    cell. --out FILE.png (or .svg) takes one wave; a directory gets <stem>.png and <stem>.svg per wave,
+    stem timeline-<archive id>-<wave id>. --json prints the timelines (rows in seconds since the wave's
+    first send) and writes a figure only when --out is given. The archive is verified first (exit 6).
+
+    Example: dsv4h archive timeline 3f2a9c01 --wave decode-c08.r0.w0 --out c08.png
+    """
+    from harness.measure.timeline import first_measured_waves, group_waves, wave_timeline
+    from harness.report.figures import render_figure, timeline_figure
+    from harness.report.timeline_figure import timeline_stem
+
+    a = open_archive(find_archive(archive, _ws(workspace)))
+    problems = verify_archive(a.path)
+    if problems:
+        raise ArchiveError(f"archive {a.path} failed verification; no timeline is drawn:\n  " + "\n  ".join(problems),
+                           hint="an archive must not be edited; restore it from a copy or re-run the campaign")
+    records = a.records()
+    waves = group_waves(records)
+    if wave is not None and wave not in waves:
+        known = list(waves)
+        raise ArchiveError(f"archive {a.archive_id} has no wave {wave!r}; its first waves: "
+                           + (", ".join(known[:5]) or "none") + (f" (and {len(known) - 5} more)" if len(known) > 5
+                                                                 else ""),
+                           hint="give one of its wave ids (dsv4h archive timeline ARCHIVE --json lists each "
+                                "cell's first measured wave)")
+    ids = [wave] if wave is not None else first_measured_waves(records)
+    if not ids:
+        raise ArchiveError(f"archive {a.archive_id} holds no measured wave", hint="give a wave id with --wave")
+    entries = [wave_timeline(waves[w]).to_json() | {"archive_id": a.archive_id, "simulated": a.run.simulated}
+               for w in ids]
+    single = out is not None and out.suffix.lower() in (".png", ".svg")
+    if single and len(entries) > 1:
+        raise ArchiveError(f"--out {out} names one file but {len(entries)} waves are drawn (one per cell)",
+                           hint="give --wave WAVE_ID, or a directory for --out")
+    written: list[Path] = []
+    if out is not None or not json_out:
+        for e in entries:
+            fig = timeline_figure(e)
+            if single:
+                assert out is not None
+                fmts: tuple[str, ...] = (out.suffix.lower()[1:],)
+                paths = [out]
+            else:
+                fmts = ("png", "svg")
+                paths = [(out or Path()) / f"{timeline_stem(e)}.{f}" for f in fmts]
+            data = render_figure(fig, fmts)
+            fig.fig.clear()
+            for p, f in zip(paths, fmts, strict=True):
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(data[f])
+                written.append(p)
+    if json_out:
+        typer.echo(as_json(entries))
+        return
+    for e, p in zip(entries, written[:: 1 if single else 2], strict=True):
+        bad = sum(1 for r in e["rows"] if not r["ok"])
+        console.print(f"wave {esc(e['wave_id'])} (cell {esc(e['cell_id'])}, C{e['concurrency']}, "
+                      f"{len(e['rows'])} requests, {bad} failed): {esc(p)}")

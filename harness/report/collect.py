@@ -7,7 +7,8 @@ archive's content and the optional inputs: ``memory.parquet`` (GPU memory sample
 ``oracles.json``, ``sweep.json``, ``environment.json``, a matched AR/SD run's ``matched.json`` (with its
 ``legs.parquet``), ``acceptance.parquet`` (speculative counts per wave), evidence findings
 (``harness.evidence.io.check_archive``, imported lazily) and
-the ``historical`` ledger table (``<workspace>/ledgers/historical/*.parquet``). Absent optional inputs
+the ``historical`` ledger table (``<workspace>/ledgers/historical/*.parquet``), and the wave
+timelines of formal matrices and screens (:mod:`harness.report.timelines`, from raw records). Absent optional inputs
 are skipped silently. Which archives a resumed run superseded is read from every archive of the
 workspace (a run block's ``resumed_from``), selected or not, as the ledger's ``superseded_by`` is.
 """
@@ -26,6 +27,7 @@ from harness.errors import ArchiveError
 from harness.hashing import sha256_file
 from harness.report.config import ReportConfig
 from harness.report.snapshot import ArchiveContent, freeze, select_archives
+from harness.report.timelines import timeline_entries
 from harness.store.archive import MANIFEST, Archive, iter_archives, verify_archive
 from harness.store.ledger import read_table, rows_iso
 
@@ -165,8 +167,10 @@ def collect(workspace: Path, config: ReportConfig, *,
     source = "harness.evidence.rules" if fn is not None else ("disabled" if not config.findings else "unavailable")
     contents = [load_content(a, findings_fn=fn, memory=config.memory) for a in selected]
     historical = read_historical(workspace) if config.historical else None
-    return freeze(contents, config, historical=historical, findings_source=source,
-                  superseded=superseded_in(all_archives))
+    snapshot = freeze(contents, config, historical=historical, findings_source=source,
+                      superseded=superseded_in(all_archives))
+    snapshot["timelines"], snapshot["timelines_omitted"] = timeline_entries(selected, snapshot)
+    return snapshot
 
 
 def superseded_in(archives: Sequence[Archive]) -> dict[str, str]:

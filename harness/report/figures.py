@@ -15,6 +15,9 @@ Figures (numbers follow the technical report):
   a bar; ratio, drift and spread annotated; expanded (not from zero) y axis.
 - :func:`sweep_figure`: a rate sweep's latency against achieved throughput, goodput knee marked.
 - :func:`memory_figure`: GPU memory samples over time per device (peak observed in samples).
+- :func:`timeline_figure`: one wave's requests as bars from send to end, first/last token marked,
+  resident window shaded (:mod:`harness.report.timeline_figure`); the report draws at most
+  ``snapshot['timelines']`` of them (harness.report.timelines.MAX_TIMELINES).
 - :func:`historical_figure` (Figure 2 style): historical milestones as bars, one panel per claim
   class, metric and unit; labelled "historical, not a controlled series".
 
@@ -32,6 +35,8 @@ from typing import Any
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
+
+from harness.report.timeline_figure import draw_timeline, timeline_alt, timeline_caption, timeline_size, timeline_stem
 
 DPI = 150
 FORMATS = ("png", "svg", "pdf")
@@ -482,17 +487,30 @@ def sweep_figure(entry: Mapping[str, Any]) -> FigureResult:
     return res
 
 
-FIGURE_KINDS = ("formal", "latency", "abba", "sweep", "memory", "historical")
+def timeline_figure(entry: Mapping[str, Any]) -> FigureResult:
+    """One wave's timeline (``snapshot['timelines'][i]``; artists: :func:`draw_timeline`)."""
+    with style():
+        fig = _new_figure(*timeline_size(entry))
+        res = FigureResult(timeline_stem(entry), fig, timeline_caption(entry), timeline_alt(entry))
+        res.artists = draw_timeline(fig, entry)
+        if entry.get("simulated"):
+            _watermark(fig)
+    return res
+
+
+FIGURE_KINDS = ("formal", "latency", "abba", "sweep", "memory", "timeline", "historical")
 
 
 def figure_jobs(snapshot: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The figures of a snapshot as ``(kind, data)`` pairs: formal matrices, screens, rate sweeps, memory,
-    the formal matrices' latency, historical. Each pair is plain data, so it can be drawn in another process."""
+    the formal matrices' latency, wave timelines, historical. Each pair is plain data, so it can be drawn in
+    another process."""
     jobs: list[tuple[str, Any]] = [("formal", e) for e in snapshot.get("formal") or []]
     jobs += [("abba", e) for e in snapshot.get("screens") or []]
     jobs += [("sweep", e) for e in snapshot.get("sweeps") or []]
     jobs += [("memory", e) for e in snapshot.get("memory") or []]
     jobs += [("latency", e) for e in snapshot.get("formal") or [] if has_latency(e)]
+    jobs += [("timeline", e) for e in snapshot.get("timelines") or []]
     if snapshot.get("historical") and snapshot.get("historical_figure"):
         jobs.append(("historical", {"entries": snapshot["historical"], "groups": snapshot["historical_figure"]}))
     return jobs
@@ -510,6 +528,8 @@ def build_figure(kind: str, data: Any) -> FigureResult | None:
         return sweep_figure(data)
     if kind == "memory":
         return memory_figure(data)
+    if kind == "timeline":
+        return timeline_figure(data)
     if kind == "historical":
         return historical_figure(data["entries"], data["groups"])
     raise ValueError(f"unknown figure kind {kind!r}; expected one of {', '.join(FIGURE_KINDS)}")

@@ -34,6 +34,8 @@ from harness.errors import ArchiveError, SpecError
 from harness.report import figures as figs
 from harness.report.snapshot import load_snapshot
 from harness.report.summary import count_noun, describe, slo_text, summary_card, superseded_text
+from harness.report.timeline_figure import timeline_stem
+from harness.report.timelines import MAX_TIMELINES
 from harness.report.views import corpus_ranges, historical_table, oracle_when, speculative_view
 
 REPORT_HTML = "report.html"
@@ -267,6 +269,9 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "screens": screens,
         "sweeps": sweeps,
         "memory": memory,
+        "timelines": [{**e, "figure": timeline_stem(e)} for e in snapshot.get("timelines") or []],
+        "timelines_omitted": int(snapshot.get("timelines_omitted") or 0),
+        "timelines_max": MAX_TIMELINES,
         "imports": list(snapshot.get("imports") or []),
         "speculative": speculative_view(snapshot),
         "summary": summary_card(snapshot),

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.sim.options import SimOptions
+from harness.sim.profiles import SimProfile
 from harness.sim.scheduler import Scheduler
 
 SIM_VERSION = "sim-0.1.0"
@@ -57,6 +58,12 @@ def _spec_args(options: SimOptions) -> dict[str, Any]:
             "speculative_num_draft_tokens": spec.draft_tokens + 1}
 
 
+def _unset_blocks(p: SimProfile) -> set[str] | None:
+    """Optional profile blocks left out of ``parameters`` when absent (older payloads had neither)."""
+    unset = {k for k in ("speculative", "power") if getattr(p, k) is None}
+    return unset or None
+
+
 def server_info(options: SimOptions, sched: Scheduler, generate_requests: int, port: int) -> dict[str, Any]:
     """Resolved server arguments in SGLang's style (``port`` as bound), plus the analytic model."""
     p = options.resolved_profile
@@ -89,7 +96,7 @@ def server_info(options: SimOptions, sched: Scheduler, generate_requests: int, p
         "version": SIM_VERSION,
         "dsv4h_simulator": {
             "profile": p.name,
-            "parameters": p.model_dump(mode="json", exclude={"speculative"} if p.speculative is None else None),
+            "parameters": p.model_dump(mode="json", exclude=_unset_blocks(p)),
             "time_scale": options.time_scale,
             "step_factor": options.step_factor,
             "stream_mode": options.stream_mode,

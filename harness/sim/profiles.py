@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 from harness.errors import SpecError
 from harness.formats import Strict, parse_model, read_yaml
 from harness.sim.batching import decode_step_s, plan_prefill_forward, prefill_forward_s
+from harness.sim.power import SimPower
 from harness.sim.speculation import SpeculativeSpec
 
 MAX_RUNNING = 65536
@@ -26,7 +27,8 @@ MAX_RUNNING = 65536
 class SimProfile(Strict):
     """One analytic server model.  Durations in seconds, rates in tokens per second.  ``speculative``
     (``harness.sim.speculation.SpeculativeSpec``) makes every decode step a verify step; absent, the
-    server decodes natively (one token per request per step)."""
+    server decodes natively (one token per request per step). ``power`` (``harness.sim.power.SimPower``)
+    adds a modelled power draw and energy counter served at ``GET /sim/power``."""
 
     name: str
     description: str = ""
@@ -56,6 +58,9 @@ class SimProfile(Strict):
     context_length: int = Field(default=1_048_576, ge=2)
     mem_fraction_static: float = 0.96
     speculative: SpeculativeSpec | None = None
+    power: SimPower | None = Field(
+        default=None, description="power model (harness.sim.power); absent, GET /sim/power answers 404"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SimProfile:

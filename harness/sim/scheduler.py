@@ -148,13 +148,15 @@ class Scheduler:
     def __init__(
         self, profile: SimProfile, *, step_factor: float = 1.0, time_scale: float = 1.0,
         disable_radix_cache: bool = False, grid: tuple[float, float] | None = None,
-        on_forward: Callable[[], None] | None = None,
+        on_forward: Callable[[], None] | None = None, on_resident: Callable[[int], None] | None = None,
     ) -> None:
         """``grid``: (t0, step) in ``time.perf_counter()`` seconds; ``on_forward`` is called after every
-        forward's events are out (the cluster publishes its counters there)."""
+        forward's events are out (the cluster publishes its counters there); ``on_resident(n)`` after
+        every change of the resident count, with the new count (the power meter integrates there)."""
         self.profile = profile
         self.grid = grid
         self.on_forward = on_forward
+        self.on_resident = on_resident
         self.step_factor = step_factor
         self.time_scale = time_scale
         self.disable_radix_cache = disable_radix_cache
@@ -307,6 +309,7 @@ class Scheduler:
                     req = self.waiting.popleft()
                     self.resident[req.rid] = req
                     self._reserved += req.reserve
+                    self._resident_changed()
                     batch.append((req, grant))
                 tokens = sum(t for _, t in batch)
                 self.stats.prefill_forwards += 1
@@ -371,6 +374,7 @@ class Scheduler:
         self.running.remove(req)
         if self.resident.pop(req.rid, None) is not None:
             self._reserved -= req.reserve
+            self._resident_changed()
         req.held_left, req.retract_steps = req.retract_steps, 0
         self.held.append(req)
 
@@ -424,8 +428,13 @@ class Scheduler:
             req.pending = []
         return False
 
+    def _resident_changed(self) -> None:
+        if self.on_resident is not None:
+            self.on_resident(len(self.resident))
+
     def _finish(self, req: SimRequest) -> None:
         req.finished = True
         self.inflight.pop(req.rid, None)
         if self.resident.pop(req.rid, None) is not None:
             self._reserved -= req.reserve
+            self._resident_changed()

@@ -3,9 +3,10 @@
 Endpoints: ``POST /generate``, ``POST /v1/completions`` and ``/v1/chat/completions`` (OpenAI-compatible,
 ``harness.sim.openai_api``), ``GET /server_info`` (and ``/get_server_info``), ``GET /health``
 (and ``/health_generate``), ``GET|POST /flush_cache``, ``GET /v1/models``, ``GET /get_model_info``,
-``GET /metrics``.  A client that disconnects aborts its request.  Faults (``harness.sim.faults``) and
-death (``die_after_requests`` / ``die_after_s``) are injected here; a request body's ``sim_fault`` only
-when the server was started with ``request_faults`` (HTTP 400 otherwise).
+``GET /metrics``, ``GET /sim/power`` (the profile's power model, ``harness.sim.power``).  A client that
+disconnects aborts its request.  Faults (``harness.sim.faults``) and death (``die_after_requests`` /
+``die_after_s``) are injected here; a request body's ``sim_fault`` only when the server was started with
+``request_faults`` (HTTP 400 otherwise).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from harness.sim.faults import Fault, parse_fault
 from harness.sim.info import metrics_text, models_list, server_info
 from harness.sim.openai_api import OpenAIEncoder, parse_openai
 from harness.sim.options import SimOptions
+from harness.sim.power import PowerMeter
 from harness.sim.protocol import (
     DONE_EVENT,
     BadRequest,
@@ -73,10 +75,13 @@ class SimServer:
         self.port = 0
         self.death_reason: str | None = None
         self.died = asyncio.Event()
+        power = self.profile.power
+        self.power = PowerMeter(power, time_scale=options.time_scale) if power is not None else None
         self.scheduler = Scheduler(
             self.profile, step_factor=options.step_factor, time_scale=options.time_scale,
             disable_radix_cache=options.disable_radix_cache, grid=grid,
             on_forward=self._publish if board is not None else None,
+            on_resident=self.power.update if self.power is not None else None,
         )
         spec = self.profile.speculative
         self._spec_fields = spec.sglang_fields if spec is not None else None
@@ -109,6 +114,7 @@ class SimServer:
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/get_model_info", self._model_info)
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/sim/power", self._power)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         family = socket.AF_INET6 if ":" in self.options.host else socket.AF_INET
@@ -404,6 +410,13 @@ class SimServer:
         path = self.options.resolved_model_path
         info: dict[str, Any] = {"model_path": path, "tokenizer_path": path, "is_generation": True}
         return web.json_response(info)
+
+    async def _power(self, request: web.Request) -> web.Response:
+        """The power model's reading now (``harness.sim.power``); 404 when the profile has none. In a
+        cluster each process answers for its own scheduler."""
+        if self.power is None:
+            return _error(f"profile {self.profile.name!r} has no power model (profile key 'power')", 404)
+        return web.json_response(self.power.snapshot())
 
     async def _metrics(self, request: web.Request) -> web.Response:
         """Prometheus text; in a cluster the request and token gauges/counters are the sums over every
