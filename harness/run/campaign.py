@@ -56,13 +56,16 @@ from harness.run.session import (
     run_labels,
     spec_counters,
     start_memory_sampler,
+    start_power_sampler,
     write_memory,
+    write_power,
 )
 from harness.run.skeleton import Finished, drive, finish
 from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free, port_field
 from harness.service.memory import MemorySampler
+from harness.service.power import PowerSampler
 from harness.store.archive import Archive, ArchiveWriter, already_resumed, open_verified, resumed_by
 from harness.store.runblock import RunBlock
 
@@ -259,6 +262,7 @@ class CampaignRunner:
                                       services=self.state.services, request_timeout_s=self.spec.request_timeout_s)
         self.report(PlanReady(self.plan))
         sampler: list[MemorySampler] = []
+        power: list[PowerSampler] = []
 
         def body() -> None:
             self.state.service_starts += 1
@@ -266,6 +270,8 @@ class CampaignRunner:
                                               {"start_index": self.state.service_starts})
             started = start_memory_sampler(self.spec.service)
             sampler.extend([started] if started is not None else [])
+            watts = start_power_sampler(self.service, writer)
+            power.extend([watts] if watts is not None else [])
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 runner.run(self._run_cells(writer))
 
@@ -274,14 +280,19 @@ class CampaignRunner:
                 self.session.after_checks(self.service)
 
         return drive(writer, body, kept="every finished wave is kept", what="run", after=after,
-                     clean_up=lambda: self._clean_up(writer, sampler[0] if sampler else None),
+                     clean_up=lambda: self._clean_up(writer, sampler[0] if sampler else None,
+                                                     power[0] if power else None),
                      finalize=lambda status, error: self._finalize(writer, status, error, anchor))
 
-    def _clean_up(self, writer: ArchiveWriter, sampler: MemorySampler | None) -> None:
-        """Store the memory samples and stop every service this run started (however it ended)."""
+    def _clean_up(self, writer: ArchiveWriter, sampler: MemorySampler | None,
+                  power: PowerSampler | None = None) -> None:
+        """Store the memory and power samples (and each measured wave's energy) and stop every service
+        this run started (however it ended)."""
         try:
             if sampler is not None:
                 write_memory(writer, sampler)
+            if power is not None:
+                write_power(writer, power, writer.streamed_records())
         finally:
             svc, self.service = self.service, None
             if svc is not None:

@@ -159,6 +159,11 @@ class ServiceProfile(Strict):
         "(default: on for every backend but sim)")
     memory_sample_interval_s: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False,
                                             description="period of GPU memory samples (seconds)")
+    power_source: Literal["auto", "nvml", "amd-smi", "xpu-smi", "sim", "none"] = Field(
+        "auto", description="where power and energy are read (auto: NVML, amd-smi or xpu-smi after the GPU "
+        "owners source; the simulator's power model when its profile has one; none otherwise)")
+    power_sample_interval_s: float = Field(0.2, gt=0, le=3600, allow_inf_nan=False,
+                                           description="period of power/energy samples (seconds)")
     extra_args: list[str] = Field(default_factory=list, max_length=_LIST,
                                   description="more arguments appended to the engine's argv")
     env: dict[str, str] = Field(default_factory=dict, max_length=_LIST,
