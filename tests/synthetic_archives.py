@@ -156,8 +156,10 @@ def write_formal_archive(workspace: Path, *, campaign: str = "synthetic-matrix",
 
 def write_abba_archive(workspace: Path, *, campaign: str = "synthetic-abba", seed: int = 0,
                        effect: float = 0.10, waves_per_leg: int = 2, concurrency: int = 32,
-                       created_wall: str = "2026-11-29T13:00:00+0000") -> Archive:
-    """A finalized ABBA screen archive with a candidate ``effect`` (0.10 = +10 %) on C``concurrency``."""
+                       created_wall: str = "2026-11-29T13:00:00+0000",
+                       energy: Mapping[str, Any] | None = None) -> Archive:
+    """A finalized ABBA screen archive with a candidate ``effect`` (0.10 = +10 %) on C``concurrency``;
+    ``energy`` is written as its ``energy.json`` (harness.run.energy)."""
     rng = np.random.default_rng(seed)
     base = PAPER_RESIDENT.get(concurrency, 1000.0)
     rates: dict[str, list[tuple[float, float]]] = {}
@@ -187,6 +189,8 @@ def write_abba_archive(workspace: Path, *, campaign: str = "synthetic-abba", see
                                          "declared_differences": ["sim.step_factor: control 1.0, candidate 0.909"],
                                          "undeclared_differences": [], "allow_identity_change": False})
     w.write_json("corpora.json", {"workload": _CORPUS})
+    if energy is not None:
+        w.write_json("energy.json", dict(energy))
     w.write_table("legs.parquet", pa.Table.from_pylist(
         [{"leg": k, "wave_rates": list(v.wave_rates), "http_rates": list(v.http_rates), "median": v.median}
          for k, v in legs.items()]))

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_reap
+from harness.cli.outcome import print_archive, print_energy, print_findings, print_verdict
 from harness.cli.progress import AbbaLive
 from harness.cli.render import fmt
 from harness.inputs.spec import LoadedSpec, abba_from_files, loaded_abba
@@ -55,17 +56,10 @@ def render_abba(out: AbbaOutcome) -> None:
     if out.undeclared_differences:
         console.print("[bold yellow]identity change allowed by --allow-identity-change:[/] "
                       + esc("; ".join(out.undeclared_differences)))
-    shown = [f for f in out.findings if f.severity != "info"]
-    if shown:
-        from harness.cli.evidence_cmd import findings_table
-        console.print(findings_table(shown, "evidence findings"))
-    if out.blocking:
-        rules = ", ".join(sorted({f.rule for f in out.blocking}))
-        console.print(f"verdict: [bold red]withheld[/] — the screen is invalid ({esc(rules)}, blocking); as "
-                      f"measured it read {r.verdict}: {esc(r.reason)}. Rerun before claiming anything.")
-    else:
-        style = {"faster": "green", "slower": "red"}.get(r.verdict, "yellow")
-        console.print(f"verdict: [bold {style}]{r.verdict}[/] — {esc(r.reason)}")
+    print_energy(out.archive, sim)
+    print_findings(out.findings)
+    print_verdict(out.blocking, r.verdict, r.reason, {"faster": "green", "slower": "red"}, what="the screen",
+                  withheld_tail=". Rerun before claiming anything.")
     console.print("Min/max across waves are observed ranges, not confidence intervals; this percentage must "
                   "not be added to or multiplied with percentages from other experiments.")
 
@@ -101,6 +95,6 @@ def run_abba_cli(loaded: LoadedSpec, ws: Path) -> None:
         out = run_loaded(loaded, ws, live)
     assert isinstance(out, AbbaOutcome)
     render_abba(out)
-    console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
+    print_archive(out.archive, out.status)
     if out.error is not None:
         raise out.error

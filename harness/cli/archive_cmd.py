@@ -197,6 +197,7 @@ def timeline_cmd(archive: Annotated[str, typer.Argument(help="archive directory 
     from harness.measure.timeline import first_measured_waves, group_waves, wave_timeline
     from harness.report.figures import render_figure, timeline_figure
     from harness.report.timeline_figure import timeline_stem
+    from harness.report.timelines import ttft_classes_of
 
     a = open_archive(find_archive(archive, _ws(workspace)))
     problems = verify_archive(a.path)
@@ -215,7 +216,8 @@ def timeline_cmd(archive: Annotated[str, typer.Argument(help="archive directory 
     ids = [wave] if wave is not None else first_measured_waves(records)
     if not ids:
         raise ArchiveError(f"archive {a.archive_id} holds no measured wave", hint="give a wave id with --wave")
-    entries = [wave_timeline(waves[w]).to_json() | {"archive_id": a.archive_id, "simulated": a.run.simulated}
+    classes = ttft_classes_of(a)
+    entries = [wave_timeline(waves[w], classes).to_json() | {"archive_id": a.archive_id, "simulated": a.run.simulated}
                for w in ids]
     single = out is not None and out.suffix.lower() in (".png", ".svg")
     if single and len(entries) > 1:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_reap
 from harness.cli.listing import CsvOpt, JsonOpt, emit
+from harness.cli.outcome import print_energy
 from harness.cli.progress import LiveReporter
 from harness.cli.render import PLAN_COLS, cells_at, fmt, latency_table, pd_table, plan_rows, plan_table
 from harness.errors import ArchiveError, SpecError
@@ -59,21 +60,6 @@ def plan_cmd(spec: Annotated[Path, typer.Argument(help="campaign YAML file")],
 
 def _float(v: Any) -> float:
     return float("nan") if v is None else float(v)
-
-
-def energy_table(doc: dict[str, Any], simulated: bool) -> Table:
-    """Energy of each measured wave's resident window (docs/metrics.md, Power and energy)."""
-    info = doc.get("sampler") or {}
-    t = Table(title=f"energy per resident window, source {info.get('source', '?')}" + (" (SIMULATED)" if simulated
-              else ""), title_justify="left", caption="J and W over every sampled device; a window the samples "
-              "do not bracket has no figure (never estimated)", caption_justify="left")
-    for col in ("wave", "C", "seconds", "energy J", "mean W", "tokens", "tokens/J", "method"):
-        t.add_column(col, justify="left" if col in ("wave", "method") else "right")
-    for w in doc.get("waves") or []:
-        t.add_row(str(w.get("wave_id")), str(w.get("concurrency")), fmt(_float(w.get("seconds")), 3),
-                  fmt(_float(w.get("energy_j")), 1), fmt(_float(w.get("mean_power_w")), 1), str(w.get("tokens")),
-                  fmt(_float(w.get("tokens_per_joule")), 4), str(w.get("method") or w.get("reason") or "—"))
-    return t
 
 
 def cycles_table(cells: list[dict[str, Any]], simulated: bool) -> Table:
@@ -149,8 +135,7 @@ def run_cmd(
     lat = latency_table(cells, title=outcome.plan.campaign, simulated=simulated, percentiles=ps)
     if lat is not None:
         console.print(lat)
-    if outcome.archive.has("energy.json"):
-        console.print(energy_table(outcome.archive.json("energy.json"), simulated))
+    print_energy(outcome.archive, simulated)
     if outcome.archive.has("cycles.json"):
         console.print(cycles_table(outcome.archive.json("cycles.json").get("cells") or [], simulated))
     console.print(f"archive {outcome.archive.archive_id} ({outcome.status}) at {outcome.archive.path}")

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from harness.cli.common import console, esc, startup_reap
+from harness.cli.outcome import print_archive, print_energy, print_findings, print_verdict
 from harness.cli.progress import MatchedLive
 from harness.cli.render import fmt
 from harness.inputs.spec import LoadedSpec
@@ -57,18 +58,10 @@ def render_matched(out: MatchedOutcome) -> None:
                   + ("" if not o.first_differences else " (first: " + ", ".join(
                       f"{leg} wave {w} case {esc(c)} at token {pos}" for leg, w, c, pos in o.first_differences[:3])
                      + ")"))
-    shown = [f for f in out.findings if f.severity != "info"]
-    if shown:
-        from harness.cli.evidence_cmd import findings_table
-        console.print(findings_table(shown, "evidence findings"))
+    print_energy(out.archive, sim)
+    print_findings(out.findings)
     be = r.break_even
-    if out.blocking:
-        rules = ", ".join(sorted({f.rule for f in out.blocking}))
-        console.print(f"verdict: [bold red]withheld[/] — the run is invalid ({esc(rules)}, blocking); as measured: "
-                      f"{be.verdict}: {esc(be.reason)}")
-    else:
-        style = {"sd-faster": "green", "sd-slower": "red"}.get(be.verdict, "yellow")
-        console.print(f"verdict: [bold {style}]{be.verdict}[/] — {esc(be.reason)}")
+    print_verdict(out.blocking, be.verdict, be.reason, {"sd-faster": "green", "sd-slower": "red"}, what="the run")
     console.print("The break-even rule: SD is faster only if T_SD/T_AR < a; acceptance alone is not a speed "
                   "metric. This ratio compares only the arms of this run.")
 
@@ -82,8 +75,6 @@ def run_matched_cli(loaded: LoadedSpec, ws: Path) -> None:
         out = run_loaded(loaded, ws, live)
     assert isinstance(out, MatchedOutcome)
     render_matched(out)
-    console.print(f"archive {out.archive.archive_id} ({out.status}) at {out.archive.path}")
-    if out.ledger_rows:
-        console.print("ledgers: " + ", ".join(f"{k} +{v}" for k, v in sorted(out.ledger_rows.items())))
+    print_archive(out.archive, out.status, out.ledger_rows)
     if out.error is not None:
         raise out.error

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_reap
 from harness.cli.listing import Col, CsvOpt, JsonOpt, emit, ms, num
+from harness.cli.outcome import print_energy, print_findings
 from harness.cli.render import latency_grid
 from harness.errors import SpecError
 from harness.inputs.corpus import load_corpus
@@ -86,7 +87,6 @@ def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[
     ``kind: rate-sweep`` spec): first the startup recovery of what a killed dsv4h left. Raises the run's
     error after the archive is finalized."""
 
-    from harness.cli.evidence_cmd import findings_table
     from harness.cli.progress import SweepLive
 
     _sweep_spec(loaded)
@@ -99,8 +99,8 @@ def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[
     if percentiles is not None:
         console.print(sweep_latency_table(out.cells, out.rounds, out.finished.archive.records(), percentiles,
                                           title=out.finished.archive.run.campaign))
-    if out.finished.findings:
-        console.print(findings_table(list(out.finished.findings), "evidence findings"))
+    print_energy(out.finished.archive, out.finished.archive.run.simulated)
+    print_findings(out.finished.findings, all_severities=True)
     console.print(f"archive {out.finished.archive.archive_id} ({out.finished.archive.status})")
     if out.error is not None:
         raise out.error

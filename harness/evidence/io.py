@@ -50,7 +50,8 @@ def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
                "wave_checks": _jsonl(archive, "wave_checks.jsonl"),
                "matched": archive.json("matched.json") if (archive.path / "matched.json").exists() else None,
                "acceptance": _rows(archive, "acceptance.parquet"),
-               "cycles": archive.json("cycles.json") if (archive.path / "cycles.json").exists() else None},
+               "cycles": archive.json("cycles.json") if (archive.path / "cycles.json").exists() else None,
+               "coldness": archive.json("coldness.json") if (archive.path / "coldness.json").exists() else None},
     )
 
 

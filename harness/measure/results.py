@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from harness.ids import round_of
 from harness.load.openai import count_exactness
+from harness.measure import coldness as cold
 from harness.measure import latency as lat
 from harness.measure import metrics as m
 from harness.records import RequestRecord
@@ -163,6 +164,18 @@ class CellResult:
     cache_violations: int = 0
     latency: dict[str, float] = field(default_factory=dict)  # over the measured requests of its ok rounds
     count_method: str = ""
+    # TTFT by class (harness.measure.coldness, docs/coldness.md): cold and restarted over every request
+    # of the cell (warmups included), warm over the measured requests of ok rounds, cold ones left out
+    ttft_cold_n: int = 0
+    ttft_cold_p50_s: float = math.nan
+    ttft_cold_max_s: float = math.nan
+    ttft_restarted_n: int = 0
+    ttft_restarted_p50_s: float = math.nan
+    ttft_restarted_max_s: float = math.nan
+    ttft_warm_n: int = 0
+    ttft_warm_p50_s: float = math.nan
+    ttft_warm_p90_s: float = math.nan
+    ttft_warm_p99_s: float = math.nan
 
 
 def cell_result(cell_id: str, workload: str, concurrency: int, rounds: Sequence[RoundResult],
@@ -198,10 +211,15 @@ def compute_results(
     records: Sequence[RequestRecord],
     round_status: Mapping[str, str],
     cells: Sequence[tuple[str, str, int, int]],
+    classes: Mapping[str, cold.TtftClass] | None = None,
 ) -> CampaignResults:
     """Results of a run. ``cells`` lists (cell_id, workload, concurrency, rounds_required) in plan
     order; ``round_status`` maps round ids (``<cell>.r<k>[.a<n>]``) to their status. Measured
-    waves of a round missing from ``round_status`` count as ``incomplete``."""
+    waves of a round missing from ``round_status`` count as ``incomplete``. ``classes``: each request's
+    TTFT class (:func:`harness.measure.coldness.classify`); None classifies with one start of unknown
+    identity per run and the default shape key (one length bucket x the concurrency)."""
+    if classes is None:
+        classes = cold.classify(records, (), cold.ShapeKey())
     by_wave: dict[str, list[RequestRecord]] = defaultdict(list)
     for r in records:
         by_wave[r.wave_id].append(r)
@@ -222,11 +240,14 @@ def compute_results(
     by_cell: dict[str, list[RoundResult]] = defaultdict(list)
     for rr in rounds:
         by_cell[rr.cell_id].append(rr)
-    cell_results = [
-        _with_requests(cell_result(cid, wl, c, sorted(by_cell.get(cid, []), key=lambda r: r.round_index), req),
-                       [r for rr in by_cell.get(cid, []) if rr.status == "ok" for r in round_records[rr.round_id]])
-        for cid, wl, c, req in cells
-    ]
+    cell_records: dict[str, list[RequestRecord]] = defaultdict(list)
+    for r in records:
+        cell_records[r.cell_id].append(r)
+    cell_results = []
+    for cid, wl, c, req in cells:
+        ok_recs = [r for rr in by_cell.get(cid, []) if rr.status == "ok" for r in round_records[rr.round_id]]
+        cell = cell_result(cid, wl, c, sorted(by_cell.get(cid, []), key=lambda r: r.round_index), req)
+        cell_results.append(_with_classes(_with_requests(cell, ok_recs), cell_records.get(cid, []), ok_recs, classes))
     rounds.sort(key=lambda r: (r.cell_id, r.round_index))
     return CampaignResults(tuple(waves), tuple(rounds), tuple(cell_results))
 
@@ -261,6 +282,13 @@ def run_count_methods(records: Sequence[RequestRecord]) -> tuple[tuple[str, ...]
 
 def _with_requests(cell: CellResult, records: Sequence[RequestRecord]) -> CellResult:
     return replace(cell, latency=lat.columns(records), count_method=count_summary(records))
+
+
+def _with_classes(cell: CellResult, cell_records: Sequence[RequestRecord], measured: Sequence[RequestRecord],
+                  classes: Mapping[str, cold.TtftClass]) -> CellResult:
+    cols: dict[str, Any] = {k: int(v) if k.endswith("_n") else v
+                            for k, v in cold.cell_columns(cell_records, measured, classes).items()}
+    return replace(cell, **cols)
 
 
 def _table(rows: Sequence[Any], extra: Mapping[str, Any]) -> pa.Table:

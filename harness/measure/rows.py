@@ -14,9 +14,9 @@ protocol's rows have them); archive tables add ``extra`` (JSON of columns outsid
 Protocol-specific measures live in their own tables: ``cells`` / ``rounds`` / ``waves`` are formal
 matrix (and quick-bench) results, ``sweep_cells`` / ``sweep_rounds`` rate-sweep results,
 ``comparisons`` ABBA screens, ``matched_sd`` matched AR/SD runs, ``acceptance`` speculative counts per
-wave; so no table has columns null by design for a whole protocol. Every row of an archive table
-carries ``protocol_class``; only ``runs`` carries ``kind`` as well (the run registry's key,
-``harness.run.kinds``; one row per archive).
+wave, ``energy`` energy per measurement window; so no table has columns null by design for a whole
+protocol. Every row of an archive table carries ``protocol_class``; only ``runs`` carries ``kind`` as
+well (the run registry's key, ``harness.run.kinds``; one row per archive).
 """
 
 from __future__ import annotations
@@ -252,6 +252,40 @@ class AcceptanceRow:
 
 
 @dataclass(frozen=True)
+class EnergyRow:
+    """``energy``: one measurement window's energy over every sampled device (``energy.json``;
+    harness.run.energy): ``window_kind`` ``resident`` (a measured wave's resident window: formal
+    matrices, ABBA screens, matched runs; ``cell_id`` the cell or the leg) or ``round`` (a sweep
+    round from its planned start to its last response, ``round_id`` and ``arrival_rate_req_s`` set);
+    ``window_s`` s, ``energy_j`` J, ``mean_power_w`` W, ``output_tokens_per_j`` tokens/J,
+    ``j_per_output_token`` J/token; ``method`` ``energy-counter`` or ``power-integral`` (null, with
+    ``reason``, when the samples do not bracket the window); ``source`` the power source (``sim``:
+    the simulator's model, never a measurement), ``resolution_s`` its sampling interval,
+    ``service_index`` which service's sampler (0-based, start order)."""
+
+    wave_id: str | None = None
+    cell_id: str | None = None
+    round_id: str | None = None
+    concurrency: int | None = None
+    arrival_rate_req_s: float | None = None
+    window_kind: str | None = None
+    service_index: int | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+    window_s: float | None = None
+    output_tokens: int | None = None
+    energy_j: float | None = None
+    mean_power_w: float | None = None
+    output_tokens_per_j: float | None = None
+    j_per_output_token: float | None = None
+    method: str | None = None
+    source: str | None = None
+    resolution_s: float | None = None
+    devices: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class FindingRow:
     """``findings``: one evidence finding of one archive."""
 
@@ -408,6 +442,7 @@ ROW_MODELS: dict[str, TableModel] = {
     "comparisons": TableModel(ComparisonRow),
     "matched_sd": TableModel(MatchedSdRow),
     "acceptance": TableModel(AcceptanceRow),
+    "energy": TableModel(EnergyRow),
     "findings": TableModel(FindingRow, archive=False),
     "records": TableModel(RecordRow, archive=False),
     "closures": TableModel(ClosureRow, archive=False),

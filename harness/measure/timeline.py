@@ -4,13 +4,15 @@
 send (every request, failed ones included): send ``s_i``, first token ``f_i``, last token ``e_i``,
 end ``d_i`` (docs/metrics.md#notation), plus the wave's resident decode window ``[t_s, t_e]``
 (:func:`harness.measure.metrics.resident_window`) and its whole-wave HTTP window
-(:func:`harness.measure.metrics.http_window`), each ``None`` when the wave has none.
+(:func:`harness.measure.metrics.http_window`), each ``None`` when the wave has none. With the archive's
+TTFT classes (:mod:`harness.measure.coldness`) each row also says whether its request was ``cold``,
+``restarted`` or ``warm`` (``ttft_class``; ``None`` and left out of the JSON without them).
 :func:`group_waves` and :func:`first_measured_waves` pick waves out of an archive's records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,6 +35,7 @@ class TimelineRow:
     ok: bool
     error: str | None
     n_tokens: int
+    ttft_class: str | None = None  # cold / restarted / warm (harness.measure.coldness); None: not classified
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ class Timeline:
                 "concurrency": self.concurrency, "origin_ns": self.origin_ns,
                 "resident": list(self.resident) if self.resident else None,
                 "http": list(self.http) if self.http else None,
-                "rows": [asdict(r) for r in self.rows]}
+                "rows": [{k: v for k, v in asdict(r).items() if k != "ttft_class" or v is not None}
+                         for r in self.rows]}
 
 
 def _rel(t_ns: int | None, origin: int) -> float | None:
@@ -72,9 +76,10 @@ def _window(w: WaveRate, origin: int) -> tuple[float, float] | None:
     return ((w.start_ns - origin) / NS, (w.end_ns - origin) / NS) if w.contributes else None
 
 
-def wave_timeline(records: Sequence[RequestRecord]) -> Timeline:
+def wave_timeline(records: Sequence[RequestRecord], classes: Mapping[str, str] | None = None) -> Timeline:
     """The timeline of one wave (every record is one request of it). Raises ``ValueError`` for no
-    records. Identity fields come from the first record sent."""
+    records. Identity fields come from the first record sent. ``classes``: TTFT class by request id
+    (a request missing from it is ``warm``); None leaves rows unclassified."""
     if not records:
         raise ValueError("a timeline needs at least one record")
     ordered = sorted(records, key=lambda r: (r.send_ns, r.rid))
@@ -82,7 +87,8 @@ def wave_timeline(records: Sequence[RequestRecord]) -> Timeline:
     rows = tuple(
         TimelineRow(rid=r.rid, case_id=r.case_id, send_s=(r.send_ns - origin) / NS,
                     first_token_s=_rel(r.first_token_ns, origin), last_token_s=_rel(r.last_token_ns, origin),
-                    done_s=(r.done_ns - origin) / NS, ok=r.ok, error=r.error, n_tokens=r.n_tokens)
+                    done_s=(r.done_ns - origin) / NS, ok=r.ok, error=r.error, n_tokens=r.n_tokens,
+                    ttft_class=None if classes is None else classes.get(r.rid, "warm"))
         for r in ordered)
     head = ordered[0]
     return Timeline(wave_id=head.wave_id, cell_id=head.cell_id, phase=head.phase, workload=head.workload,

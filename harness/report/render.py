@@ -36,7 +36,8 @@ from harness.report.snapshot import load_snapshot
 from harness.report.summary import count_noun, describe, slo_text, summary_card, superseded_text
 from harness.report.timeline_figure import timeline_stem
 from harness.report.timelines import MAX_TIMELINES
-from harness.report.views import corpus_ranges, historical_table, oracle_when, speculative_view
+from harness.report.ttft_classes import ttft_class_rows
+from harness.report.views import corpus_ranges, energy_view, historical_table, oracle_when, speculative_view
 
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
@@ -248,7 +249,7 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
                                 for s in ("blocking", "warning", "info")} for a in archives}
     formal = [{**e, "rows": pd_rows(e, by_archive.get(e["archive_id"], [])),
                "findings": by_archive.get(e["archive_id"], []), "figure": f"formal-{e['archive_id']}",
-               "latency_rows": latency_rows(e), "counts": count_note(e),
+               "latency_rows": latency_rows(e), "ttft_class_rows": ttft_class_rows(e), "counts": count_note(e),
                "latency_figure": f"latency-{e['archive_id']}" if figs.has_latency(e) else None}
               for e in map(_labelled, snapshot.get("formal") or [])]
     screens = [{**e, "findings": by_archive.get(e["archive_id"], []), "figure": f"abba-{e['archive_id']}"}
@@ -274,6 +275,7 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "timelines_max": MAX_TIMELINES,
         "imports": list(snapshot.get("imports") or []),
         "speculative": speculative_view(snapshot),
+        "energy": energy_view(snapshot),
         "summary": summary_card(snapshot),
         "description": describe(snapshot),
         "historical": list(snapshot.get("historical") or []),

@@ -20,6 +20,8 @@ OK_COLOR = "#1f5fa8"
 FAILED_COLOR = "#b00020"
 RESIDENT_COLOR = "#2e7d32"
 HTTP_COLOR = "0.45"
+COLD_MARKS = {"cold": ("*", "#e65100", "cold (first of its shape on its service start)"),
+              "restarted": ("P", "#6a1b9a", "restarted (first of its shape after a restart)")}
 MAX_ERROR_LABELS = 8  # more failed bars than this get one "+N more" note, not a label each
 
 __all__ = ["draw_timeline", "timeline_alt", "timeline_caption", "timeline_size", "timeline_stem", "timeline_title"]
@@ -46,7 +48,9 @@ def draw_timeline(fig: Figure, entry: Mapping[str, Any]) -> dict[str, Any]:
     """Draw the wave on ``fig``; returns the data-carrying artists: ``bars_ok`` / ``bars_failed``
     (BarContainer: left = send, width = done - send), ``first_token`` / ``last_token`` (Line2D
     markers), ``resident`` (the shaded window, when the wave has one), ``http`` (its bounds as
-    lines, when it has one), ``error_labels`` (Text of failed requests) and ``title``."""
+    lines, when it has one), ``cold`` / ``restarted`` (Line2D markers at the first token of the rows
+    whose ``ttft_class`` says so, when any: docs/coldness.md), ``error_labels`` (Text of failed requests)
+    and ``title``."""
     rows = list(entry.get("rows") or [])
     h = float(fig.get_figheight())
     ax = fig.add_axes((0.07, 0.55 / h, 0.9, 1 - 1.3 / h))  # margins in inches: axis label below, legend above
@@ -63,6 +67,12 @@ def draw_timeline(fig: Figure, entry: Mapping[str, Any]) -> dict[str, Any]:
         pts = [(float(r[f"{key}_s"]), y) for r, y in zip(rows, ys, strict=True) if r.get(f"{key}_s") is not None]
         (art[key],) = ax.plot([p[0] for p in pts], [p[1] for p in pts], ls="none", marker=marker, ms=5, mew=1.1,
                               color="black", label=label, zorder=4)
+    for cls, (marker, color, label) in COLD_MARKS.items():
+        pts = [(float(r.get("first_token_s") if r.get("first_token_s") is not None else r["done_s"]), y)
+               for r, y in zip(rows, ys, strict=True) if r.get("ttft_class") == cls]
+        if pts:
+            (art[cls],) = ax.plot([p[0] for p in pts], [p[1] for p in pts], ls="none", marker=marker, ms=9,
+                                  color=color, label=label, zorder=5)
     if entry.get("resident"):
         t_s, t_e = (float(v) for v in entry["resident"])
         art["resident"] = ax.axvspan(t_s, t_e, color=RESIDENT_COLOR, alpha=0.13, lw=0, zorder=1,
@@ -101,10 +111,13 @@ def timeline_caption(entry: Mapping[str, Any]) -> str:
     res = entry.get("resident")
     window = (f"the shaded band is the resident decode window ({float(res[0]):.3f}-{float(res[1]):.3f} s)"
               if res else "the wave has no resident decode window")
+    cold = {c: sum(1 for r in rows if r.get("ttft_class") == c) for c in COLD_MARKS}
+    marks = "".join(f" {n} {c} request(s) marked ({COLD_MARKS[c][0]} at the first token)." for c, n in cold.items()
+                    if n)
     return (f"Wave {entry.get('wave_id')} of archive {entry.get('archive_id')}: each bar is one request from send to "
             f"end of response, | marks its first token and x its last; {window}; dashed lines bound the HTTP "
-            f"window. {len(rows)} requests, {bad} failed (hatched)." + (" Simulated data." if entry.get("simulated")
-                                                                     else ""))
+            f"window. {len(rows)} requests, {bad} failed (hatched)." + marks
+            + (" Simulated data." if entry.get("simulated") else ""))
 
 
 def timeline_alt(entry: Mapping[str, Any]) -> str:

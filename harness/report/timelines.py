@@ -4,7 +4,8 @@
 order), the timeline of the first measured wave of each cell (a screen's cells are its legs A1, B1,
 B2, A2), at most :data:`MAX_TIMELINES` in all; each entry is
 :meth:`harness.measure.timeline.Timeline.to_json` plus ``archive_id``, ``simulated`` and ``source``
-(``formal`` or ``abba``). Archives without raw records give none.
+(``formal`` or ``abba``). Archives without raw records give none. Rows carry their TTFT class when the
+archive has a ``coldness.json`` (:func:`ttft_classes_of`), so the figure marks cold requests.
 """
 
 from __future__ import annotations
@@ -12,13 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.measure.coldness import COLDNESS_FILE
 from harness.measure.timeline import first_measured_waves, group_waves, wave_timeline
 from harness.report.snapshot import json_value
 from harness.store.archive import RECORDS_DIR, Archive
 
 MAX_TIMELINES = 16
 
-__all__ = ["MAX_TIMELINES", "timeline_entries"]
+__all__ = ["MAX_TIMELINES", "timeline_entries", "ttft_classes_of"]
+
+
+def ttft_classes_of(archive: Archive) -> dict[str, str] | None:
+    """The cold and restarted request ids of an archive's ``coldness.json`` (every other request is
+    warm); None when the archive has no such file (made before it, or a kind that does not classify)."""
+    if not archive.has(COLDNESS_FILE):
+        return None
+    doc = archive.json(COLDNESS_FILE)
+    return {str(r["rid"]): str(r["class"]) for r in doc.get("requests") or [] if r.get("rid") is not None}
 
 
 def timeline_entries(archives: Sequence[Archive], snapshot: Mapping[str, Any],
@@ -35,11 +46,12 @@ def timeline_entries(archives: Sequence[Archive], snapshot: Mapping[str, Any],
             continue
         records = archive.records()
         waves = group_waves(records)
+        classes = ttft_classes_of(archive)
         for wid in first_measured_waves(records):
             if len(out) >= limit:
                 omitted += 1
                 continue
-            t = wave_timeline(waves[wid])
+            t = wave_timeline(waves[wid], classes)
             out.append(json_value(t.to_json() | {"archive_id": archive.archive_id, "source": source,
                                                  "simulated": bool(entry.get("simulated"))}))
     return out, omitted

@@ -8,7 +8,9 @@
 - :func:`corpus_ranges`: a corpus entry's tokenizer and token ranges as display text, saying
   "not recorded" where an older archive did not record them;
 - :func:`speculative_view`: the speculative-decoding section (matched AR/SD runs, whose figures are
-  withheld when the entry is not valid, and the acceptance counts of the other archives).
+  withheld when the entry is not valid, and the acceptance counts of the other archives);
+- :func:`energy_view`: the energy section (per archive, cell or leg: median output tokens per joule, mean
+  W, method and source; withheld for a superseded archive).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["NOT_RECORDED", "SD_RULE", "corpus_ranges", "historical_table", "oracle_when", "speculative_view"]
+__all__ = ["NOT_RECORDED", "SD_RULE", "corpus_ranges", "energy_view", "historical_table", "oracle_when",
+           "speculative_view"]
 
 NOT_RECORDED = "not recorded"
 SD_RULE = "SD is faster than native AR only if T_SD/T_AR < a"
@@ -137,3 +140,16 @@ def speculative_view(snapshot: Mapping[str, Any]) -> dict[str, Any]:
                   for e in spec.get("acceptance") or []
                   if e.get("kind") != "matched-sd" and e.get("protocol_class") != "matched-sd"]
     return {"matched": matched, "acceptance": acceptance, "rule": SD_RULE, "present": bool(matched or acceptance)}
+
+
+def energy_view(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The energy section's entries (pure): each with ``withheld`` (the reason its figures are not shown,
+    "" for a valid entry) and its cells' ``methods``/``sources`` joined for display. A snapshot before
+    format 7 has no ``energy`` key and gives none."""
+    out = []
+    for e in snapshot.get("energy") or []:
+        withheld = f"withheld (invalid: superseded by {e.get('superseded_by')})" if e.get("valid") is False else ""
+        cells = [{**c, "method": ", ".join(c.get("methods") or []) or "none",
+                  "source": ", ".join(c.get("sources") or []) or "none"} for c in e.get("cells") or []]
+        out.append({**e, "withheld": withheld, "cells": cells})
+    return out

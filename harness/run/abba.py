@@ -20,15 +20,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from harness.aio import new_event_loop
 from harness.errors import DsvError, SpecError
 from harness.evidence.findings import Finding
 from harness.formats import read_yaml
 from harness.hashing import ids_hash16
-from harness.ids import leg_wave_id
-from harness.inputs.corpus import Case, Corpus, load_corpus
+from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile
-from harness.load.driver import LoadClient
 from harness.measure import metrics as m
 from harness.measure.abba import (
     LEGS,
@@ -43,11 +40,12 @@ from harness.measure.abba import (
 from harness.measure.acceptance import acceptance_rows
 from harness.measure.results import run_count_methods, waves_table
 from harness.measure.rows import check_row
-from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.energy import PowerLog, resident_windows
 from harness.run.events import AbbaStart, AbbaWave, LegWaveLive, Reporter, silent
-from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
+from harness.run.legs import LegInputs, LegWaves, Outcome, drive_legs, fixed_cases, leg_service, run_leg
+from harness.run.prompts import openai_options, prompt_texts
 from harness.run.session import (
     ServiceSession,
     check_governance,
@@ -58,8 +56,7 @@ from harness.run.session import (
     start_memory_sampler,
     write_memory,
 )
-from harness.run.skeleton import drive, finish
-from harness.run.wave import WaveSpec, execute_wave, leg_waves
+from harness.run.skeleton import finish
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free
 from harness.service.memory import MemorySampler
@@ -68,8 +65,10 @@ from harness.store.runblock import RunBlock
 
 
 @dataclass
-class AbbaOutcome:
-    """What a screen produced: archive, status, per-leg wave rates, the result and output match."""
+class AbbaOutcome(Outcome):
+    """What a screen produced: archive, status, per-leg wave rates, the result and output match
+    (``archive_id`` and ``blocking``: :class:`harness.run.legs.Outcome`; any blocking finding makes the
+    screen's comparison row invalid, so its verdict is not a claim)."""
 
     archive: Archive
     status: str
@@ -82,17 +81,6 @@ class AbbaOutcome:
     error: DsvError | None = None
     ledger_rows: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def archive_id(self) -> str:
-        """The finalized archive's id."""
-        return self.archive.archive_id
-
-    @property
-    def blocking(self) -> list[Finding]:
-        """The evidence stage's blocking findings: any one makes the screen's comparison row invalid
-        (a late simulator or a stalled client moved a wave's rate), so its verdict is not a claim."""
-        return [f for f in self.findings if f.blocking]
 
 
 def check_profiles(spec: AbbaSpec) -> tuple[list[str], list[str]]:
@@ -124,18 +112,13 @@ def abba_port_field(source: Path | None, role: str) -> str:
 
 
 @dataclass(frozen=True)
-class AbbaInputs:
-    """Everything a screen reads before it starts, loaded and checked by ``prepare_abba``."""
+class AbbaInputs(LegInputs):
+    """Everything a screen reads before it starts, loaded and checked by ``prepare_abba`` (``texts``:
+    "A" control, "B" candidate)."""
 
-    loaded: LoadedSpec
     spec: AbbaSpec
     declared: list[str]
     undeclared: list[str]
-    corpus: Corpus
-    cases: list[Case]
-    sentinels: list[Oracle]
-    governance: dict[str, Any]
-    texts: dict[str, PromptText | None]  # "A" (control) and "B" (candidate)
 
 
 def prepare_abba(loaded: LoadedSpec, workspace: Path) -> AbbaInputs:
@@ -147,14 +130,7 @@ def prepare_abba(loaded: LoadedSpec, workspace: Path) -> AbbaInputs:
                         hint="run formal matrices with 'dsv4h campaign run'")
     declared, undeclared = check_profiles(spec)
     corpus = load_corpus(loaded.paths.corpora["workload"])
-    wl = spec.workload
-    if wl.cases is not None:
-        cases = [corpus.case(cid) for cid in wl.cases]
-    else:
-        if len(corpus.cases) < wl.concurrency:
-            raise SpecError(f"corpus {corpus.name} has {len(corpus.cases)} cases; the workload "
-                            f"needs {wl.concurrency}", hint="list case ids explicitly or lower concurrency")
-        cases = list(corpus.cases[: wl.concurrency])
+    cases = fixed_cases(corpus, spec.workload)
     sentinels = load_sentinels(loaded.paths.oracles)
     governance = check_governance(spec, workspace, f"abba:{spec.name}")
     texts = {"A": prompt_texts(spec.control), "B": prompt_texts(spec.candidate)}
@@ -162,7 +138,8 @@ def prepare_abba(loaded: LoadedSpec, workspace: Path) -> AbbaInputs:
     openai_options(spec.candidate)
     for role, profile in (("control", spec.control), ("candidate", spec.candidate)):
         check_port_free(profile, abba_port_field(loaded.source, role))  # a taken port: refused before the archive opens
-    return AbbaInputs(loaded, spec, declared, undeclared, corpus, cases, sentinels, governance, texts)
+    return AbbaInputs(loaded=loaded, corpus=corpus, cases=cases, sentinels=sentinels, governance=governance,
+                      texts=texts, spec=spec, declared=declared, undeclared=undeclared)
 
 
 class AbbaRunner:
@@ -198,24 +175,19 @@ class AbbaRunner:
                                       request_timeout_s=self.spec.request_timeout_s)
         self.report(AbbaStart(self.spec, tuple(self.declared), tuple(self.undeclared)))
         sampler = start_memory_sampler(self.spec.control)
+        self.power = PowerLog(writer)
 
-        def body() -> None:
-            with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                runner.run(self._legs(writer))
-
-        def failed(exc: DsvError) -> DsvError:
-            exc.message = f"leg {self.failed_leg} failed: {exc.message}"
-            return exc
-
-        return drive(writer, body, kept=lambda: f"during leg {self.failed_leg}; finished legs kept", what="screen",
-                     failed=failed, clean_up=lambda: self._clean_up(writer, sampler),
-                     finalize=lambda status, error: self._finalize(writer, status, error, anchor))
+        return drive_legs(writer, lambda: self._legs(writer), current=lambda: self.failed_leg, what="screen",
+                          clean_up=lambda: self._clean_up(writer, sampler),
+                          finalize=lambda status, error: self._finalize(writer, status, error, anchor))
 
     def _clean_up(self, writer: ArchiveWriter, sampler: MemorySampler | None) -> None:
-        """Store the memory samples and stop every service a signal left running."""
+        """Store the memory and power samples (each measured wave's energy: ``energy.json``) and stop
+        every service a signal left running."""
         try:
             if sampler is not None:
                 write_memory(writer, sampler)
+            self.power.write(resident_windows(writer.streamed_records()))
         finally:
             self.session.stop_all()
 
@@ -231,20 +203,21 @@ class AbbaRunner:
                 self.failed_leg = leg
                 if fresh or svc is None:
                     if svc is not None:
+                        self.power.stop()
                         await asyncio.to_thread(self.session.stop, svc)
                         svc = None
                     svc = await asyncio.to_thread(
                         self.session.start, profile, f"abba-{leg}-{profile.name}",
                         {"start_index": len(self.session.services) + 1, "first_leg": leg}, leg=leg)
+                    await asyncio.to_thread(self.power.start, svc)
                     if leg == "B1":
                         self._check_stacks()
                 await asyncio.to_thread(svc.check_owners, f"before leg {leg}")
-                self.leg_services[leg] = {"pid": svc.process.pid if svc.process else None,
-                                          "create_time": svc.process.create_time if svc.process else None,
-                                          "service_index": len(self.session.services), "fresh_start": fresh}
+                self.leg_services[leg] = leg_service(svc, self.session, fresh)
                 await self._leg(writer, svc, leg)
             self.failed_leg = None
         finally:
+            self.power.stop()
             if svc is not None:
                 await asyncio.to_thread(self.session.stop, svc)
 
@@ -267,32 +240,14 @@ class AbbaRunner:
         self.undeclared.extend(f"identity {x}" for x in undeclared)
 
     async def _leg(self, writer: ArchiveWriter, svc: RunningService, leg: str) -> None:
-        wl = self.spec.workload
-        li = LEGS.index(leg)
-        async with load_client(svc.url, svc.profile, concurrency=wl.concurrency,
-                               timeout_s=self.spec.request_timeout_s, limits=self.spec.client) as client:
-            def measured(j: int, recs: list[RequestRecord]) -> None:
-                self.leg_records[leg].append(recs)
-                self.report(AbbaWave(leg, j, resident=m.resident_window(recs).rate, http=m.http_window(recs).rate))
+        def measured(j: int, recs: list[RequestRecord]) -> None:
+            self.leg_records[leg].append(recs)
+            self.report(AbbaWave(leg, j, resident=m.resident_window(recs).rate, http=m.http_window(recs).rate))
 
-            await leg_waves(svc, lambda j, phase: self._wave(writer, svc, client, leg, li, j, phase),
-                            warmup_waves=wl.warmup_waves, waves_per_leg=wl.waves_per_leg, measured=measured,
-                            kept="the finished legs are kept in a partial archive")
-
-    async def _wave(self, writer: ArchiveWriter, svc: RunningService, client: LoadClient, leg: str, li: int,
-                    j: int, phase: str) -> list[RequestRecord]:
-        wl = self.spec.workload
-        wave_id = leg_wave_id(leg, "warmup" if phase == "warmup" else "measured", j)
-        spec = WaveSpec(run_id=self.token, cell_id=leg, wave_id=wave_id, round_index=li, wave_index=j,
-                        phase=phase, workload="decode", concurrency=wl.concurrency,
-                        max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos,
-                        cache=wl.cache)
-        recs = await execute_wave(svc, client, spec, self.cases, self.session.witness,
-                                  self.inputs.texts.get(leg[0]), selfcheck=self.session.selfcheck,
-                                  on_live=lambda t: self.report(LegWaveLive(leg, j, phase, t)))
-        writer.write_wave(recs)
-        self.session.record_witness(recs, wave_id, wl.concurrency)
-        return recs
+        await run_leg(writer, self.session, svc, LegWaves(self.spec, self.spec.workload, self.token, self.cases), leg,
+                      round_index=LEGS.index(leg), text=self.inputs.texts.get(leg[0]), measured=measured,
+                      kept="the finished legs are kept in a partial archive",
+                      on_live=lambda j, phase, t: self.report(LegWaveLive(leg, j, phase, t)))
 
     def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None,
                   anchor: dict[str, Any]) -> AbbaOutcome:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,12 +32,14 @@ from harness.inputs.plan import CellPlan, Plan, build_plan, sim_cell_estimate, w
 from harness.inputs.spec import CampaignSpec, LoadedSpec, LoadSettings, load_spec
 from harness.load.driver import LoadClient
 from harness.load.workers import auto_workers
+from harness.measure import coldness as cold
 from harness.measure import metrics as m
 from harness.measure.acceptance import acceptance_rows, cell_cycles
 from harness.measure.results import CampaignResults, compute_results, results_json, results_tables, run_count_methods
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.energy import PowerLog, resident_windows
 from harness.run.events import (
     CellSkipped,
     CellStart,
@@ -56,16 +59,13 @@ from harness.run.session import (
     run_labels,
     spec_counters,
     start_memory_sampler,
-    start_power_sampler,
     write_memory,
-    write_power,
 )
 from harness.run.skeleton import Finished, drive, finish
 from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free, port_field
 from harness.service.memory import MemorySampler
-from harness.service.power import PowerSampler
 from harness.store.archive import Archive, ArchiveWriter, already_resumed, open_verified, resumed_by
 from harness.store.runblock import RunBlock
 
@@ -262,7 +262,7 @@ class CampaignRunner:
                                       services=self.state.services, request_timeout_s=self.spec.request_timeout_s)
         self.report(PlanReady(self.plan))
         sampler: list[MemorySampler] = []
-        power: list[PowerSampler] = []
+        power = PowerLog(writer)
 
         def body() -> None:
             self.state.service_starts += 1
@@ -270,8 +270,7 @@ class CampaignRunner:
                                               {"start_index": self.state.service_starts})
             started = start_memory_sampler(self.spec.service)
             sampler.extend([started] if started is not None else [])
-            watts = start_power_sampler(self.service, writer)
-            power.extend([watts] if watts is not None else [])
+            power.start(self.service)
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 runner.run(self._run_cells(writer))
 
@@ -280,19 +279,18 @@ class CampaignRunner:
                 self.session.after_checks(self.service)
 
         return drive(writer, body, kept="every finished wave is kept", what="run", after=after,
-                     clean_up=lambda: self._clean_up(writer, sampler[0] if sampler else None,
-                                                     power[0] if power else None),
+                     clean_up=lambda: self._clean_up(writer, sampler[0] if sampler else None, power),
                      finalize=lambda status, error: self._finalize(writer, status, error, anchor))
 
     def _clean_up(self, writer: ArchiveWriter, sampler: MemorySampler | None,
-                  power: PowerSampler | None = None) -> None:
+                  power: PowerLog | None = None) -> None:
         """Store the memory and power samples (and each measured wave's energy) and stop every service
         this run started (however it ended)."""
         try:
             if sampler is not None:
                 write_memory(writer, sampler)
             if power is not None:
-                write_power(writer, power, writer.streamed_records())
+                power.write(resident_windows(writer.streamed_records()))
         finally:
             svc, self.service = self.service, None
             if svc is not None:
@@ -436,13 +434,31 @@ class MatrixState:
     extra_labels: tuple[str, ...] = ()
 
 
+def _events(path: Path) -> list[dict[str, Any]]:
+    """The run's events so far (a line cut short by a crash skipped; none when the file is absent)."""
+    out: list[dict[str, Any]] = []
+    for line in (path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            out.append(row)
+    return out
+
+
 def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, st: MatrixState, status: str,
                     error: str | None) -> tuple[Finished, CampaignResults]:
     """Compute the results from the streamed records, write the result tables, and finish the
     archive (finalize, ledgers, evidence); inside the caller's critical section (the runner's
     :func:`~harness.run.skeleton.drive`, or the recovery's)."""
     records = writer.streamed_records()
-    results = compute_results(records, st.round_status, st.cells)
+    events = _events(writer.dir / "events.jsonl")
+    starts = cold.archive_starts(records, st.services, events, writer.token)
+    key = cold.ShapeKey(tuple(spec.ttft_shapes.input_len_edges), tuple(spec.ttft_shapes.batch_tiers))
+    classes = cold.classify(records, starts, key)
+    writer.write_json(cold.COLDNESS_FILE, cold.coldness_doc(records, starts, key, classes))
+    results = compute_results(records, st.round_status, st.cells, classes)
     extra = {"campaign": spec.name, "claim_class": spec.claim_class, "protocol_class": spec.protocol_class}
     for name, table in results_tables(results, extra).items():
         writer.write_table(f"{name}.parquet", table)

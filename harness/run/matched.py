@@ -23,24 +23,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from harness.aio import new_event_loop
 from harness.errors import DsvError, SpecError
 from harness.evidence.findings import Finding
-from harness.ids import leg_wave_id
-from harness.inputs.corpus import Case, Corpus, load_corpus
+from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import LoadedSpec, MatchedSdSpec
-from harness.load.driver import LoadClient
 from harness.measure import metrics as m
 from harness.measure.abba import profile_differences
 from harness.measure.acceptance import acceptance_rows, counts_of
 from harness.measure.matched import LegData, MatchedResult, compare_outputs, step_gaps, summarize_matched
 from harness.measure.results import run_count_methods, waves_table
 from harness.measure.speculative import sum_counts
-from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.energy import PowerLog, resident_windows
 from harness.run.events import MatchedLegWave, MatchedStart, Reporter, silent
-from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
+from harness.run.legs import LegInputs, LegWaves, Outcome, drive_legs, fixed_cases, leg_service, run_leg
+from harness.run.prompts import openai_options, prompt_texts
 from harness.run.session import (
     ServiceSession,
     check_governance,
@@ -49,8 +47,7 @@ from harness.run.session import (
     spec_counters,
     stack_differences,
 )
-from harness.run.skeleton import drive, finish
-from harness.run.wave import WaveSpec, execute_wave, leg_waves
+from harness.run.skeleton import finish
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free
 from harness.store.archive import Archive, ArchiveWriter
@@ -58,17 +55,12 @@ from harness.store.runblock import RunBlock
 
 
 @dataclass(frozen=True)
-class MatchedInputs:
-    """Everything a matched run reads before it starts, loaded and checked by ``prepare_matched``."""
+class MatchedInputs(LegInputs):
+    """Everything a matched run reads before it starts, loaded and checked by ``prepare_matched``
+    (``texts``: "AR" and "SD")."""
 
-    loaded: LoadedSpec
     spec: MatchedSdSpec
     declared: list[str]
-    corpus: Corpus
-    cases: list[Case]
-    sentinels: list[Oracle]
-    governance: dict[str, Any]
-    texts: dict[str, PromptText | None]  # "AR" and "SD"
 
 
 def prepare_matched(loaded: LoadedSpec, workspace: Path) -> MatchedInputs:
@@ -91,26 +83,22 @@ def prepare_matched(loaded: LoadedSpec, workspace: Path) -> MatchedInputs:
                         hint="give the sd profile its speculative configuration (sim.speculative, or the "
                         "server's speculative flags in extra_args)")
     corpus = load_corpus(loaded.paths.corpora["workload"])
-    wl = spec.workload
-    if wl.cases is not None:
-        cases = [corpus.case(cid) for cid in wl.cases]
-    elif len(corpus.cases) < wl.concurrency:
-        raise SpecError(f"corpus {corpus.name} has {len(corpus.cases)} cases; the workload needs "
-                        f"{wl.concurrency}", hint="list case ids explicitly or lower concurrency")
-    else:
-        cases = list(corpus.cases[: wl.concurrency])
+    cases = fixed_cases(corpus, spec.workload)
     sentinels = load_sentinels(loaded.paths.oracles)
     governance = check_governance(spec, workspace, f"matched-sd:{spec.name}")
     texts = {"AR": prompt_texts(spec.ar), "SD": prompt_texts(spec.sd)}
     for role, profile in (("ar", spec.ar), ("sd", spec.sd)):
         openai_options(profile)
         check_port_free(profile, f"'{role}.port' in {loaded.source or 'the spec'}")
-    return MatchedInputs(loaded, spec, declared, corpus, cases, sentinels, governance, texts)
+    return MatchedInputs(loaded=loaded, corpus=corpus, cases=cases, sentinels=sentinels, governance=governance,
+                         texts=texts, spec=spec, declared=declared)
 
 
 @dataclass
-class MatchedOutcome:
-    """What a matched run produced: archive, status, result and the services of each leg."""
+class MatchedOutcome(Outcome):
+    """What a matched run produced: archive, status, result and the services of each leg
+    (``archive_id`` and ``blocking``: :class:`harness.run.legs.Outcome`; any blocking finding makes the
+    run's result rows invalid, not a claim)."""
 
     archive: Archive
     status: str
@@ -121,16 +109,6 @@ class MatchedOutcome:
     error: DsvError | None = None
     ledger_rows: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def archive_id(self) -> str:
-        """The finalized archive's id."""
-        return self.archive.archive_id
-
-    @property
-    def blocking(self) -> list[Finding]:
-        """Blocking findings: any one makes the run's result rows invalid (not a claim)."""
-        return [f for f in self.findings if f.blocking]
 
 
 class MatchedRunner:
@@ -158,18 +136,19 @@ class MatchedRunner:
                                       service_json_extra=lambda: {"legs": self.leg_services},
                                       request_timeout_s=self.spec.request_timeout_s)
         self.report(MatchedStart(self.spec, tuple(self.inputs.declared)))
+        self.power = PowerLog(writer)
 
-        def body() -> None:
-            with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                runner.run(self._legs(writer))
+        return drive_legs(writer, lambda: self._legs(writer), current=lambda: self.current_leg, what="matched run",
+                          clean_up=lambda: self._clean_up(writer),
+                          finalize=lambda status, error: self._finalize(writer, status, error, anchor))
 
-        def failed(exc: DsvError) -> DsvError:
-            exc.message = f"leg {self.current_leg} failed: {exc.message}"
-            return exc
-
-        return drive(writer, body, kept=lambda: f"during leg {self.current_leg}; finished legs kept",
-                     what="matched run", failed=failed, clean_up=self.session.stop_all,
-                     finalize=lambda status, error: self._finalize(writer, status, error, anchor))
+    def _clean_up(self, writer: ArchiveWriter) -> None:
+        """Store the power samples (each measured wave's energy: ``energy.json``) and stop every
+        service a signal left running."""
+        try:
+            self.power.write(resident_windows(writer.streamed_records()))
+        finally:
+            self.session.stop_all()
 
     async def _legs(self, writer: ArchiveWriter) -> None:
         for li, leg in enumerate(self.spec.order):
@@ -180,13 +159,13 @@ class MatchedRunner:
                 {"start_index": len(self.session.services) + 1, "first_leg": leg},
                 claim_class=MatchedSdSpec.arm_claim(leg, self.spec.sd_claim), leg=leg)
             try:
+                await asyncio.to_thread(self.power.start, svc)
                 self._check_stack(leg)
                 await asyncio.to_thread(svc.check_owners, f"before leg {leg}")
-                self.leg_services[leg] = {"pid": svc.process.pid if svc.process else None,
-                                          "create_time": svc.process.create_time if svc.process else None,
-                                          "service_index": len(self.session.services), "fresh_start": True}
+                self.leg_services[leg] = leg_service(svc, self.session, True)
                 await self._leg(writer, svc, leg, li)
             finally:
+                self.power.stop()
                 await asyncio.to_thread(self.session.stop, svc)
         self.current_leg = None
 
@@ -203,31 +182,15 @@ class MatchedRunner:
                             "declared_change; 'dsv4h identity diff' shows them")
 
     async def _leg(self, writer: ArchiveWriter, svc: RunningService, leg: str, li: int) -> None:
-        wl = self.spec.workload
-        async with load_client(svc.url, svc.profile, concurrency=wl.concurrency,
-                               timeout_s=self.spec.request_timeout_s, limits=self.spec.client) as client:
-            def measured(j: int, recs: list[RequestRecord]) -> None:
-                self.leg_records[leg].append(recs)
-                counts = counts_of(recs)
-                self.report(MatchedLegWave(leg, j, resident=m.resident_window(recs).rate,
-                                           tokens_per_step=counts.tokens_per_step if counts else math.nan))
+        def measured(j: int, recs: list[RequestRecord]) -> None:
+            self.leg_records[leg].append(recs)
+            counts = counts_of(recs)
+            self.report(MatchedLegWave(leg, j, resident=m.resident_window(recs).rate,
+                                       tokens_per_step=counts.tokens_per_step if counts else math.nan))
 
-            await leg_waves(svc, lambda j, phase: self._wave(writer, svc, client, leg, li, j, phase),
-                            warmup_waves=wl.warmup_waves, waves_per_leg=wl.waves_per_leg, measured=measured,
-                            kept="the finished legs are kept")
-
-    async def _wave(self, writer: ArchiveWriter, svc: RunningService, client: LoadClient, leg: str, li: int,
-                    j: int, phase: str) -> list[RequestRecord]:
-        wl = self.spec.workload
-        wave_id = leg_wave_id(leg, "warmup" if phase == "warmup" else "measured", j)
-        spec = WaveSpec(run_id=self.token, cell_id=leg, wave_id=wave_id, round_index=li, wave_index=j,
-                        phase=phase, workload="decode", concurrency=wl.concurrency,
-                        max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos, cache=wl.cache)
-        recs = await execute_wave(svc, client, spec, self.inputs.cases, self.session.witness,
-                                  self.inputs.texts.get(leg[:2]), selfcheck=self.session.selfcheck)
-        writer.write_wave(recs)
-        self.session.record_witness(recs, wave_id, wl.concurrency)
-        return recs
+        waves = LegWaves(self.spec, self.spec.workload, self.token, self.inputs.cases)
+        await run_leg(writer, self.session, svc, waves, leg, round_index=li, text=self.inputs.texts.get(leg[:2]),
+                      measured=measured, kept="the finished legs are kept")
 
     def _leg_data(self, leg: str) -> LegData:
         waves = self.leg_records.get(leg, [])

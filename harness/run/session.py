@@ -5,7 +5,8 @@ screens (edge module).
 - :func:`open_writer`: the archive preamble (spec, corpora, environment, governance, run-start);
 - :class:`ServiceSession`: start -> verify identity -> sentinels before; sentinels after -> final
   info -> stop (or detach), every service recorded in ``service.json``;
-- :func:`record_witness` / memory sampling: what the server said while waves ran;
+- :func:`record_witness` / memory sampling: what the server said while waves ran (power and
+  energy: :mod:`harness.run.energy`);
 
 How a run ends (one critical section: clean up, end events, result tables, finish) is
 :func:`harness.run.skeleton.drive`, which every runner calls.
@@ -40,7 +41,6 @@ from harness.service.manager import RunningService, start_service, verify_identi
 from harness.service.mapped import HashCache
 from harness.service.memory import MemorySampler
 from harness.service.origin import SIM_LABEL, run_is_simulated
-from harness.service.power import PowerSampler
 from harness.service.runtime_identity import component_differences
 from harness.service.stack import mapped_at_end, stack_at_start, violations
 from harness.store.archive import ArchiveWriter, claim_resume
@@ -333,78 +333,3 @@ def write_memory(writer: ArchiveWriter, sampler: MemorySampler) -> None:
         "summary": [asdict(s) for s in sampler.summary()], "interval_s": sampler.interval_s,
         "errors": sampler.errors[:20], "error_count": sampler.error_count,
         "note": "peak observed in samples, not an allocator peak"})
-
-
-def power_source(profile: ServiceProfile) -> str:
-    """The power/energy source of a service (``power_source``; ``auto``: the simulator's power model for
-    a simulator whose profile has one, else the GPU tool the owners check uses: NVML for nvml /
-    nvidia-smi, amd-smi, xpu-smi; ``none`` for anything else)."""
-    if profile.power_source != "auto":
-        return profile.power_source
-    if profile.backend == "sim":
-        from harness.sim import profile_for
-
-        return "sim" if getattr(profile_for(profile.sim.profile, profile.sim.profile_file), "power", None) else "none"
-    if not profile.checks_gpus:
-        return "none"
-    tool = profile.gpu_owners_source
-    if tool in ("nvml", "nvidia-smi"):
-        return "nvml"
-    if tool in ("amd-smi", "xpu-smi"):
-        return tool
-    if tool == "auto":
-        import shutil
-
-        if shutil.which("nvidia-smi"):
-            return "nvml"
-        for t in ("amd-smi", "xpu-smi"):
-            if shutil.which(t):
-                return t
-    return "none"
-
-
-def start_power_sampler(svc: RunningService, writer: ArchiveWriter) -> PowerSampler | None:
-    """Sample power and energy every ``power_sample_interval_s`` while the service runs (None when it
-    has no source). A source that cannot be opened (no NVML library, no tool) is recorded as a
-    ``power-unavailable`` event with the reason: energy is then absent, never estimated."""
-    source = power_source(svc.profile)
-    if source == "none":
-        return None
-    devices = [int(g) for g in svc.profile.gpus or [] if isinstance(g, int)] or None
-    try:
-        sampler = PowerSampler(interval_s=svc.profile.power_sample_interval_s, source=source, devices=devices,
-                               url=svc.url)
-    except (DsvError, ImportError, OSError) as exc:
-        writer.append_event({"event": "power-unavailable", "source": source, "reason": str(exc)[:300]})
-        return None
-    sampler.start()
-    return sampler
-
-
-def write_power(writer: ArchiveWriter, sampler: PowerSampler, records: Sequence[RequestRecord]) -> None:
-    """Stop the sampler; store its samples (``power.parquet``) and the energy of every measured wave's
-    resident window (``energy.json``: joules, mean watts, output tokens per joule, the method: energy
-    counter or power integral; a wave the samples do not bracket says why)."""
-    import pyarrow as pa
-
-    from harness.measure.energy import window_energy
-
-    sampler.stop()
-    samples = sampler.samples()
-    if samples:
-        writer.write_table("power.parquet", pa.Table.from_pylist([s.to_dict() for s in samples]))
-    waves: dict[str, list[RequestRecord]] = {}
-    for r in records:
-        if r.phase == "measured":
-            waves.setdefault(r.wave_id, []).append(r)
-    rows = []
-    for wave_id, recs in waves.items():
-        win = m.resident_window(recs)
-        if not win.contributes:
-            continue
-        e = window_energy(samples, win.start_ns, win.end_ns, tokens=win.tokens)
-        rows.append({"wave_id": wave_id, "cell_id": recs[0].cell_id, "concurrency": recs[0].concurrency,
-                     "window": "resident"} | {k: v for k, v in e.to_dict().items() if k != "devices"}
-                    | {"devices": [d for d in e.to_dict()["devices"]]})
-    writer.write_json("energy.json", {"sampler": sampler.info, "waves": rows,
-                                      "definition": "docs/metrics.md, Power and energy"})

@@ -51,6 +51,7 @@ from harness.measure import sweep as sw
 from harness.measure.rows import check_row
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.energy import PowerLog, Window, round_window
 from harness.run.events import Reporter, SweepPlanReady, SweepRoundDone, SweepRoundStart, silent
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.prompts import load_client, prompt_texts
@@ -225,6 +226,7 @@ class SweepRunner:
         self.starts: dict[float, list[int]] = {}
         self.texts = prompt_texts(spec.service)
         self.cases = {c.case_id: c for c in corpus.cases}
+        self.energy_windows: list[Window] = []  # each measured round's window (harness.run.energy)
 
     def _request(self, case: Case, rate: float, k: int, i: int) -> WaveRequest:
         s = self.spec
@@ -261,6 +263,10 @@ class SweepRunner:
                              "start_ns": sent.start_ns, "t_ns": time.perf_counter_ns()})
         self.rounds.append(row)
         self.by_rate.setdefault(plan.rate, []).extend(sent.records)
+        win = round_window(ids.wave_id(row["cell_id"], plan.round_index, 0), row["cell_id"],
+                           self.spec.arrivals.max_concurrency or 0, sent.start_ns, sent.records,
+                           round_id=row["round_id"], arrival_rate_req_s=plan.rate)
+        self.energy_windows.extend([win] if win is not None else [])
         self.starts.setdefault(plan.rate, []).append(sent.start_ns)
         self.report(SweepRoundDone(row))
         fault_point("sweep:round-ended")
@@ -295,9 +301,11 @@ class SweepRunner:
                                  reporter=self.report, request_timeout_s=s.request_timeout_s)
         self.report(SweepPlanReady(self.plan))
         started: list[RunningService] = []
+        power = PowerLog(writer)
 
         def body() -> None:
             started.append(session.start(s.service, s.service.name, {"start_index": 1}))
+            power.start(started[0])
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 runner.run(self._run(started[0].url, writer))
 
@@ -306,8 +314,16 @@ class SweepRunner:
                 session.after_checks(started[0])
 
         return drive(writer, body, kept="every finished round is kept", what="sweep", after=after,
-                     clean_up=session.stop_all,
+                     clean_up=lambda: self._clean_up(power, session),
                      finalize=lambda status, error: self._finalize(writer, status, error, anchor, session))
+
+    def _clean_up(self, power: PowerLog, session: ServiceSession) -> None:
+        """Store the power samples and each measured round's energy (``energy.json``), then stop the
+        service."""
+        try:
+            power.write(self.energy_windows)
+        finally:
+            session.stop_all()
 
     def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None, anchor: dict[str, Any],
                   session: ServiceSession) -> SweepOutcome:

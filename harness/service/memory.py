@@ -11,21 +11,17 @@ the request records) plus a UTC wall-clock ISO string per sample.
 from __future__ import annotations
 
 import shutil
-import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Final
 
 from harness.service.gpu import OwnersSnapshot
 from harness.service.gpu_probe import Runner, read_gpu_memory
+from harness.service.sampler import Sampler
 
 #: The exact label of the summary's peak: a maximum over samples, not an allocator peak.
 PEAK_LABEL: Final = "peak observed in samples"
 DEFAULT_INTERVAL_S: Final = 5.0
-#: Most error messages kept (the count of failed reads is kept in full).
-MAX_ERRORS_KEPT: Final = 20
 
 #: A reader returns one memory snapshot (devices filled) per call.
 Reader = Callable[[], OwnersSnapshot]
@@ -106,16 +102,19 @@ def samples_table(samples: Sequence[MemorySample]) -> Any:
     return pa.Table.from_pylist([{c: getattr(s, c) for c in MEMORY_COLUMNS} for s in samples], schema=schema)
 
 
-class MemorySampler:
+class MemorySampler(Sampler[MemorySample]):
     """Sample GPU memory in a daemon thread: ``start()``, ``stop()``, then ``samples()`` and
     ``summary()``. Also a context manager.
 
     The first sample is taken when the thread starts, then one every ``interval_s`` seconds (on a
     fixed schedule, no drift) and, by default, a last one at ``stop()``. A failed read is counted in
-    ``error_count`` (messages in ``errors``) and sampling goes on. ``source`` is resolved on the
-    first read (``auto`` -> the tool that answered) and kept. Pass ``reader`` to replace the probe
-    entirely (tests), or ``runner`` to replace only the command runner.
+    ``error_count`` (messages in ``errors``) and sampling goes on (the shared loop of
+    :class:`harness.service.sampler.Sampler`). ``source`` is resolved on the first read (``auto`` ->
+    the tool that answered) and kept. Pass ``reader`` to replace the probe entirely (tests), or
+    ``runner`` to replace only the command runner.
     """
+
+    thread_name = "dsv4h-gpu-memory"
 
     def __init__(
         self,
@@ -127,18 +126,10 @@ class MemorySampler:
         which: Callable[[str], str | None] = shutil.which,
         nvml: Any | None = None,
     ) -> None:
-        if interval_s <= 0:
-            raise ValueError(f"interval_s must be > 0, got {interval_s}")
-        self.interval_s = float(interval_s)
+        super().__init__(interval_s)
         self.source = source
         self._runner, self._which, self._nvml = runner, which, nvml
         self._reader = reader
-        self._samples: list[MemorySample] = []
-        self.errors: list[str] = []
-        self.error_count = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def _read(self) -> OwnersSnapshot:
         if self._reader is not None:
@@ -147,64 +138,9 @@ class MemorySampler:
         self.source = snap.source
         return snap
 
-    def sample_once(self) -> list[MemorySample]:
-        """Take one sample of every device now and keep it; returns the new samples (empty when the
-        read failed, which is counted)."""
-        try:
-            snap = self._read()
-        except Exception as exc:  # a background sampler must outlive any one bad read
-            with self._lock:
-                self.error_count += 1
-                if len(self.errors) < MAX_ERRORS_KEPT:
-                    self.errors.append(str(exc))
-            return []
-        new = samples_from_snapshot(snap)
-        with self._lock:
-            self._samples.extend(new)
-        return new
-
-    def _run(self) -> None:
-        t0 = time.monotonic()
-        k = 0
-        self.sample_once()
-        while True:
-            k += 1
-            delay = t0 + k * self.interval_s - time.monotonic()
-            if delay < 0:  # a slow read: skip the missed ticks rather than bursting
-                k += int(-delay // self.interval_s) + 1
-                delay = t0 + k * self.interval_s - time.monotonic()
-            if self._stop.wait(max(delay, 0.0)):
-                return
-            self.sample_once()
-
-    def start(self) -> MemorySampler:
-        """Start the sampling thread (once); returns self."""
-        if self._thread is not None:
-            raise RuntimeError("MemorySampler already started")
-        self._thread = threading.Thread(target=self._run, name="dsv4h-gpu-memory", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, *, final_sample: bool = True, timeout_s: float = 60.0) -> None:
-        """Stop the thread (waits up to ``timeout_s`` for a read in progress) and, unless
-        ``final_sample`` is False, take one last sample. Safe to call twice."""
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._stop.set()
-        thread.join(timeout_s)
-        if final_sample:
-            self.sample_once()
-
-    @property
-    def running(self) -> bool:
-        """True while the sampling thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def samples(self) -> list[MemorySample]:
-        """A copy of every sample so far, in the order taken."""
-        with self._lock:
-            return list(self._samples)
+    def read(self) -> list[MemorySample]:
+        """One sample of every device now (raises on a failed read)."""
+        return samples_from_snapshot(self._read())
 
     def summary(self) -> list[DeviceMemorySummary]:
         """Per device: the peak observed in samples, sample count and interval."""
@@ -213,10 +149,3 @@ class MemorySampler:
     def table(self) -> Any:
         """:func:`samples_table` of the samples so far."""
         return samples_table(self.samples())
-
-    def __enter__(self) -> MemorySampler:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()

@@ -27,23 +27,21 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from types import TracebackType
 from typing import Any, Final
 
 from harness.errors import ServiceError
+from harness.service.sampler import Sampler
 
 #: A command runner: argv in, stdout text out (``harness.service.gpu_probe.subprocess_runner``).
 Runner = Callable[[Sequence[str]], str]
 
 SOURCES: Final = ("nvml", "amd-smi", "xpu-smi", "sim", "none")
 DEFAULT_INTERVAL_S: Final = 0.5
-MAX_ERRORS_KEPT: Final = 20
 
 AMD_POWER: Final = ("amd-smi", "metric", "--power", "--energy", "--json")
 NVML_NOT_SUPPORTED: Final = 3  # NVML_ERROR_NOT_SUPPORTED in nvml.h, used when the module lacks the name
@@ -317,20 +315,21 @@ def make_reader(source: str, *, devices: Sequence[int] | None = None, url: str |
 # ------------------------------------------------------------------------------------------ sampler
 
 
-class PowerSampler:
+class PowerSampler(Sampler[PowerSample]):
     """Sample power and energy in a daemon thread: ``start()``, ``stop()``, then ``samples()`` and
-    ``info``. Also a context manager. Same schedule as :class:`harness.service.memory.MemorySampler`:
+    ``info``. Also a context manager. The schedule and error handling are the shared loop of
+    :class:`harness.service.sampler.Sampler` (as :class:`harness.service.memory.MemorySampler`):
     a first sample when the thread starts, one every ``interval_s`` seconds (fixed schedule, missed
     ticks skipped) and a last one at ``stop()``; a failed read is counted (``error_count``, messages
     in ``errors``) and sampling goes on. ``reader`` replaces the source entirely (tests)."""
+
+    thread_name = "dsv4h-gpu-power"
 
     def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, source: str = "none",
                  devices: Sequence[int] | None = None, *, url: str | None = None, runner: Runner | None = None,
                  nvml: Any | None = None, reader: Reader | None = None,
                  clock_ns: Callable[[], int] = time.perf_counter_ns) -> None:
-        if interval_s <= 0:
-            raise ValueError(f"interval_s must be > 0, got {interval_s}")
-        self.interval_s = float(interval_s)
+        super().__init__(interval_s)
         self.source = source
         self.devices = None if devices is None else list(devices)
         self._close: Callable[[], None] = lambda: None
@@ -338,12 +337,6 @@ class PowerSampler:
             reader, self._close = make_reader(source, devices=devices, url=url, runner=runner, nvml=nvml)
         self._reader = reader
         self._clock_ns = clock_ns
-        self._samples: list[PowerSample] = []
-        self.errors: list[str] = []
-        self.error_count = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def info(self) -> dict[str, Any]:
@@ -357,73 +350,15 @@ class PowerSampler:
                 "devices": sorted({s.device for s in samples}), "devices_without_energy": no_energy,
                 "devices_without_power": no_power, "error_count": count, "errors": errors}
 
-    def sample_once(self) -> list[PowerSample]:
-        """Read every device now and keep the samples; returns them (empty when the read failed,
-        which is counted, or for source ``none``)."""
+    def read(self) -> list[PowerSample]:
+        """Read every device now, stamped just before and after the read (none for source ``none``)."""
         if self._reader is None:
             return []
         sent = self._clock_ns()
-        try:
-            rows = self._reader()
-        except Exception as exc:  # a background sampler must outlive any one bad read
-            with self._lock:
-                self.error_count += 1
-                if len(self.errors) < MAX_ERRORS_KEPT:
-                    self.errors.append(str(exc))
-            return []
+        rows = self._reader()
         answered = self._clock_ns()
-        new = [PowerSample(sent, answered, r.device, r.power_w, r.energy_j) for r in rows]
-        with self._lock:
-            self._samples.extend(new)
-        return new
+        return [PowerSample(sent, answered, r.device, r.power_w, r.energy_j) for r in rows]
 
-    def _run(self) -> None:
-        t0 = time.monotonic()
-        k = 0
-        self.sample_once()
-        while True:
-            k += 1
-            delay = t0 + k * self.interval_s - time.monotonic()
-            if delay < 0:  # a slow read: skip the missed ticks rather than bursting
-                k += int(-delay // self.interval_s) + 1
-                delay = t0 + k * self.interval_s - time.monotonic()
-            if self._stop.wait(max(delay, 0.0)):
-                return
-            self.sample_once()
-
-    def start(self) -> PowerSampler:
-        """Start the sampling thread (once); returns self."""
-        if self._thread is not None:
-            raise RuntimeError("PowerSampler already started")
-        self._thread = threading.Thread(target=self._run, name="dsv4h-gpu-power", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, *, final_sample: bool = True, timeout_s: float = 60.0) -> None:
-        """Stop the thread, take a last sample unless ``final_sample`` is False, and close the
-        source (NVML shut down). Safe to call twice."""
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._stop.set()
-        thread.join(timeout_s)
-        if final_sample:
-            self.sample_once()
+    def close(self) -> None:
+        """Close the source (NVML shut down)."""
         self._close()
-
-    @property
-    def running(self) -> bool:
-        """True while the sampling thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def samples(self) -> list[PowerSample]:
-        """A copy of every sample so far, in the order taken."""
-        with self._lock:
-            return list(self._samples)
-
-    def __enter__(self) -> PowerSampler:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()

@@ -38,7 +38,14 @@ def internal_state(sched: Scheduler, generate_requests: int) -> dict[str, Any]:
         "sim_emit_lateness_max_s": st.emit_lateness_max_s,
         "sim_wake_lateness_mean_s": st.wake_lateness_sum_s / forwards if forwards else 0.0,
         "sim_decode_model_s_total": st.decode_model_s_total,
-    } | _spec_state(sched)
+    } | _spec_state(sched) | _cold_state(sched)
+
+
+def _cold_state(sched: Scheduler) -> dict[str, Any]:
+    if sched.cold is None:  # profiles with ``cold_shape`` only (harness.sim.cold)
+        return {}
+    st = sched.stats
+    return {"sim_cold_compiles": st.cold_compiles, "sim_cold_compile_s_total": st.cold_compile_s_total}
 
 
 def _spec_state(sched: Scheduler) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 from harness.errors import SpecError
 from harness.formats import Strict, parse_model, read_yaml
 from harness.sim.batching import decode_step_s, plan_prefill_forward, prefill_forward_s
+from harness.sim.cold import ColdShapeSpec
 from harness.sim.power import SimPower
 from harness.sim.speculation import SpeculativeSpec
 
@@ -28,7 +29,8 @@ class SimProfile(Strict):
     """One analytic server model.  Durations in seconds, rates in tokens per second.  ``speculative``
     (``harness.sim.speculation.SpeculativeSpec``) makes every decode step a verify step; absent, the
     server decodes natively (one token per request per step). ``power`` (``harness.sim.power.SimPower``)
-    adds a modelled power draw and energy counter served at ``GET /sim/power``."""
+    adds a modelled power draw and energy counter served at ``GET /sim/power``. ``cold_shape``
+    (``harness.sim.cold.ColdShapeSpec``) makes the first prefill forward of each shape slower."""
 
     name: str
     description: str = ""
@@ -60,6 +62,10 @@ class SimProfile(Strict):
     speculative: SpeculativeSpec | None = None
     power: SimPower | None = Field(
         default=None, description="power model (harness.sim.power); absent, GET /sim/power answers 404"
+    )
+    cold_shape: ColdShapeSpec | None = Field(
+        default=None, description="cold-shape compile cost (harness.sim.cold): the first prefill forward of each "
+        "(input-length bucket, batch tier) shape since the process started lasts compile_s more; absent, none"
     )
 
     @model_validator(mode="after")

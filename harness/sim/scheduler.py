@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.sim.batching import decode_step_s, next_grid_instant, plan_prefill_forward, prefill_forward_s
+from harness.sim.cold import ColdShapes
 from harness.sim.profiles import SimProfile
 from harness.sim.radix import RadixCache, SaltKey
 from harness.sim.speculation import SpecTally, SpecTotals, accepted_drafts, request_key
@@ -127,6 +128,8 @@ class SchedulerStats:
     cached_tokens_total: int = 0
     last_gen_throughput: float = 0.0
     decode_model_s_total: float = 0.0  # the model durations of every decode (or verify) step planned
+    cold_compiles: int = 0  # profiles with ``cold_shape``: shapes compiled (first forwards of a shape)
+    cold_compile_s_total: float = 0.0  # the model seconds those first forwards paid extra
     spec: SpecTotals | None = None  # speculative profiles: lifetime verify counts
 
 
@@ -162,6 +165,7 @@ class Scheduler:
         self.disable_radix_cache = disable_radix_cache
         self.cache = RadixCache(profile.max_total_num_tokens)
         self.spec = profile.speculative
+        self.cold = ColdShapes(profile.cold_shape) if profile.cold_shape is not None else None
         self.stats = SchedulerStats(spec=SpecTotals(self.spec.draft_tokens) if self.spec is not None else None)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
@@ -313,7 +317,13 @@ class Scheduler:
                     batch.append((req, grant))
                 tokens = sum(t for _, t in batch)
                 self.stats.prefill_forwards += 1
-                return _Forward("prefill", prefill_forward_s(self.profile, tokens, time_scale=self.time_scale), batch)
+                dur = prefill_forward_s(self.profile, tokens, time_scale=self.time_scale)
+                if self.cold is not None:  # the first forward of a shape compiles it (harness.sim.cold)
+                    extra = self.cold.forward_cost_s([r.prompt_len for r, _ in batch[len(batch) - len(grants):]])
+                    self.stats.cold_compiles = self.cold.compiles
+                    self.stats.cold_compile_s_total += extra * self.time_scale
+                    dur += extra * self.time_scale
+                return _Forward("prefill", dur, batch)
         if self.running:
             n = len(self.running)
             dur = decode_step_s(self.profile, n, step_factor=self.step_factor, time_scale=self.time_scale)

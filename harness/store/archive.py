@@ -29,7 +29,10 @@ Archive format history (``ARCHIVE_FORMAT_VERSION``):
       ``sweep.json``) use the row models' names, units in the name (``harness.measure.rows``:
       ``median_tok_s``, ``http_output_tok_s``, a sweep's ``arrival_rate_req_s`` ...); :meth:`Archive.table`
       and :meth:`Archive.json` read the result files of format 1/2 archives under those names through
-      ``harness.store.archive_legacy`` (2026-12-02).
+      ``harness.store.archive_legacy`` (2026-12-02). Added within format 3 (new files and columns, none
+      changed): a formal matrix's ``coldness.json`` (its own ``coldness_version``) and the ``ttft_cold_*``,
+      ``ttft_restarted_*``, ``ttft_warm_*`` columns of ``cells`` (``harness.measure.coldness``; archives
+      without them read as before) (2026-12-02).
 """
 
 from __future__ import annotations

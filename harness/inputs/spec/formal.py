@@ -3,6 +3,7 @@ cells over frozen corpora on one service."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -78,6 +79,27 @@ class PrefillSpec(_CellSection):
                                                   "cache_defeat: salt|flush)")
 
 
+class TtftShapesSpec(Strict):
+    """The shape key that classifies requests cold, restarted or warm (docs/coldness.md): a request's
+    shape is (input-length bucket of its prompt, batch tier of its concurrency)."""
+
+    input_len_edges: list[int] = Field(
+        default_factory=list, max_length=64,
+        description="input-length bucket upper edges, strictly increasing; a prompt is in the bucket of the first "
+        "edge at or above its length (one bucket beyond the last); empty: one bucket (tokens)")
+    batch_tiers: list[int] = Field(
+        default_factory=list, max_length=64,
+        description="batch tiers, strictly increasing, e.g. the server's CUDA-graph batch sizes; a request's tier "
+        "is the first at or above its concurrency; empty: the concurrency itself (requests in flight)")
+
+    @field_validator("input_len_edges", "batch_tiers")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if any(x < 1 for x in v) or any(b <= a for a, b in itertools.pairwise(v)):
+            raise ValueError(f"{v} must be strictly increasing integers >= 1, e.g. [1024, 4096, 16384]")
+        return v
+
+
 def _check_tiers(v: list[int]) -> list[int]:
     if not v:
         raise ValueError("tiers is empty; list at least one concurrency, e.g. [1, 2, 4, 8, 16, 32, 64]")
@@ -104,6 +126,9 @@ class CampaignSpec(OneServiceSpec):
                                                       description="workloads in the order they run")
     load: LoadSettings = Field(default_factory=lambda: LoadSettings(),  # noqa: PLW0108 - mypy needs the call
                                description="how the load is generated")
+    ttft_shapes: TtftShapesSpec = Field(default_factory=lambda: TtftShapesSpec(),  # noqa: PLW0108
+                                        description="shape key of the cold / restarted / warm TTFT classes "
+                                        "(docs/coldness.md)")
 
     @model_validator(mode="after")
     def _check(self) -> CampaignSpec:

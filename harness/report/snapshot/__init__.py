@@ -19,20 +19,21 @@ seconds; memory is bytes; ``t_ns`` are monotonic-clock nanoseconds; percentages 
 values (10.0 means +10 %). Min/max of rounds or waves are *observed ranges*, never confidence
 intervals.
 
-Snapshot layout (top-level keys): ``snapshot_format_version``, ``title``, ``description``, ``selection``
-(the config's filters), ``archives`` (id, manifest SHA-256, status, files count, run identity,
-``simulated``, ``host`` from ``environment.json``), ``formal`` (per formal archive: every cell with
-every round value, every round, HTTP rates, spec summary, limits), ``screens`` (per ABBA archive: legs
-with every wave, ratio, drift, spread, separation, completion equality, verdict, limits), ``sweeps``
-(per rate-sweep archive: every offered rate's round medians and pooled latency, the SLO and the goodput
-knee), ``speculative`` (``matched``: per matched AR/SD archive its legs, rates, tokens per step, acceptance,
-T_SD/T_AR and break-even verdict; ``acceptance``: per archive with speculative counts, summed per cell;
-:mod:`.speculative`), ``memory`` (samples per device, peak observed in samples), ``historical`` (ledger rows in ledger
-order, never mixed with current cells) and ``historical_figure`` (the milestone panels: entry ids per
+Snapshot layout (top-level keys): ``snapshot_format_version``, ``title``, ``description``, ``selection`` (the
+config's filters), ``archives`` (id, manifest SHA-256, status, files count, run identity, ``simulated``,
+``host`` from ``environment.json``), ``formal`` (per formal archive: every cell with every round value, every
+round, HTTP rates, spec summary, limits), ``screens`` (per ABBA archive: legs with every wave, ratio, drift,
+spread, separation, completion equality, verdict, limits), ``sweeps`` (per rate-sweep archive: every offered
+rate's round medians and pooled latency, the SLO and the goodput knee), ``speculative`` (``matched``: per
+matched AR/SD archive its legs, rates, tokens per step, acceptance, T_SD/T_AR and break-even verdict;
+``acceptance``: per archive with speculative counts, summed per cell; :mod:`.speculative`), ``energy`` (per
+archive with ``energy.json``: per cell or leg, median output tokens per joule, mean W, methods and sources;
+:mod:`.energy`), ``memory`` (samples per device, peak observed in samples), ``historical`` (ledger rows in
+ledger order, never mixed with current cells) and ``historical_figure`` (the milestone panels: entry ids per
 claim class, metric and unit), ``findings`` (evidence findings, ``findings_source`` says where they came
-from), ``services``, ``corpora`` (tokenizer and token ranges when the archive recorded them),
-``oracles`` (each check with ``when`` it ran: before or after measurement), ``limits`` (report-wide),
-``has_simulated``. The summary card and the description are derived from the snapshot when rendering
+from), ``services``, ``corpora`` (tokenizer and token ranges when the archive recorded them), ``oracles``
+(each check with ``when`` it ran: before or after measurement), ``limits`` (report-wide), ``has_simulated``.
+The summary card and the description are derived from the snapshot when rendering
 (:mod:`harness.report.summary`).
 
 Snapshot format history (``SNAPSHOT_FORMAT_VERSION``): see :mod:`harness.report.snapshot.io`.

@@ -33,7 +33,8 @@ class ArchiveContent:
     ``environment.json`` (where the run ran); ``external`` an import's ``external.json``. ``matched`` is a
     matched AR/SD run's ``matched.json`` and ``matched_legs`` the rows of its ``legs.parquet`` (read only
     beside ``matched.json``); ``acceptance`` the rows of ``acceptance.parquet`` (one per measured wave
-    with speculative counts, any run kind).
+    with speculative counts, any run kind); ``energy`` the archive's ``energy.json`` (energy per
+    measurement window, any run kind).
     """
 
     archive_id: str
@@ -54,6 +55,7 @@ class ArchiveContent:
     matched: Mapping[str, Any] | None = None
     matched_legs: Sequence[Mapping[str, Any]] | None = None
     acceptance: Sequence[Mapping[str, Any]] | None = None
+    energy: Mapping[str, Any] | None = None  # energy.json (harness.run.energy), any run kind
 
 
 def _created_date(run: RunBlock) -> date | None:

@@ -19,6 +19,7 @@ import numpy as np
 from harness.inputs.spec.base import legacy_cache
 from harness.report.config import HistoricalFigure, ReportConfig
 from harness.report.snapshot.archives import ArchiveContent, is_simulated
+from harness.report.snapshot.energy import energy_entry
 from harness.report.snapshot.imports import import_entries
 from harness.report.snapshot.io import SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, json_value
 from harness.report.snapshot.io import finite_or_none as _num
@@ -227,6 +228,12 @@ def _validity(entry: dict[str, Any], successor: str | None) -> dict[str, Any]:
     return entry
 
 
+def _add(entries: list[dict[str, Any]], entry: dict[str, Any] | None, successor: str | None) -> None:
+    """Append ``entry`` with its validity (:func:`_validity`) unless it is None (the archive lacks the file)."""
+    if entry is not None:
+        entries.append(_validity(entry, successor))
+
+
 def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
            historical: Sequence[Mapping[str, Any]] | None = None,
            findings_source: str = "harness.evidence.rules",
@@ -245,7 +252,9 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     successors = supersessions(ordered, superseded)
     archives, formal, screens, sweeps, memory, findings = [], [], [], [], [], []
     services, corpora, oracles = [], [], []
-    spec_matched, spec_acceptance = [], []
+    spec_matched: list[dict[str, Any]] = []
+    spec_acceptance: list[dict[str, Any]] = []
+    energy: list[dict[str, Any]] = []
     for c in ordered:
         succ = successors.get(c.archive_id)
         base = _validity(_archive_entry(c), succ)
@@ -270,9 +279,8 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
                 mat["invalid_reason"] = invalid_reason(mat)
                 mat["valid"] = mat["invalid_reason"] is None
                 spec_matched.append(mat)
-        acc = acceptance_entry(c, base)
-        if acc is not None:
-            spec_acceptance.append(_validity(acc, succ))
+        _add(spec_acceptance, acceptance_entry(c, base), succ)
+        _add(energy, energy_entry(c, base), succ)
         if config.memory:
             mem = memory_entry(c, base["simulated"])
             if mem is not None:
@@ -308,6 +316,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "oracles": oracles,
         "imports": import_entries(ordered),
         "speculative": {"matched": spec_matched, "acceptance": spec_acceptance},
+        "energy": energy,
         "has_simulated": any(a["simulated"] for a in archives),
         "limits": {"general": list(GENERAL_LIMITS), "config": list(config.limits)},
     })

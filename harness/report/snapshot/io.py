@@ -25,6 +25,9 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
       step, acceptance, T_AR/T_SD, the break-even verdict, output equality, ``valid``) and ``acceptance`` (per
       archive with ``acceptance.parquet``: counts summed per cell and source;
       harness.report.snapshot.speculative); older snapshots load with both lists empty.
+  7 - (2026-12-02) ``energy``: per archive with ``energy.json`` (any run kind), one row per cell or leg and
+      window kind: windows, median output tokens per joule, mean power (W, time-weighted), methods and
+      sources (harness.report.snapshot.energy); older snapshots load with none.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ from harness.store.archive_legacy import upgrade_json
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "finite_or_none", "json_value", "load_snapshot",
            "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 6
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+SNAPSHOT_FORMAT_VERSION = 7
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")
@@ -113,4 +116,6 @@ def load_snapshot(data: bytes, source: str) -> dict[str, Any]:
                 obj[key] = [upgrade_json(name, e, cls) for e in obj[key]]
     if version < 6:
         obj["speculative"] = {"matched": [], "acceptance": []}
+    if version < 7:
+        obj["energy"] = []
     return obj

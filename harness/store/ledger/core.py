@@ -49,6 +49,9 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       row kept, old files in ``ledgers/.schema3-backup/`` (``harness.store.ledger.migrate``) (2026-12-02).
       Added within schema 4 (new tables, no existing file changes): ``matched_sd`` (matched AR/SD runs)
       and ``acceptance`` (speculative counts per measured wave) (2026-12-02).
+      Added within schema 4: ``energy`` (energy per measurement window from ``energy.json``: a measured
+      wave's resident window or a sweep round's window; J, W, output tokens per J, method, source)
+      (2026-12-02).
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ import pyarrow.parquet as pq
 from harness.errors import LedgerError
 from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_dir, read_regular
 from harness.interrupts import critical, fault_point
+from harness.measure.energy_rows import energy_rows
 from harness.service.origin import backends_of, run_is_simulated
 from harness.store.archive import STATE_DIR, Archive, is_archive_id, resumed_by
 from harness.store.finished import FinishedArchive, load_finished, request_rows, run_anchor
@@ -475,6 +479,10 @@ def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
     for name, table in (("matched.parquet", "matched_sd"), ("acceptance.parquet", "acceptance")):
         if view.archive.has(name):
             tables[table] = view.archive.table(name)
+    if view.archive.has("energy.json"):  # energy per measurement window (harness.measure.energy_rows)
+        rows = energy_rows(view.archive.json("energy.json"))
+        if rows:
+            tables["energy"] = pa.Table.from_pylist(rows)
     try:
         requests = view.requests
     except (pa.ArrowException, KeyError, ValueError, TypeError) as exc:
