@@ -25,6 +25,21 @@ from harness.records import RequestRecord
 from harness.run.selfcheck import WaveSelfCheck
 from harness.service.manager import RunningService, http_post
 
+MAX_METRICS_BYTES = 16 << 20
+"""Most of a ``/metrics`` answer read (bytes); a vLLM exposition is some 100 KiB."""
+
+
+async def metrics_text(resp: aiohttp.ClientResponse, limit: int = MAX_METRICS_BYTES) -> str:
+    """The body of a ``/metrics`` answer, at most ``limit`` bytes (the request's own total timeout
+    bounds the time); ValueError when it is longer: a server that floods its metrics is read as one
+    without them, not held in memory."""
+    raw = bytearray()
+    while chunk := await resp.content.read(min(64 << 10, limit + 1 - len(raw))):
+        raw += chunk
+        if len(raw) > limit:
+            raise ValueError(f"/metrics answered more than {limit} bytes")
+    return raw.decode("utf-8", "replace")
+
 
 @dataclass(frozen=True)
 class WaveSpec:
@@ -183,7 +198,7 @@ class MetricsWitness:
                     session.get(url + "/metrics") as resp:
                 if resp.status != 200:
                     return None
-                values = parse_spec_counters(await resp.text())
+                values = parse_spec_counters(await metrics_text(resp))
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
         return (t, time.perf_counter_ns(), values) if values else None
@@ -209,7 +224,7 @@ class MetricsWitness:
                         if resp.status != 200:
                             self.available = False
                             return
-                        g = parse_gauges(await resp.text())
+                        g = parse_gauges(await metrics_text(resp))
                 except (aiohttp.ClientError, TimeoutError, ValueError):
                     g = None
                 if g is not None:

@@ -17,8 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ from harness.service.command import (
     sim_command,
     vllm_command,
 )
+from harness.service.http import request
 from harness.service.ownership import service_gpus
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
 from harness.service.registry import forget, note_url, record_launch
@@ -177,43 +176,16 @@ MAX_INFO_BYTES = 16 << 20
 """Most of a GET answer (``/health``, ``/server_info``, ``/v1/models``, ``/metrics``) read (bytes)."""
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is answered as its own status: dsv4h sends traffic only where the user pointed it."""
-
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
 def http_get(url: str, timeout_s: float = 5.0, max_bytes: int = MAX_INFO_BYTES) -> tuple[int, bytes]:
     """GET ``url``; returns (status, body). A redirect is not followed (its 3xx status is returned).
-    Raises ServerUnreachable when nothing answers, and when the body passes ``max_bytes``."""
-    try:
-        with _OPENER.open(url, timeout=timeout_s) as resp:
-            status, body = int(resp.status), resp.read(max_bytes + 1)
-    except urllib.error.HTTPError as exc:
-        status, body = int(exc.code), exc.read(max_bytes + 1)
-    except (urllib.error.URLError, OSError) as exc:
-        raise ServerUnreachable(f"nothing answers at {url}: {exc}",
-                                hint="start the server, or check host and port") from exc
-    if len(body) > max_bytes:
-        raise ServerUnreachable(f"{url} answered more than {max_bytes} bytes",
-                                hint="this is not a serving endpoint dsv4h reads; check the URL")
-    return status, body
+    Raises ServerUnreachable when nothing answers, when the body passes ``max_bytes``, and when the
+    whole exchange takes longer than ``timeout_s`` (``harness.service.http``)."""
+    return request(url, timeout_s=timeout_s, max_bytes=max_bytes)
 
 
-def http_post(url: str, timeout_s: float = 10.0) -> tuple[int, bytes]:
-    """POST an empty body to ``url``; returns (status, body)."""
-    req = urllib.request.Request(url, data=b"", method="POST")
-    try:
-        with _OPENER.open(req, timeout=timeout_s) as resp:
-            return int(resp.status), resp.read()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise ServerUnreachable(f"nothing answers at {url}: {exc}", hint="check the service") from exc
+def http_post(url: str, timeout_s: float = 10.0, max_bytes: int = MAX_INFO_BYTES) -> tuple[int, bytes]:
+    """POST an empty body to ``url``; returns (status, body), bounded as :func:`http_get`."""
+    return request(url, data=b"", timeout_s=timeout_s, max_bytes=max_bytes)
 
 
 def wait_healthy(url: str, timeout_s: float, process: OwnedProcess | None = None, *,

@@ -28,13 +28,12 @@ import contextlib
 import importlib
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 from harness.errors import ServiceError
+from harness.service.http import request
 from harness.service.sampler import Sampler
 
 #: A command runner: argv in, stdout text out (``harness.service.gpu_probe.subprocess_runner``).
@@ -266,16 +265,18 @@ class NvmlReader:
             self.nvml.nvmlShutdown()
 
 
+MAX_POWER_BYTES: Final = 1 << 20
+"""Most of a ``/sim/power`` answer read (bytes): a payload of a few devices is well under 1 KiB."""
+
+
 def http_get(url: str, timeout_s: float = 5.0) -> str:
-    """GET ``url`` and return the body; raises ServiceError on failure (HTTP status, no answer)."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            return str(resp.read().decode("utf-8", "replace"))
-    except urllib.error.HTTPError as exc:
-        raise ServiceError(f"GET {url} answered HTTP {exc.code}",
-                           hint="the simulator's profile needs a 'power' block") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        raise ServiceError(f"GET {url} failed: {exc}", hint="is the simulator running?") from exc
+    """GET ``url`` and return the body, read within ``MAX_POWER_BYTES`` and ``timeout_s`` in all;
+    raises ServiceError on failure (HTTP status, no answer, a body too long or too slow)."""
+    status, body = request(url, timeout_s=timeout_s, max_bytes=MAX_POWER_BYTES)
+    if status != 200:
+        raise ServiceError(f"GET {url} answered HTTP {status}",
+                           hint="the simulator's profile needs a 'power' block")
+    return body.decode("utf-8", "replace")
 
 
 def make_reader(source: str, *, devices: Sequence[int] | None = None, url: str | None = None,

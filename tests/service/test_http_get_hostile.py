@@ -72,3 +72,98 @@ def test_an_endless_body_is_cut_with_one_error() -> None:
 
     with server(Endless) as (url, _), pytest.raises(ServerUnreachable, match="answered more than 1048576 bytes"):
         http_get(url + "/server_info", max_bytes=1 << 20)
+
+
+class Trickle(Target):
+    """Headers at once, then one byte every 50 ms for ever (each socket read is quick, so urllib's
+    per-operation timeout alone would never fire)."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        try:
+            while True:
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                threading.Event().wait(0.05)
+        except OSError:
+            pass
+
+    do_POST = do_GET
+
+
+def test_a_trickling_body_ends_at_the_overall_deadline() -> None:
+    with server(Trickle) as (url, _):
+        with pytest.raises(ServerUnreachable, match="still sending its answer at the deadline"):
+            http_get(url + "/health", timeout_s=0.5)
+        with pytest.raises(ServerUnreachable, match="still sending its answer at the deadline"):
+            http_post(url + "/flush_cache", timeout_s=0.5)
+
+
+def test_an_endless_post_answer_is_cut_too() -> None:
+    class EndlessPost(Target):
+        def do_POST(self) -> None:
+            self.send_response(500)
+            self.end_headers()
+            try:
+                for _ in range(64):
+                    self.wfile.write(b"x" * 65536)
+            except OSError:
+                pass
+
+    with server(EndlessPost) as (url, _), pytest.raises(ServerUnreachable, match="answered more than 65536"):
+        http_post(url + "/flush_cache", max_bytes=65536)
+
+
+def test_sim_power_from_a_hostile_server_is_one_service_error() -> None:
+    """The power sampler's ``/sim/power`` read (an attached server that says it is the simulator):
+    a flood, a trickle and a non-JSON answer each become a counted read error, never a hang."""
+    from harness.errors import ServiceError
+    from harness.service.power import MAX_POWER_BYTES, parse_sim_power_json
+    from harness.service.power import http_get as power_get
+
+    class Flood(Target):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(MAX_POWER_BYTES // 65536 + 4):
+                    self.wfile.write(b"[" * 65536)
+            except OSError:
+                pass
+
+    with server(Flood) as (url, _), pytest.raises(ServiceError, match="answered more than"):
+        power_get(url + "/sim/power")
+    with server(Trickle) as (url, _), pytest.raises(ServiceError, match="deadline"):
+        power_get(url + "/sim/power", timeout_s=0.5)
+    with server(Target) as (url, _), pytest.raises(ServiceError, match="unexpected payload"):
+        parse_sim_power_json(power_get(url + "/sim/power"))
+
+
+def test_a_flooded_metrics_answer_reads_as_no_metrics() -> None:
+    """The witness's ``/metrics`` reads (aiohttp) keep at most ``limit`` bytes: a longer answer is a
+    ValueError, which the witness takes as "no counters" rather than holding it in memory."""
+    import asyncio
+
+    import aiohttp
+
+    from harness.run.wave import metrics_text
+
+    class Big(Target):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(8):
+                    self.wfile.write(b"# HELP x\n" * 8192)
+            except OSError:
+                pass
+
+    async def read(url: str, limit: int) -> str:
+        async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as resp:
+            return await metrics_text(resp, limit)
+
+    with server(Big) as (url, _):
+        assert asyncio.run(read(url, 1 << 20)).startswith("# HELP x\n")
+        with pytest.raises(ValueError, match="more than 65536 bytes"):
+            asyncio.run(read(url, 65536))
