@@ -65,7 +65,8 @@ def service_fingerprint(service: Mapping[str, Any]) -> dict[str, Any]:
     # only when recorded (harness.service.stack): the model, source trees and mapped libraries, as the
     # runtime identity's component hashes; services recorded before it keep their hashes
     stack = service.get("stack") if isinstance(service.get("stack"), Mapping) else None
-    components = (stack or {}).get("runtime_identity", {}).get("components") if stack else None
+    ident = stack.get("runtime_identity") if stack else None
+    components = ident.get("components") if isinstance(ident, Mapping) else None
     if isinstance(components, Mapping):
         out["stack"] = {k: components[k] for k in STACK_COMPONENTS if k in components}
     return out
