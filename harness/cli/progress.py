@@ -38,6 +38,7 @@ from harness.run.events import (
     SweepPlanReady,
     SweepRoundDone,
     SweepRoundStart,
+    SweepStopped,
     WarmupDone,
     WaveDone,
     WaveLive,
@@ -405,5 +406,9 @@ class SweepLive(_OneBar):
                     f"output {num(row.get('output_throughput_tok_s'))} tok/s, "
                     f"goodput {num(row.get('goodput_req_s'), 2)} req/s, TTFT p50 {ms(row.get('ttft_p50_s'))} ms, "
                     f"TPOT p50 {ms(row.get('tpot_p50_s'))} ms, ITL p50 {ms(row.get('itl_p50_s'))} ms, "
-                    f"E2E p50 {ms(row.get('e2e_p50_s'))} ms, client lag p99 {ms(row.get('client_lag_p99_s'))} ms")
+                    f"E2E p50 {ms(row.get('e2e_p50_s'))} ms, client lag p99 {ms(row.get('client_lag_p99_s'))} ms"
+                    + (", OVER-SATURATED" if row.get("saturated") is True else ""))
+            case SweepStopped(rate=rate, rounds=rounds):
+                self.console.print(f"stop_at_saturation: {len(rounds)} round(s) at {rate:g} req/s over-saturated; "
+                                   "no higher rate is run", style="yellow", soft_wrap=True)
         self.live.refresh()

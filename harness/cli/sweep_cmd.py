@@ -96,6 +96,10 @@ def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[
     assert isinstance(out, SweepOutcome)
     for c in out.cells:
         console.print(sweep_cell_line(c))
+    if out.stopped is not None:
+        not_run = ", ".join(f"{r:g}" for r in out.stopped["not_run"]) or "none"
+        console.print(f"stopped at {out.stopped['at_rate_req_s']:g} req/s (over-saturated); not run: {not_run} req/s",
+                      soft_wrap=True)
     if percentiles is not None:
         console.print(sweep_latency_table(out.cells, out.rounds, out.finished.archive.records(), percentiles,
                                           title=out.finished.archive.run.campaign))
@@ -108,14 +112,16 @@ def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[
 
 def sweep_cell_line(c: Mapping[str, Any]) -> str:
     """One rate's console line: medians of its ok rounds (request and output throughput, goodput) and its
-    pooled latency in ms (TTFT p50/p99, TPOT, ITL and E2E p50), and whether its schedule was kept."""
+    pooled latency in ms (TTFT p50/p99, TPOT, ITL and E2E p50), whether its schedule was kept and how many
+    of its rounds were over-saturated (docs/saturation.md)."""
     return (f"rate {num(c.get('arrival_rate_req_s'))}: request throughput "
             f"{num(c.get('request_throughput_median_req_s'), 2)} req/s, "
             f"output {num(c.get('output_throughput_median_tok_s'))} tok/s, "
             f"goodput {num(c.get('goodput_median_req_s'), 2)} "
             f"req/s, TTFT p50 {ms(c.get('ttft_p50_s'))} p99 {ms(c.get('ttft_p99_s'))} ms, "
             f"TPOT p50 {ms(c.get('tpot_p50_s'))} ms, ITL p50 {ms(c.get('itl_p50_s'))} ms, "
-            f"E2E p50 {ms(c.get('e2e_p50_s'))} ms, schedule {'kept' if c.get('schedule_kept') else 'NOT kept'}")
+            f"E2E p50 {ms(c.get('e2e_p50_s'))} ms, schedule {'kept' if c.get('schedule_kept') else 'NOT kept'}"
+            + (f", OVER-SATURATED in {c['saturated_rounds']} round(s)" if c.get("saturated_rounds") else ""))
 
 
 @app.command("report")

@@ -95,6 +95,11 @@ class SweepRoundRow:
     client_schedule_kept: bool | None = None
     send_lag_p99_s: float | None = None
     capped_requests: int | None = None
+    inflight_slope_req_per_s: float | None = None
+    inflight_slope_se_req_per_s: float | None = None
+    ttft_slope_s_per_s: float | None = None
+    ttft_slope_se_s_per_s: float | None = None
+    saturated: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,7 @@ class SweepCellRow:
     goodput_max_req_s: float | None = None
     schedule_kept: bool | None = None
     client_lag_p99_s: float | None = None
+    saturated_rounds: int | None = None
 
 
 @dataclass(frozen=True)

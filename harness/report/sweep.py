@@ -63,15 +63,21 @@ def sweep_markdown(entry: Mapping[str, Any], figure: str | None) -> list[str]:
              + (f"{_fmt(knee.get('arrival_rate_req_s'))} req/s offered, goodput "
                 f"{_fmt(knee.get('goodput_median_req_s'), decimals=2)} req/s"
                 if knee else "none"), "",
-             "| rate | req/s | out tok/s | goodput | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | E2E p50 ms | schedule |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| rate | req/s | out tok/s | goodput | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | E2E p50 ms | schedule "
+             "| over-saturated rounds |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in entry.get("cells") or []:
         lines.append(f"| {_fmt(c.get('arrival_rate_req_s'))} | "
                      f"{_fmt(c.get('request_throughput_median_req_s'), decimals=2)} | "
                      f"{_fmt(c.get('output_throughput_median_tok_s'))} | "
                      f"{_fmt(c.get('goodput_median_req_s'), decimals=2)} | "
                      f"{_ms(c.get('ttft_p50_s'))} | {_ms(c.get('ttft_p99_s'))} | {_ms(c.get('tpot_p50_s'))} | "
-                     f"{_ms(c.get('e2e_p50_s'))} | {'kept' if c.get('schedule_kept') else 'NOT kept'} |")
+                     f"{_ms(c.get('e2e_p50_s'))} | {'kept' if c.get('schedule_kept') else 'NOT kept'} | "
+                     f"{'-' if c.get('saturated_rounds') is None else c.get('saturated_rounds')} |")
+    stop = entry.get("stopped")
+    if isinstance(stop, dict):
+        lines += ["", f"Stopped at {_fmt(stop.get('at_rate_req_s'))} req/s (over-saturated, stop_at_saturation); "
+                      f"not run: {', '.join(_fmt(r) for r in stop.get('not_run') or []) or 'none'} req/s."]
     if figure:
         lines += ["", f"![latency vs throughput]({figure})", ""]
     return lines

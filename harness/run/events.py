@@ -206,6 +206,15 @@ class SweepRoundDone:
 
 
 @dataclass(frozen=True)
+class SweepStopped:
+    """``stop_at_saturation`` ends the sweep after ``rate``: ``rounds`` of it were over-saturated."""
+
+    kind: ClassVar[str] = "sweep-stopped"
+    rate: float
+    rounds: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class QuickStart:
     """A quick bench starts sending to ``url``."""
 
@@ -228,7 +237,7 @@ class QuickProgress:
 
 Event = (PlanReady | ServiceStarting | ServiceReady | ServiceStopped | CellStart | CellSkipped | WaveLive
          | WarmupDone | WaveDone | RoundDone | AbbaStart | AbbaWave | MatchedStart | MatchedLegWave | LegWaveLive
-         | SweepPlanReady | SweepRoundStart | SweepRoundDone | QuickStart | QuickProgress)
+         | SweepPlanReady | SweepRoundStart | SweepRoundDone | SweepStopped | QuickStart | QuickProgress)
 
 
 class Reporter(Protocol):

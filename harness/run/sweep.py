@@ -49,10 +49,11 @@ from harness.interrupts import fault_point
 from harness.load.driver import LoadClient, WaveRequest
 from harness.measure import sweep as sw
 from harness.measure.rows import check_row
+from harness.measure.saturation import saturation
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
 from harness.run.energy import PowerLog, Window, round_window
-from harness.run.events import Reporter, SweepPlanReady, SweepRoundDone, SweepRoundStart, silent
+from harness.run.events import Reporter, SweepPlanReady, SweepRoundDone, SweepRoundStart, SweepStopped, silent
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.prompts import load_client, prompt_texts
 from harness.run.session import ServiceSession, check_governance, open_writer, run_labels
@@ -144,6 +145,14 @@ async def send_open_loop(client: LoadClient, requests: Sequence[WaveRequest], of
     return out
 
 
+def stopped_record(rate: float, rounds: Sequence[str]) -> dict[str, Any]:
+    """``sweep.json``'s ``stopped`` (and the ``sweep-stopped`` event): the saturated rate, its
+    saturated rounds and the rates not run (filled as the runner skips them)."""
+    return {"at_rate_req_s": rate, "saturated_rounds": list(rounds), "not_run": [],
+            "reason": f"stop_at_saturation: {len(rounds)} round(s) at {rate:g} req/s over-saturated "
+                      "(docs/saturation.md); no higher rate run"}
+
+
 def slo_of(spec: SweepSpec) -> sw.Slo:
     """The spec's latency objectives in seconds."""
     s = spec.slo
@@ -165,6 +174,7 @@ def round_row(spec: SweepSpec, rate: float, round_index: int, records: Sequence[
     row |= {f"client_{k}": v for k, v in summ.items()} | {
         "send_lag_p99_s": total["lag_p99_s"],
         "capped_requests": sum(1 for r in sched if float(r.get("cap_wait_s", 0.0)) > 0)}
+    row |= saturation(records).columns()
     return check_row("sweep_rounds", row)
 
 
@@ -191,6 +201,7 @@ def sweep_cells(spec: SweepSpec, rounds: Sequence[dict[str, Any]], by_rate: dict
                  if k.startswith(("ttft", "tpot", "itl", "e2e"))}
         cell["schedule_kept"] = all(bool(r["client_schedule_kept"]) for r in rows)
         cell["client_lag_p99_s"] = max(float(r["client_lag_p99_s"]) for r in rows)
+        cell["saturated_rounds"] = sum(1 for r in ok if r.get("saturated") is True)
         out.append(check_row("sweep_cells", cell))
     return out
 
@@ -203,6 +214,7 @@ class SweepOutcome:
     cells: list[dict[str, Any]]
     rounds: list[dict[str, Any]]
     error: DsvError | None = None
+    stopped: dict[str, Any] | None = None  # stop_at_saturation ended the sweep early (stopped_record)
 
     @property
     def archive_id(self) -> str:
@@ -227,6 +239,7 @@ class SweepRunner:
         self.texts = prompt_texts(spec.service)
         self.cases = {c.case_id: c for c in corpus.cases}
         self.energy_windows: list[Window] = []  # each measured round's window (harness.run.energy)
+        self.stopped: dict[str, Any] | None = None  # stop_at_saturation: where and what was not run
 
     def _request(self, case: Case, rate: float, k: int, i: int) -> WaveRequest:
         s = self.spec
@@ -278,10 +291,25 @@ class SweepRunner:
     async def _run(self, url: str, writer: ArchiveWriter) -> None:
         cap = self.spec.arrivals.max_concurrency
         for plan in self.plan.rounds:
+            if self.stopped is not None:
+                if plan.rate not in self.stopped["not_run"]:
+                    self.stopped["not_run"].append(plan.rate)
+                continue
             n = cap or max(1, min(len(plan.case_ids), MAX_CONNECTIONS))
             async with load_client(url, self.spec.service, concurrency=n, timeout_s=self.spec.request_timeout_s,
                                    limits=self.spec.client) as client:
                 await self._round(client, writer, plan)
+            if self.spec.stop_at_saturation and plan.round_index == self.spec.rounds - 1:
+                self._maybe_stop(writer, plan.rate)
+        if self.stopped is not None:
+            writer.append_event({"event": "sweep-stopped", **self.stopped, "t_ns": time.perf_counter_ns()})
+
+    def _maybe_stop(self, writer: ArchiveWriter, rate: float) -> None:
+        """After the last round of ``rate``: stop when any of its rounds was over-saturated."""
+        hit = [r["round_id"] for r in self.rounds if r["arrival_rate_req_s"] == rate and r.get("saturated") is True]
+        if hit:
+            self.stopped = stopped_record(rate, hit)
+            self.report(SweepStopped(rate, tuple(hit)))
 
     def cells(self) -> list[dict[str, Any]]:
         """One row per rate: medians of the round values plus the rate's pooled latency."""
@@ -335,8 +363,9 @@ class SweepRunner:
         run = sweep_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services, labels=labels,
                               error=error.message if error else None, oracles_failed=session.oracles_failed,
                               plan_id=self.plan.plan_id)
-        done = finalize_sweep(writer, self.workspace, s, self.plan.plan_id, self.rounds, cells, status, run)
-        return SweepOutcome(done, cells, self.rounds, error)
+        done = finalize_sweep(writer, self.workspace, s, self.plan.plan_id, self.rounds, cells, status, run,
+                              stopped=self.stopped)
+        return SweepOutcome(done, cells, self.rounds, error, self.stopped)
 
 
 def sweep_run_block(spec: SweepSpec, token: str, created_wall: str, services: Sequence[dict[str, Any]], *,
@@ -352,9 +381,9 @@ def sweep_run_block(spec: SweepSpec, token: str, created_wall: str, services: Se
 
 def finalize_sweep(writer: ArchiveWriter, workspace: Path, spec: SweepSpec, plan_id: str,
                    rounds: Sequence[dict[str, Any]], cells: Sequence[dict[str, Any]], status: str,
-                   run: RunBlock) -> Finished:
-    """Write the sweep's result tables (``cells``, ``rounds``) and ``sweep.json``, then finish the
-    archive (finalize, ledgers, evidence)."""
+                   run: RunBlock, *, stopped: dict[str, Any] | None = None) -> Finished:
+    """Write the sweep's result tables (``cells``, ``rounds``) and ``sweep.json`` (with ``stopped``
+    when ``stop_at_saturation`` ended it early), then finish the archive (finalize, ledgers, evidence)."""
     extra = {"campaign": spec.name, "claim_class": spec.claim_class, "protocol_class": spec.protocol_class}
     if cells:
         writer.write_table("cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
@@ -363,7 +392,8 @@ def finalize_sweep(writer: ArchiveWriter, workspace: Path, spec: SweepSpec, plan
     slo = slo_of(spec)
     knee = sw.knee([{k: c[k] for k in ("arrival_rate_req_s", "goodput_median_req_s")} for c in cells])
     writer.write_json("sweep.json", {"cells": list(cells), "rounds": list(rounds), "knee": knee,
-                                     "slo": slo.to_json(), "plan_id": plan_id, "goodput_definition": sw.__doc__})
+                                     "slo": slo.to_json(), "plan_id": plan_id, "goodput_definition": sw.__doc__,
+                                     "stopped": stopped})
     return finish(writer, workspace, status, run)
 
 
@@ -410,8 +440,10 @@ def recover_sweep(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, A
     plan_id = str(read_json_or(d, "plan.json", {}).get("plan_id", ""))
     run = sweep_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
                           error=RECOVERED_ERROR, oracles_failed=oracles_failed, plan_id=plan_id)
+    stop = next((e for e in events if e.get("event") == "sweep-stopped"), None)
+    stopped = {k: v for k, v in stop.items() if k not in ("event", "t_ns")} if stop else None
     return finalize_sweep(writer, workspace, spec, plan_id, rounds, sweep_cells(spec, rounds, by_rate, starts),
-                          "partial", run)
+                          "partial", run, stopped=stopped)
 
 
 def run_sweep_loaded(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> SweepOutcome:

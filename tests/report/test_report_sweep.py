@@ -24,5 +24,5 @@ def test_sweep_table_prints_fixed_point_values() -> None:
     lines = sweep_markdown(entry, None)
     assert lines[0] == f"## sw ({'a' * 16}) SIMULATED"
     assert lines[2] == "SLO: TTFT <= 1,000 ms, TPOT <= 50 ms; knee: 8 req/s offered, goodput 7.91 req/s"
-    assert lines[-1] == "| 16 | 7.91 | 1,264 | 7.50 | 1,280 | 2,500 | 51.2 | - | kept |"
+    assert lines[-1] == "| 16 | 7.91 | 1,264 | 7.50 | 1,280 | 2,500 | 51.2 | - | kept | - |"
     assert not any("e+" in line or "{" in line for line in lines)

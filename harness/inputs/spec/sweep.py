@@ -16,6 +16,7 @@ Example::
     rates: [2, 4, 8]                 # or geometric: {start: 1, stop: 16, steps: 5}
     arrivals: {process: poisson, seed: 1, count: 40, max_concurrency: 64}
     slo: {ttft_ms: 500, tpot_ms: 50}
+    stop_at_saturation: true         # no higher rate once one is over-saturated
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ class SweepSpec(OneServiceSpec):
                          description="latency objectives for goodput")
     schedule_tolerance_ms: float = Field(50.0, gt=0, le=60_000, allow_inf_nan=False,
                                          description="p99 send lag above this is a schedule not kept (ms)")
+    stop_at_saturation: bool = Field(
+        False, description="after the rounds of the first rate found over-saturated (docs/saturation.md), "
+        "run no higher rate; those are recorded as not run")
     request_timeout_s: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                                      description="longest silence tolerated while reading a response (seconds)")
 

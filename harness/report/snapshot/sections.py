@@ -201,15 +201,16 @@ def host_entry(c: ArchiveContent) -> dict[str, Any] | None:
 
 def sweep_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
     """A rate sweep archive's section (from ``sweep.json``): per offered rate (requests/s) the medians of
-    its ok rounds (request/output throughput, goodput) and its pooled latency (seconds), the SLO and the
-    goodput knee; None without ``sweep.json``."""
+    its ok rounds (request/output throughput, goodput), its pooled latency (seconds) and its over-saturated
+    rounds (null before they were counted), the SLO, the goodput knee and where ``stop_at_saturation``
+    stopped it; None without ``sweep.json``."""
     if not isinstance(c.sweep, Mapping):
         return None
     keys = ("arrival_rate_req_s", "rounds_ok", "rounds_planned", "concurrency", "request_throughput_median_req_s",
             "output_throughput_median_tok_s", "input_throughput_median_tok_s", "goodput_median_req_s",
             "goodput_min_req_s", "goodput_max_req_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
             "e2e_p50_s", "e2e_p99_s", "schedule_kept",
-            "client_lag_p99_s")
+            "client_lag_p99_s", "saturated_rounds")
     cells = [{k: json_value(cell.get(k)) for k in keys} for cell in c.sweep.get("cells") or []
              if isinstance(cell, Mapping)]
     cells.sort(key=lambda x: float(x.get("arrival_rate_req_s") or 0.0))
@@ -217,7 +218,8 @@ def sweep_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | 
     return {"archive_id": c.archive_id, "campaign": base["campaign"], "claim_class": base["claim_class"],
             "protocol_class": base["protocol_class"], "status": base["status"], "simulated": base["simulated"],
             "created_wall": base["created_wall"], "slo": json_value(c.sweep.get("slo")),
-            "knee": json_value(dict(knee)) if isinstance(knee, Mapping) else None, "cells": cells}
+            "knee": json_value(dict(knee)) if isinstance(knee, Mapping) else None, "cells": cells,
+            "stopped": json_value(dict(stop)) if isinstance(stop := c.sweep.get("stopped"), Mapping) else None}
 
 
 def memory_entry(c: ArchiveContent, simulated: bool) -> dict[str, Any] | None:
