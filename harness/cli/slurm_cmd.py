@@ -48,8 +48,9 @@ def submit(
                                 dsv4h=dsv4h, env=env, cwd=Path.cwd(), resume=target), nl=False)
         return
     rec = submit_job(loaded, ws, dsv4h=dsv4h, env=env, cwd=Path.cwd(), resume=target)
-    console.print(f"submitted job {rec.job_id} ({esc(rec.campaign)}): script {esc(ws / 'jobs' / (rec.job_id + '.sh'))}, "
-                  f"log {esc(ws / 'jobs' / (rec.job_id + '.out'))}, job workspace {esc(rec.job_workspace)}")
+    jobs_dir = ws / "jobs"
+    console.print(f"submitted job {rec.job_id} ({esc(rec.campaign)}): script {esc(jobs_dir / (rec.job_id + '.sh'))}, "
+                  f"log {esc(jobs_dir / (rec.job_id + '.out'))}, job workspace {esc(rec.job_workspace)}")
     console.print(f"follow it with: dsv4h campaign jobs -w {esc(ws)}")
 
 

@@ -28,8 +28,8 @@ from typing import Any
 
 from harness.errors import DsvError, ServiceError
 from harness.formats import read_regular
-from harness.hashing import sha256_bytes
 from harness.governance.io import analysis_plan_status, check_direction
+from harness.hashing import sha256_bytes
 from harness.inputs.spec import ClaimClass, KindSpec, ServiceProfile
 from harness.interrupts import critical
 from harness.measure import metrics as m

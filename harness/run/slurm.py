@@ -73,7 +73,7 @@ def run_cli(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
 class JobRecord(Strict):
     """One submitted job (``<workspace>/jobs/<jobid>.json``, written once by ``submit``)."""
 
-    format_version: Literal[1] = JOB_FORMAT_VERSION
+    format_version: Literal[1] = 1
     job_id: str = Field(pattern=r"^\d{1,12}(_\d{1,9})?$")
     campaign: str
     kind: str
@@ -97,7 +97,7 @@ class EndedArchive(Strict):
 class JobEnd(Strict):
     """How a job ended (``<workspace>/jobs/<jobid>.end.json``, rewritten by each ``job-end``)."""
 
-    format_version: Literal[1] = JOB_FORMAT_VERSION
+    format_version: Literal[1] = 1
     job_id: str
     ended_wall: str
     run_status: int = Field(description="exit status of 'dsv4h campaign run' in the job (143: SIGTERM)")

@@ -73,7 +73,7 @@ def test_sbatch_refusal_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_spec_without_section_refused(tmp_path: Path) -> None:
-    spec = _spec(tmp_path, SPEC.split("slurm:")[0])
+    spec = _spec(tmp_path, SPEC.split("slurm:", maxsplit=1)[0])
     with pytest.raises(SpecError, match="no 'slurm:' section"):
         submit(load_spec(spec), tmp_path / "ws", dsv4h=["dsv4h"], runner=FakeSlurm({}))
 

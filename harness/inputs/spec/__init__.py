@@ -69,8 +69,8 @@ __all__ = [
     "ArrivalSettings", "Backend", "CampaignSpec", "ClaimClass", "ClientLimits", "CorporaSpec", "DecodeSpec",
     "GeometricRates", "KindSpec", "LoadSettings", "LoadedSpec", "MatchedSdSpec", "MatchedWorkload", "OneServiceSpec",
     "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ServiceProfile", "SimSettings", "SloSpec",
+    "SlurmSpec",
     "SpecBase", "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of",
     "kinds_hint", "load_profile", "load_spec", "loaded_abba", "resolve_profile", "spec_paths", "sweep_definition",
     "with_resolved_profiles",
-    "SlurmSpec",
 ]

@@ -27,7 +27,8 @@ MAX_EXTRA_LINES = 64
 # days-hours:minutes, days-hours:minutes:seconds.
 TIME_LIMIT_RE = re.compile(r"\d{1,6}(:\d{1,2}){0,2}|\d{1,4}-\d{1,2}(:\d{1,2}){0,2}")
 _WORD = r"^[A-Za-z0-9][A-Za-z0-9._,:+=@%-]{0,255}$"  # one shell word that needs no quoting
-_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9._,:+=@%/()\[\]-]{1,1024})?( [A-Za-z0-9._,:+=@%/-]{1,1024})?")
+_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9-]*"  # one option, its value without quotes, spaces or $
+                     r"(=[A-Za-z0-9._,:+=@%/()\[\]-]{1,1024})?( [A-Za-z0-9._,:+=@%/-]{1,1024})?")
 
 
 class SlurmSpec(Strict):
@@ -35,18 +36,19 @@ class SlurmSpec(Strict):
     defaults (no ``#SBATCH`` line)."""
 
     partition: str | None = Field(None, pattern=_WORD, description="partition (sbatch --partition)")
-    nodes: int = Field(1, ge=1, le=MAX_NODES, description="nodes (sbatch --nodes)")
+    nodes: int = Field(1, ge=1, le=MAX_NODES, description="nodes, sbatch --nodes (count)")
     gpus_per_node: int | None = Field(None, ge=0, le=MAX_GPUS_PER_NODE,
-                                      description="GPUs per node (sbatch --gpus-per-node); unset: none asked")
+                                      description="GPUs per node, sbatch --gpus-per-node; unset: none asked (count)")
     time_limit: str | None = Field(None, max_length=32,
-                                   description="wall-time limit, Slurm's form: MM, HH:MM:SS, D-HH:MM:SS (sbatch --time)")
+                                   description="wall-time limit in Slurm's form: MM, HH:MM:SS, D-HH:MM:SS "
+                                   "(sbatch --time)")
     account: str | None = Field(None, pattern=_WORD, description="account charged (sbatch --account)")
     cpus_per_task: int | None = Field(None, ge=1, le=MAX_CPUS_PER_TASK,
-                                      description="CPUs per task (sbatch --cpus-per-task)")
+                                      description="CPUs per task, sbatch --cpus-per-task (count)")
     job_name: str | None = Field(None, pattern=_WORD, description="job name (default: dsv4h-<campaign name>)")
     stop_grace_s: int = Field(60, ge=0, le=3600,
                               description="seconds before the time limit at which the run is told to stop "
-                              "(sbatch --signal=B:USR1@N; the run then finalizes a partial archive)")
+                              "with sbatch --signal=B:USR1@N; the run then finalizes a partial archive (seconds)")
     extra_sbatch: list[Annotated[str, Field(max_length=2048)]] = Field(
         default_factory=list, max_length=MAX_EXTRA_LINES,
         description="further sbatch options, one per entry, e.g. --qos=high (written as #SBATCH lines)")
@@ -71,7 +73,8 @@ class SlurmSpec(Strict):
                                  "dsv4h writes the '#SBATCH' itself")
             if not _OPTION.fullmatch(line):
                 raise ValueError(f"extra_sbatch entry {line!r} is not one sbatch option: write --name=value "
-                                 "(letters, digits and . _ , : + = @ % / - in the value; no quotes, spaces or newlines)")
+                                 "(letters, digits and . _ , : + = @ % / - in the value; no quotes, spaces or "
+                                 "newlines)")
             if re.match(r"--?(output|error|signal|parsable|wrap)\b", line):
                 raise ValueError(f"extra_sbatch entry {line!r}: dsv4h sets --output, --error and --signal itself "
                                  "(the job's log and how it stops); remove it")
@@ -81,5 +84,6 @@ class SlurmSpec(Strict):
     @classmethod
     def _root(cls, value: str | None) -> str | None:
         if value is not None and (not value.startswith("/") or "\n" in value or "\x00" in value):
-            raise ValueError(f"workspace_root {value!r} must be an absolute path on the allocation (e.g. /scratch/dsv4h)")
+            raise ValueError(f"workspace_root {value!r} must be an absolute path on the allocation "
+                             "(e.g. /scratch/dsv4h)")
         return value
