@@ -114,3 +114,27 @@ def test_squeue_failure_is_an_error(tmp_path: Path) -> None:
     fake = FakeSlurm({"squeue": [(1, "", "slurm_load_jobs error: Unable to contact slurm controller\n")]})
     with pytest.raises(SlurmError, match="Unable to contact"):
         job_states(tmp_path, ["1"], runner=fake)
+
+
+def test_run_inside_a_job_keeps_its_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.run.session import open_writer
+    from harness.run.slurm_script import SCRIPT_ENV
+
+    script = tmp_path / "slurm_script"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=1\n")
+    monkeypatch.setenv(SCRIPT_ENV, str(script))
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    loaded = load_spec(_spec(tmp_path))
+    writer, _ = open_writer(tmp_path / "ws", "t1", spec=loaded.spec, spec_bytes=loaded.raw, corpora={}, governance={})
+    try:
+        assert (writer.dir / "slurm-batch.sh").read_bytes() == script.read_bytes()
+        job = json.loads((writer.dir / "slurm-job.json").read_text())
+        assert (job["job_id"], job["script_sha256"]) == ("77", sha256_file(script))
+    finally:
+        writer.close()
+    monkeypatch.delenv(SCRIPT_ENV)
+    plain, _ = open_writer(tmp_path / "ws", "t2", spec=loaded.spec, spec_bytes=loaded.raw, corpora={}, governance={})
+    try:
+        assert not (plain.dir / "slurm-batch.sh").exists()
+    finally:
+        plain.close()
