@@ -99,3 +99,9 @@ class RunInterrupted(DsvError):
     """The user interrupted a run; what was measured so far is kept and marked partial."""
 
     exit_code = 130
+
+
+class SlurmError(DsvError):
+    """Slurm refused a job or could not be asked (sbatch, squeue, scontrol); the message carries its words."""
+
+    exit_code = 10

@@ -207,3 +207,10 @@ def _int_option(name: str, value: str) -> int:
         return int(value)
     except ValueError:
         raise SpecError(f"{name} must be an integer or 'auto', got {value!r}", hint=f"e.g. {name} 4") from None
+
+
+from harness.cli.slurm_cmd import job_end, jobs, submit  # noqa: E402 - Slurm jobs, mounted under `dsv4h campaign`
+
+app.command("submit")(submit)
+app.command("jobs")(jobs)
+app.command("job-end")(job_end)

@@ -19,6 +19,7 @@ run), and stopping a server is a critical section (a second Ctrl-C cannot cut it
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -26,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DsvError, ServiceError
+from harness.formats import read_regular
 from harness.governance.io import analysis_plan_status, check_direction
+from harness.hashing import sha256_bytes
 from harness.inputs.spec import ClaimClass, KindSpec, ServiceProfile
 from harness.interrupts import critical
 from harness.measure import metrics as m
@@ -35,6 +38,7 @@ from harness.oracle.sentinels import run_sentinels
 from harness.records import RequestRecord
 from harness.run.events import Reporter, ServiceReady, ServiceStarting, ServiceStopped
 from harness.run.selfcheck import WaveSelfCheck
+from harness.run.slurm_script import SCRIPT_ENV
 from harness.run.wave import MetricsWitness, witness_summary
 from harness.service.environment import capture_environment, clock_anchor
 from harness.service.manager import RunningService, start_service, verify_identity
@@ -77,11 +81,26 @@ def open_writer(workspace: Path, token: str, *, spec: KindSpec, spec_bytes: byte
     writer.write_json("environment.json", capture_environment())
     for name, obj in extra_files.items():
         writer.write_json(name, obj)
+    _keep_slurm_script(writer)
     if governance:
         writer.write_json("governance.json", dict(governance))
     anchor = clock_anchor()
     writer.append_event({"event": "run-start", **anchor, "resumed_from": resumed_from})
     return writer, anchor
+
+
+def _keep_slurm_script(writer: ArchiveWriter) -> None:
+    """Inside a job of ``dsv4h campaign submit`` (``$DSV4H_SLURM_SCRIPT`` names the script Slurm runs):
+    keep that script as ``slurm-batch.sh`` and the job's ids as ``slurm-job.json`` (run.slurm_script)."""
+    script = os.environ.get(SCRIPT_ENV)
+    if not script:
+        return
+    data = read_regular(Path(script), 1 << 20)
+    writer.write_bytes("slurm-batch.sh", data)
+    writer.write_json("slurm-job.json", {
+        "job_id": os.environ.get("SLURM_JOB_ID"), "cluster": os.environ.get("SLURM_CLUSTER_NAME"),
+        "partition": os.environ.get("SLURM_JOB_PARTITION"), "nodes": os.environ.get("SLURM_JOB_NODELIST"),
+        "script_sha256": sha256_bytes(data)})
 
 
 _HASHES = HashCache()

@@ -61,7 +61,7 @@ def test_format_version_2_gets_the_same_error_in_every_kind(tmp_path: Path, kind
 def test_the_kinds_share_one_header() -> None:
     header = list(SpecBase.model_fields)
     assert header == ["format_version", "name", "kind", "description", "protocol_class", "labels", "oracles",
-                      "direction", "reopen", "request_timeout_s", "client"]
+                      "direction", "reopen", "request_timeout_s", "client", "slurm"]
     for model in (CampaignSpec, AbbaSpec, SweepSpec, MatchedSdSpec):
         assert issubclass(model, SpecBase) and list(model.model_fields)[:len(header)] == header
     # the one default that differs stays what it was

@@ -59,6 +59,7 @@ from harness.inputs.spec.service import (
     load_profile,
     resolve_profile,
 )
+from harness.inputs.spec.slurm import SlurmSpec
 from harness.inputs.spec.sweep import ArrivalSettings, GeometricRates, SloSpec, SweepSpec, sweep_definition
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "ArrivalSettings", "Backend", "CampaignSpec", "ClaimClass", "ClientLimits", "CorporaSpec", "DecodeSpec",
     "GeometricRates", "KindSpec", "LoadSettings", "LoadedSpec", "MatchedSdSpec", "MatchedWorkload", "OneServiceSpec",
     "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ServiceProfile", "SimSettings", "SloSpec",
+    "SlurmSpec",
     "SpecBase", "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of",
     "kinds_hint", "load_profile", "load_spec", "loaded_abba", "resolve_profile", "spec_paths", "sweep_definition",
     "with_resolved_profiles",

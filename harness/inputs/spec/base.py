@@ -18,7 +18,8 @@ spellings (``cache_salt: fresh|none``, ``cache_defeat: salt|flush``) are still r
 
 Spec format history (``SPEC_FORMAT_VERSION``, every kind):
   1 - first version (2026-11-29); 2026-12-02: ``cache:`` replaces ``cache_salt`` / ``cache_defeat``
-      (both still read, so every version-1 file keeps loading with the same plan).
+      (both still read, so every version-1 file keeps loading with the same plan); 2026-12-02: the
+      optional ``slurm:`` section (``harness.inputs.spec.slurm``; files without it load as before).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pydantic import Field, field_validator
 
 from harness.errors import SpecError
 from harness.formats import Strict
+from harness.inputs.spec.slurm import SlurmSpec
 
 SPEC_FORMAT_VERSION = 1
 
@@ -148,6 +150,8 @@ class SpecBase(Strict):
                                      description="longest silence tolerated while reading a response (seconds)")
     client: ClientLimits = Field(default_factory=lambda: ClientLimits(),  # noqa: PLW0108 - mypy needs the call
                                  description="bounds on every streamed request")
+    slurm: SlurmSpec | None = Field(None, description="the Slurm allocation 'dsv4h campaign submit' asks for "
+                                    "(docs/slurm.md); ignored by 'campaign run'")
 
     @field_validator("format_version")
     @classmethod
