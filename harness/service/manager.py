@@ -105,6 +105,17 @@ class RunningService:
                 hint="completed rounds are kept; fix the cause, then resume with "
                 "'dsv4h campaign run --resume ARCHIVE'",
             )
+        gone = self.nodes.gone_here() if self.nodes is not None else []
+        if gone:
+            assert self.nodes is not None
+            ranks = ", ".join(f"node rank {r.rank} (pid {r.pid} on {r.node})" for r in gone)
+            raise ServiceDied(
+                f"service '{self.profile.name}': {ranks} of {self.profile.nnodes} is gone; the multi-node "
+                f"service is down (srun pid {self.process.pid}, step {self.nodes.job_id}.{self.nodes.step_id})\n"
+                f"--- log tail ({self.process.log_path}) ---\n{self.process.log_tail()}",
+                hint="read that rank's lines (prefixed 'R:') in the log; completed rounds are kept; resume "
+                "with 'dsv4h campaign run --resume ARCHIVE' once the service can run",
+            )
 
     def identity(self) -> dict[str, Any]:
         """Everything recorded in the archive about this service."""
@@ -386,8 +397,16 @@ def _start_multinode(profile: ServiceProfile, run_dir: Path, label: str) -> Runn
             svc.witness_dir = Path(witness)
             svc.witnesses = read_witnesses(svc.witness_dir)
         svc.patches = patch_state(profile)
-    except BaseException:
+    except BaseException as exc:
+        died: ServiceDied | None = None
+        if isinstance(exc, ServiceError) and not isinstance(exc, ServiceDied):
+            try:  # a rank that died during startup is the cause to name, not rank 0's unanswered URL
+                svc.check_alive()
+            except ServiceDied as found:
+                died = found
         svc.stop()
+        if died is not None:
+            raise died from exc
         raise
     svc.ready_wall = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     svc.ready_ns = time.perf_counter_ns()

@@ -142,6 +142,10 @@ class MultiNodeService:
                 out[node] = found
         return out
 
+    def gone_here(self) -> list[RankRecord]:
+        """The ranks on this host that are no longer running (cheap: no srun; called before every wave)."""
+        return [r for r in self.ranks if _local(r.node) and not live_trees([[r.pid, r.create_time]])]
+
     def check_owners(self, profile: ServiceProfile) -> list[dict[str, Any]] | None:
         """GPU owners on every node, the ranks' trees counted as owned (None when not checked)."""
         if not profile.checks_gpus:
