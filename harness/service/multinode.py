@@ -34,7 +34,7 @@ import psutil
 from harness.errors import ServiceError
 from harness.formats import parse_model
 from harness.inputs.spec import ServiceProfile
-from harness.service.command import LaunchCommand, sglang_command, sim_command
+from harness.service.command import LaunchCommand, check_executables, sglang_command, sim_command
 from harness.service.gpu_probe import ensure_gpus_free, resolve_source, subprocess_runner
 from harness.service.ownership import CREATE_TIME_TOLERANCE_S, service_gpus
 from harness.service.process import OwnedProcess, start_owned, stop_owned
@@ -42,6 +42,7 @@ from harness.service.slurm import (
     Placement,
     RankRecord,
     check_records,
+    cpus_per_task,
     dist_init_addr,
     hostnames_argv,
     node_argv,
@@ -249,9 +250,13 @@ def launch(profile: ServiceProfile, run_dir: Path, log: Path, *, witness_dir: st
         rank0 = sim_command(prof, port=profile.port or 0, node_rank=0)
     else:
         rank0 = sglang_command(prof, profile.port or _free_port(), node_rank=0, witness_dir=witness_dir)
+        check_executables(rank0)  # numactl here; every node is assumed to have the same tools
+        from harness.service.sglang_flags import load_flagset, validate_argv
+
+        validate_argv(rank0.argv, load_flagset(python=profile.python or sys.executable))
     record_dir = (run_dir / "multinode" / log.stem).resolve()  # the ranks may run in another directory
     task = wrapper_argv(sys.executable, str(record_dir), rank_template(rank0.argv))
-    argv = ranks_srun_argv(alloc.job_id, where, task)
+    argv = ranks_srun_argv(alloc.job_id, where, task, cpus_per_task=cpus_per_task(environ, where.tasks_per_node))
     proc = start(argv, log_path=log, env_diff=rank0.env_diff)
     try:
         records = _wait_records(proc, record_dir, profile.nnodes, profile.startup_timeout_s)

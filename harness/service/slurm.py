@@ -14,6 +14,7 @@ can run a two-rank service; real services leave it unset (one rank per node).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -108,13 +109,25 @@ def wrapper_argv(python: str, record_dir: str, template: Sequence[str]) -> list[
     return [python, "-m", RANK_WRAPPER_MODULE, "--record-dir", record_dir, "--", *template]
 
 
-def ranks_srun_argv(job_id: str, where: Placement, task: Sequence[str]) -> list[str]:
+def ranks_srun_argv(job_id: str, where: Placement, task: Sequence[str], *,
+                    cpus_per_task: int | None = None) -> list[str]:
     """The one ``srun`` that starts every rank: one step of the allocation ``job_id``, ``tasks_per_node``
     tasks on each node of ``where`` (1 but in tests), output lines labelled with the task (= rank), the
-    whole step killed when one task fails."""
+    whole step killed when one task fails. ``cpus_per_task``: the node's allocated CPUs shared by its
+    ranks (an engine rank needs many CPUs, not Slurm's default of one per task)."""
+    cpus = [f"--cpus-per-task={cpus_per_task}"] if cpus_per_task else []
     return ["srun", f"--jobid={job_id}", f"--nodes={len(where.nodes)}", f"--ntasks={where.nnodes}",
-            f"--ntasks-per-node={where.tasks_per_node}", f"--nodelist={','.join(where.nodes)}", "--overlap",
+            f"--ntasks-per-node={where.tasks_per_node}", *cpus, f"--nodelist={','.join(where.nodes)}", "--overlap",
             "--kill-on-bad-exit=1", "--label", "--unbuffered", *task]
+
+
+def cpus_per_task(env: Mapping[str, str], per_node: int) -> int | None:
+    """The CPUs of a node split over its ranks: ``SLURM_CPUS_ON_NODE`` (batch jobs), else the fewest any
+    node has in ``SLURM_JOB_CPUS_PER_NODE`` (``salloc``; e.g. ``64(x2),32`` -> 32). None when unknown."""
+    raw = env.get("SLURM_CPUS_ON_NODE", "").strip()
+    counts = [int(raw)] if raw.isdigit() else [
+        int(n) for n in re.findall(r"(\d+)(?:\(x\d+\))?", env.get("SLURM_JOB_CPUS_PER_NODE", ""))]
+    return max(1, min(counts) // per_node) if counts and min(counts) > 0 else None
 
 
 def node_argv(job_id: str, node: str, argv: Sequence[str]) -> list[str]:

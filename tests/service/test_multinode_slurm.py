@@ -92,8 +92,8 @@ def test_a_two_rank_service_serves_a_campaign_and_stops_on_both_ranks(tmp_path: 
     assert {r["step_id"] for r in mn["ranks"]} == {mn["step_id"]}
     assert all(r["node"] in mn["nodes"] for r in mn["ranks"])
     assert [r["argv"][r["argv"].index("--node-rank") + 1] for r in mn["ranks"]] == ["0", "1"]
-    assert mn["srun"][:6] == ["srun", f"--jobid={mn['job_id']}", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2",
-                              f"--nodelist={mn['nodes'][0]}"]
+    assert mn["srun"][:7] == ["srun", f"--jobid={mn['job_id']}", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2",
+                              "--cpus-per-task=1", f"--nodelist={mn['nodes'][0]}"]  # salloc -n2: 2 CPUs, 2 ranks
     assert svc["command"] == mn["srun"]
     # both ranks reported, and none is left once the run is over
     records = _records(ws)

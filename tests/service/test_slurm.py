@@ -11,6 +11,7 @@ from harness.service.slurm import (
     Placement,
     RankRecord,
     check_records,
+    cpus_per_task,
     dist_init_addr,
     fill_rank,
     hostnames_argv,
@@ -44,10 +45,23 @@ def test_two_ranks_on_one_node_is_the_test_override() -> None:
     assert [where.node_of(r) for r in (0, 1)] == ["vm", "vm"]
     assert ranks_srun_argv("17", where, ["t"])[:6] == [
         "srun", "--jobid=17", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--nodelist=vm"]
+    assert cpus_per_task({"SLURM_CPUS_ON_NODE": "2"}, 2) == 1
+    assert ranks_srun_argv("17", where, ["t"], cpus_per_task=1)[:7] == [
+        "srun", "--jobid=17", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--cpus-per-task=1", "--nodelist=vm"]
     with pytest.raises(SpecError, match="positive integer"):
         tasks_per_node({"DSV4H_SLURM_TASKS_PER_NODE": "0"})
     with pytest.raises(SpecError, match="not a multiple"):
         placement(3, ["vm", "vm2"], 2)
+
+
+def test_cpus_per_task_splits_the_nodes_cpus_over_its_ranks() -> None:
+    assert cpus_per_task({"SLURM_CPUS_ON_NODE": "96"}, 1) == 96
+    assert cpus_per_task({"SLURM_CPUS_ON_NODE": "3"}, 2) == 1
+    assert cpus_per_task({"SLURM_CPUS_ON_NODE": "1"}, 4) == 1
+    assert cpus_per_task({"SLURM_JOB_CPUS_PER_NODE": "2"}, 2) == 1
+    assert cpus_per_task({"SLURM_JOB_CPUS_PER_NODE": "64(x2),32"}, 1) == 32
+    assert cpus_per_task({}, 1) is None
+    assert cpus_per_task({"SLURM_CPUS_ON_NODE": "x"}, 1) is None
 
 
 def test_an_allocation_too_small_is_refused() -> None:
