@@ -168,7 +168,7 @@ class ServiceSession:
         """Record what the service serves (model, source trees, mapped libraries, runtime identity:
         ``harness.service.stack``) and refuse it, before any measurement, when its live workers do not
         map what the profile requires (``ServiceError`` naming the PID and the file)."""
-        pid = svc.process.pid if svc.process is not None else None
+        pid = svc.worker_pid
         svc.stack = stack_at_start(svc.profile, pid, self.workspace, svc.identity(), self._hashes)
         bad = violations(svc.profile, svc.stack["mapped"]["at_start"])
         if bad:
@@ -201,7 +201,7 @@ class ServiceSession:
                     svc.server_info_at_stop = None
             if alive and svc.stack is not None and svc.stack["mapped"]["at_end"] is None:
                 try:
-                    pid = svc.process.pid if svc.process is not None else None
+                    pid = svc.worker_pid
                     svc.stack["mapped"]["at_end"] = mapped_at_end(pid, self._hashes)
                 except KeyboardInterrupt:  # skip it, stop the server below
                     pass

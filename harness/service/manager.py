@@ -36,7 +36,7 @@ from harness.service.command import (
     sim_command,
     vllm_command,
 )
-from harness.service.multinode import MultiNodeService
+from harness.service.multinode import MultiNodeService, is_local
 from harness.service.ownership import service_gpus
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
 from harness.service.registry import forget, note_url, record_launch
@@ -87,6 +87,16 @@ class RunningService:
         snap = check_gpu_owners(self.profile, self.process)
         if snap is not None:
             self.owner_checks.append({"where": where, "snapshot": snap})
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The PID whose tree runs the engine (mapped libraries, runtime identity): rank 0's when a
+        multi-node service runs it on this host, else the owned process's (None when attached)."""
+        if self.nodes is not None:
+            rank0 = next(r for r in self.nodes.ranks if r.rank == 0)
+            if is_local(rank0.node):
+                return rank0.pid
+        return self.process.pid if self.process is not None else None
 
     @property
     def owned(self) -> bool:

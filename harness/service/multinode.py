@@ -103,7 +103,8 @@ def print_live_trees() -> None:
     print(json.dumps(live_trees(json.loads(sys.argv[1]))))
 
 
-def _local(node: str) -> bool:
+def is_local(node: str) -> bool:
+    """True when ``node`` names this host."""
     return node in (socket.gethostname(), socket.gethostname().split(".")[0], "localhost")
 
 
@@ -134,7 +135,7 @@ class MultiNodeService:
             pairs = [[r.pid, r.create_time] for r in self.on_node(node)]
             if not pairs:
                 continue
-            if _local(node):
+            if is_local(node):
                 found = live_trees(pairs)
             else:
                 found = json.loads(self.runner(node_argv(self.job_id, node,
@@ -145,7 +146,7 @@ class MultiNodeService:
 
     def gone_here(self) -> list[RankRecord]:
         """The ranks on this host that are no longer running (cheap: no srun; called before every wave)."""
-        return [r for r in self.ranks if _local(r.node) and not live_trees([[r.pid, r.create_time]])]
+        return [r for r in self.ranks if is_local(r.node) and not live_trees([[r.pid, r.create_time]])]
 
     def check_owners(self, profile: ServiceProfile) -> list[dict[str, Any]] | None:
         """GPU owners on every node, the ranks' trees counted as owned (None when not checked)."""
