@@ -217,7 +217,8 @@ class ServiceSession:
                 self._running.pop(id(svc), None)
         detached = svc.process is None
         self.writer.append_event({"event": "service-detached" if detached else "service-stopped", "url": svc.url,
-                                  "t_ns": time.perf_counter_ns()})
+                                  "t_ns": time.perf_counter_ns()}
+                                 | ({"multinode_stop": svc.nodes.stopped} if svc.nodes is not None else {}))
         self.report(ServiceStopped(svc, detached=detached))
 
     def after_checks(self, svc: RunningService) -> None:

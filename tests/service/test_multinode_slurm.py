@@ -100,6 +100,9 @@ def test_a_two_rank_service_serves_a_campaign_and_stops_on_both_ranks(tmp_path: 
     assert [r["rank"] for r in records] == [0, 1]
     assert not [r for r in records if _alive(r)]
     assert not list((ws / "services" / "launched").glob("*.json"))
+    events = [json.loads(line) for line in (archive / "events.jsonl").read_text().splitlines()]
+    (stopped,) = [e for e in events if e["event"] == "service-stopped"]
+    assert stopped["multinode_stop"] == {"scancel": ["scancel", f"{mn['job_id']}.{mn['step_id']}"], "left": {}}
 
 
 def test_killing_rank_1_takes_the_service_down_with_a_clear_error(tmp_path: Path) -> None:
