@@ -85,10 +85,19 @@ def serve_cmd(
     speculative: Annotated[str | None, typer.Option(
         help="Speculative decoding on top of the profile, as JSON (docs/simulator.md), e.g. "
         '\'{"draft_tokens": 3, "accept_probs": [0.8, 0.6, 0.4], "verify_cost": 1.25}\'')] = None,
+    nnodes: Annotated[int, typer.Option(
+        help="Nodes of a simulated multi-node service (SGLang's --nnodes; harness.sim.rendezvous).", min=1)] = 1,
+    node_rank: Annotated[int, typer.Option(
+        help="This process's node rank (0 serves HTTP once every rank joined).", min=0)] = 0,
+    dist_init_addr: Annotated[str | None, typer.Option(
+        help="HOST:PORT where rank 0 gathers the other ranks (needed with --nnodes > 1).")] = None,
 ) -> None:
     """Serve until Ctrl-C / SIGTERM; prints `dsv4h-sim listening on URL` once listening.
 
     Example: dsv4h sim serve --profile fast --port 0 --stream-mode delta --fault close_mid_stream:3
+
+    Example (two ranks): dsv4h sim serve --profile fast --nnodes 2 --node-rank 0 --dist-init-addr
+    127.0.0.1:25000, and the same with --node-rank 1
     """
     options = SimOptions.build(
         host=host, port=port, profile=with_speculation(profile_for(profile, profile_file), speculative),
@@ -104,6 +113,17 @@ def serve_cmd(
         typer.echo(f"dsv4h-sim listening on {url}")
 
     loop = new_event_loop()
+    if nnodes > 1 or node_rank or dist_init_addr:
+        if processes != 1:
+            raise SpecError("--processes and --nnodes cannot be combined", hint="simulate one process per rank")
+        from harness.sim.rendezvous import serve_multinode
+
+        try:
+            loop.run_until_complete(serve_multinode(options, nnodes, node_rank, dist_init_addr,
+                                                    ready_file=ready_file, on_ready=announce))
+        finally:
+            loop.close()
+        return
     try:
         loop.run_until_complete(serve_cluster(options, processes, ready_file=ready_file, on_ready=announce))
     finally:

@@ -187,7 +187,7 @@ class ServiceSession:
         """Record what the service serves (model, source trees, mapped libraries, runtime identity:
         ``harness.service.stack``) and refuse it, before any measurement, when its live workers do not
         map what the profile requires (``ServiceError`` naming the PID and the file)."""
-        pid = svc.process.pid if svc.process is not None else None
+        pid = svc.worker_pid
         svc.stack = stack_at_start(svc.profile, pid, self.workspace, svc.identity(), self._hashes)
         bad = violations(svc.profile, svc.stack["mapped"]["at_start"])
         if bad:
@@ -220,7 +220,7 @@ class ServiceSession:
                     svc.server_info_at_stop = None
             if alive and svc.stack is not None and svc.stack["mapped"]["at_end"] is None:
                 try:
-                    pid = svc.process.pid if svc.process is not None else None
+                    pid = svc.worker_pid
                     svc.stack["mapped"]["at_end"] = mapped_at_end(pid, self._hashes)
                 except KeyboardInterrupt:  # skip it, stop the server below
                     pass
@@ -236,7 +236,8 @@ class ServiceSession:
                 self._running.pop(id(svc), None)
         detached = svc.process is None
         self.writer.append_event({"event": "service-detached" if detached else "service-stopped", "url": svc.url,
-                                  "t_ns": time.perf_counter_ns()})
+                                  "t_ns": time.perf_counter_ns()}
+                                 | ({"multinode_stop": svc.nodes.stopped} if svc.nodes is not None else {}))
         self.report(ServiceStopped(svc, detached=detached))
 
     def after_checks(self, svc: RunningService) -> None:

@@ -86,9 +86,12 @@ def checked_speculative(block: Mapping[str, Any]) -> dict[str, Any]:
                         hint="see the 'Speculative decoding' section of docs/simulator.md") from None
 
 
-def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = None) -> LaunchCommand:
+def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = None, *,
+                node_rank: int | None = None) -> LaunchCommand:
     """``dsv4h sim serve`` for ``backend: sim`` (port 0 = let the OS choose; the URL is printed). With
-    ``sim.processes > 1`` the profile must have one decode step at every batch (else ``SpecError``)."""
+    ``sim.processes > 1`` the profile must have one decode step at every batch (else ``SpecError``).
+    With ``nnodes > 1`` it is node ``node_rank``'s command (``--nnodes --node-rank --dist-init-addr``,
+    as SGLang's; ``harness.sim.rendezvous``)."""
     s = profile.sim
     argv = [
         python or sys.executable, "-c", "from harness.cli import main; main()", "sim", "serve",
@@ -116,7 +119,15 @@ def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = Non
 
         grid_step_s(profile_for(s.profile, s.profile_file), step_factor=s.step_factor, time_scale=s.time_scale)
         argv += ["--processes", str(s.processes)]
-    return LaunchCommand(tuple(argv), dict(profile.env), port)
+    rank = None
+    if profile.nnodes > 1:
+        rank = node_rank if node_rank is not None else profile.node_rank
+        if rank is None or not 0 <= rank < profile.nnodes:
+            raise SpecError(f"profile '{profile.name}' spans {profile.nnodes} nodes; node rank {rank} is not one "
+                            f"of 0..{profile.nnodes - 1}", hint="pass the node rank of this command")
+        argv += ["--nnodes", str(profile.nnodes), "--node-rank", str(rank),
+                 "--dist-init-addr", _check_dist_init_addr(profile)]
+    return LaunchCommand(tuple(argv), dict(profile.env), port, node_rank=rank, nnodes=profile.nnodes)
 
 
 # Flags the builder emits from profile fields; ``extra_args`` may not repeat them (argparse keeps

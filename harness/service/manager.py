@@ -35,6 +35,7 @@ from harness.service.command import (
     vllm_command,
 )
 from harness.service.http import request
+from harness.service.multinode import MultiNodeService, is_local
 from harness.service.ownership import service_gpus
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
 from harness.service.registry import forget, note_url, record_launch
@@ -64,6 +65,7 @@ class RunningService:
     server_info_at_stop: dict[str, Any] | None = None
     launch_record: Path | None = None
     stack: dict[str, Any] | None = None  # what was served: harness.service.stack (docs/identity.md)
+    nodes: MultiNodeService | None = None  # the ranks of a multi-node service (harness.service.multinode)
 
     def read_final_info(self) -> None:
         """Read the server's configuration and internal state once more before it is stopped
@@ -76,9 +78,24 @@ class RunningService:
     def check_owners(self, where: str) -> None:
         """Refuse to go on while an unrelated process owns one of this service's GPUs (before every
         cell or leg); the snapshot is kept for the archive."""
+        if self.nodes is not None:
+            per_node = self.nodes.check_owners(self.profile)
+            if per_node is not None:
+                self.owner_checks.append({"where": where, "nodes": per_node})
+            return
         snap = check_gpu_owners(self.profile, self.process)
         if snap is not None:
             self.owner_checks.append({"where": where, "snapshot": snap})
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The PID whose tree runs the engine (mapped libraries, runtime identity): rank 0's when a
+        multi-node service runs it on this host, else the owned process's (None when attached)."""
+        if self.nodes is not None:
+            rank0 = next(r for r in self.nodes.ranks if r.rank == 0)
+            if is_local(rank0.node):
+                return rank0.pid
+        return self.process.pid if self.process is not None else None
 
     @property
     def owned(self) -> bool:
@@ -96,6 +113,17 @@ class RunningService:
                 f"--- log tail ({self.process.log_path}) ---\n{self.process.log_tail()}",
                 hint="completed rounds are kept; fix the cause, then resume with "
                 "'dsv4h campaign run --resume ARCHIVE'",
+            )
+        gone = self.nodes.gone_here() if self.nodes is not None else []
+        if gone:
+            assert self.nodes is not None
+            ranks = ", ".join(f"node rank {r.rank} (pid {r.pid} on {r.node})" for r in gone)
+            raise ServiceDied(
+                f"service '{self.profile.name}': {ranks} of {self.profile.nnodes} is gone; the multi-node "
+                f"service is down (srun pid {self.process.pid}, step {self.nodes.job_id}.{self.nodes.step_id})\n"
+                f"--- log tail ({self.process.log_path}) ---\n{self.process.log_tail()}",
+                hint="read that rank's lines (prefixed 'R:') in the log; completed rounds are kept; resume "
+                "with 'dsv4h campaign run --resume ARCHIVE' once the service can run",
             )
 
     def identity(self) -> dict[str, Any]:
@@ -119,13 +147,18 @@ class RunningService:
             "patches": self.patches,
             "speculation": served_speculation(self.server_info, self.command.argv if self.command else None),
             "stack": self.stack,
+            **({"multinode": self.nodes.identity()} if self.nodes is not None else {}),
         }
 
     def stop(self) -> None:
         """Stop the owned tree (no-op for attached services) and drop its workspace launch record."""
         if self.process is not None:
-            stop_owned(self.process)
-            forget(self.launch_record)
+            try:
+                if self.nodes is not None and self.nodes.stopped is None:
+                    self.nodes.stop()  # scancel the step, then no rank left on any node
+            finally:
+                stop_owned(self.process)
+                forget(self.launch_record)
             self.launch_record = None
 
 
@@ -250,7 +283,11 @@ def check_gpu_owners(profile: ServiceProfile, owned: OwnedProcess | None) -> dic
 
 
 def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "service") -> RunningService:
-    """Check GPU owners, launch (or attach to) the profile's service and wait until it is healthy."""
+    """Check GPU owners, launch (or attach to) the profile's service and wait until it is healthy.
+    A profile with ``nnodes > 1`` (sim or sglang) is started on every node of the Slurm allocation
+    this process runs in (``harness.service.multinode``, docs/multinode.md)."""
+    if profile.nnodes > 1 and profile.backend in ("sim", "sglang"):
+        return _start_multinode(profile, run_dir, label)
     proc: OwnedProcess | None = None
     cmd: LaunchCommand | None = None
     record: Path | None = None
@@ -307,6 +344,51 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
         svc.patches = patch_state(profile)
     except BaseException:
         svc.stop()
+        raise
+    svc.ready_wall = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    svc.ready_ns = time.perf_counter_ns()
+    return svc
+
+
+def _start_multinode(profile: ServiceProfile, run_dir: Path, label: str) -> RunningService:
+    from harness.service.multinode import launch
+
+    stamp = f"{label}-{time.strftime('%Y%m%dT%H%M%S')}-{time.perf_counter_ns()}"
+    witness: str | None = None
+    if profile.backend == "sglang":
+        witness_dir = run_dir / "witness" / stamp
+        witness_dir.mkdir(parents=True, exist_ok=True)
+        witness = str(witness_dir)
+    started = launch(profile, run_dir, run_dir / "logs" / f"{stamp}.log", witness_dir=witness)
+    proc, cmd = started.process, started.command
+    svc = RunningService(profile=profile, url="", process=proc, command=cmd, nodes=started.service,
+                         owners_before_launch={"nodes": started.service.owners_per_node})
+    try:
+        svc.launch_record = record_launch(run_dir, proc, profile.name)
+        if profile.backend == "sim":
+            m = _URL_RE.search(wait_for_line(proc, "listening on", profile.startup_timeout_s))
+            if not m:
+                raise ServiceError(f"cannot read rank 0's URL from {proc.log_path}")
+            svc.url = m.group(1)
+        else:
+            svc.url = f"http://{profile.host}:{cmd.port}"
+        note_url(svc.launch_record, svc.url)
+        wait_healthy(svc.url, profile.startup_timeout_s, proc, health_path=profile.health_path)
+        svc.server_info = read_server_info(svc.url, profile.wire_protocol)
+        if witness is not None:
+            svc.witness_dir = Path(witness)
+            svc.witnesses = read_witnesses(svc.witness_dir)
+        svc.patches = patch_state(profile)
+    except BaseException as exc:
+        died: ServiceDied | None = None
+        if isinstance(exc, ServiceError) and not isinstance(exc, ServiceDied):
+            try:  # a rank that died during startup is the cause to name, not rank 0's unanswered URL
+                svc.check_alive()
+            except ServiceDied as found:
+                died = found
+        svc.stop()
+        if died is not None:
+            raise died from exc
         raise
     svc.ready_wall = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     svc.ready_ns = time.perf_counter_ns()

@@ -71,17 +71,19 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     board: ClusterBoard | None = None,
     slot: int = 0,
+    stop: asyncio.Event | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM.  Once listening, writes the URL to ``ready_file`` (atomically) and
     calls ``on_ready(url)``.  A simulated death raises ``ServiceDied`` after cleanup.  ``board``/``slot``:
-    this process's row of a cluster's counters (``harness.sim.cluster``)."""
+    this process's row of a cluster's counters (``harness.sim.cluster``). ``stop``: an event that also stops
+it (``harness.sim.rendezvous``: a lost rank)."""
     server = SimServer(options, board=board, slot=slot)
     url = await server.start()
     # Everything allocated so far lives as long as the process: keep it out of the collector's full
     # passes, whose pauses (tens of ms over the imported modules) would make model steps late.
     gc.freeze()
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    stop = stop if stop is not None else asyncio.Event()
     installed: list[signal.Signals] = []
     # Signal handlers can only be installed from the main thread; running_simulator() serves from a
     # worker thread and stops through its own event instead.
