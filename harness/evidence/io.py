@@ -89,7 +89,8 @@ def concerned_rows(findings: list[Finding], waves: list[dict[str, Any]], rounds:
 
 _ROW_KEYS = {"cells": "cell_id", "rounds": "round_id", "waves": "wave_id", "requests": "wave_id",
              "acceptance": "wave_id"}
-_WHOLE_RUN_TABLES = ("comparisons", "matched_sd", "replay_runs", "runs")  # one row per run: any blocking finding hits it
+# one row per run: any blocking finding hits it
+_WHOLE_RUN_TABLES = ("comparisons", "matched_sd", "replay_runs", "runs")
 
 
 def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) -> dict[str, int]:

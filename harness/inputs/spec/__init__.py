@@ -50,6 +50,7 @@ from harness.inputs.spec.load import (
     with_resolved_profiles,
 )
 from harness.inputs.spec.matched import MatchedSdSpec, MatchedWorkload
+from harness.inputs.spec.replay import ReplaySpec, replay_definition
 from harness.inputs.spec.service import (
     LoadSettings,
     OneServiceSpec,
@@ -59,7 +60,6 @@ from harness.inputs.spec.service import (
     load_profile,
     resolve_profile,
 )
-from harness.inputs.spec.replay import ReplaySpec, replay_definition
 from harness.inputs.spec.sweep import ArrivalSettings, GeometricRates, SloSpec, SweepSpec, sweep_definition
 
 __all__ = [
@@ -68,8 +68,10 @@ __all__ = [
     "SPEC_FORMAT_VERSION", "SPEC_KINDS", "SPEC_MODELS", "TIERS", "AbbaSpec", "AbbaWorkload", "AnySpec",
     "ArrivalSettings", "Backend", "CampaignSpec", "ClaimClass", "ClientLimits", "CorporaSpec", "DecodeSpec",
     "GeometricRates", "KindSpec", "LoadSettings", "LoadedSpec", "MatchedSdSpec", "MatchedWorkload", "OneServiceSpec",
-    "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ReplaySpec", "ServiceProfile", "SimSettings", "SloSpec",
+    "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ReplaySpec", "ServiceProfile", "SimSettings",
+    "SloSpec",
     "SpecBase", "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of",
-    "kinds_hint", "load_profile", "load_spec", "loaded_abba", "replay_definition", "resolve_profile", "spec_paths", "sweep_definition",
+    "kinds_hint", "load_profile", "load_spec", "loaded_abba", "replay_definition", "resolve_profile", "spec_paths",
+    "sweep_definition",
     "with_resolved_profiles",
 ]

@@ -45,7 +45,8 @@ def kind_of(data: Any) -> str:
 class SpecPaths:
     """Every path a spec names, resolved once at load (relative to the spec's directory first, then
     the working directory). ``corpora`` maps a workload (``decode``, ``prefill``; ``workload`` for an
-    ABBA screen; ``sweep`` for a rate sweep; ``replay`` and its ``trace`` file for a trace replay) to its corpus directory or name."""
+    ABBA screen; ``sweep`` for a rate sweep; ``replay`` and its ``trace`` file for a trace replay) to its
+    corpus directory or name."""
 
     corpora: Mapping[str, Path]
     oracles: tuple[Path, ...] = ()
@@ -100,7 +101,9 @@ def _parse(path: Path) -> KindSpec:
         svc = data.get("service")
         if isinstance(svc, str):
             data["service"] = load_profile(resolve_path(svc, path.parent)).model_dump(mode="json")
-        return parse_model(SweepSpec if kind == "rate-sweep" else ReplaySpec, data, str(path))
+        if kind == "trace-replay":
+            return parse_model(ReplaySpec, data, str(path))
+        return parse_model(SweepSpec, data, str(path))
     _inline_file(data, "service", path.parent, ServiceProfile)
     return parse_model(CampaignSpec, data, str(path))
 
