@@ -124,7 +124,9 @@ def _lcp(a: list[int], b: list[int]) -> int:
 @settings(max_examples=40, deadline=None)
 @given(st.text(max_size=80))
 def test_any_line_is_parsed_or_refused_with_its_line(text: str) -> None:
+    message = ""
     try:
         parse_trace([text], path="f.jsonl", block_size=8)
     except CorpusError as exc:
-        assert exc.message.startswith(("f.jsonl: line 1", "f.jsonl: no requests"))
+        message = exc.message
+    assert message == "" or message.startswith(("f.jsonl: line 1", "f.jsonl: no requests"))
