@@ -3,11 +3,20 @@ schedule, the simulator's prefix-cache hits equal to those the trace implies, th
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pyarrow.parquet as pq
+import pytest
 from testkit import only_archive, run_cli, run_dsv4h
+
+from harness.store.archive import iter_archives, verify_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "tests" / "fixtures" / "traces" / "mooncake-small.jsonl"
@@ -67,3 +76,44 @@ def test_a_trace_that_is_not_the_corpus_source_is_refused_before_anything_runs(t
     code, _, err = run_cli("replay", "run", str(spec), "-w", str(tmp_path / "ws"))
     assert code != 0 and "is not the trace corpus mc was imported from" in err
     assert not (tmp_path / "ws" / "archives").exists()
+
+
+def test_the_report_shows_the_replay(tmp_path: Path) -> None:
+    run_dsv4h("corpus", "import-trace", str(SMALL), "--out", str(tmp_path / "mc"))
+    spec = tmp_path / "replay.yaml"
+    spec.write_text(SPEC.format(corpus=tmp_path / "mc", trace=SMALL))
+    ws = tmp_path / "ws"
+    run_dsv4h("campaign", "run", str(spec), "-w", str(ws))  # the same runner through the kind registry
+    run_dsv4h("report", "build", "-w", str(ws), "--config", str(ROOT / "reports/demo/report.yaml"), "--out",
+              str(tmp_path / "report"))
+    snap = json.loads((tmp_path / "report" / "results.json").read_text())
+    (entry,) = snap["replays"]
+    assert entry["expected_cached_tokens"] == entry["reported_cached_tokens"] == 12537 and entry["simulated"]
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Trace replays" in md and "| 20 of 20 | 0.500 |" in md and "| 12537 | 12537 | 0.657 / 0.657 | agree" in md
+
+
+@pytest.mark.slow
+def test_a_killed_replay_is_recovered_as_a_replay(tmp_path: Path) -> None:
+    run_dsv4h("corpus", "import-trace", str(SMALL), "--out", str(tmp_path / "mc"))
+    spec = tmp_path / "replay.yaml"
+    spec.write_text(SPEC.format(corpus=tmp_path / "mc", trace=SMALL))
+    ws = tmp_path / "ws"
+    env = dict(os.environ, DSV4H_FAULT="replay:written:SIGKILL")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "replay", "run", str(spec), "-w", str(ws)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=240, check=False)
+    try:
+        assert proc.returncode == -signal.SIGKILL, proc.stdout[-2000:] + proc.stderr[-2000:]
+    finally:
+        launched = ws / "services" / "launched"
+        for rec in launched.glob("*.json") if launched.is_dir() else []:
+            with contextlib.suppress(psutil.Error, KeyError, ValueError):
+                psutil.Process(int(json.loads(rec.read_text())["process"]["pid"])).kill()
+    code, out, err = run_cli("archive", "recover", "-w", str(ws))
+    assert code == 0, out + err
+    [a] = list(iter_archives(ws))
+    assert verify_archive(a.path) == [] and (a.status, a.run.kind) == ("partial", "trace-replay")
+    assert "recovered" in a.run.labels
+    (row,) = pq.read_table(ws / "ledgers" / "replay_runs").to_pylist()
+    assert row["status"] == "incomplete" and row["n_requests"] == 20
+    assert row["expected_cached_tokens"] == row["reported_cached_tokens"] == 12537
