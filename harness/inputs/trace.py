@@ -46,7 +46,7 @@ from harness.errors import CorpusError
 
 DEFAULT_BLOCK_SIZE = 512
 MAX_BLOCK_SIZE = 1 << 20
-MAX_LENGTH = 1 << 22  # tokens per prompt or answer
+MAX_LENGTH = 1 << 20  # tokens per prompt or answer (a spec's max_new_tokens limit)
 MAX_LINES = 1_000_000
 TAIL_SEED = 1 << 32
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,7 +200,7 @@ class ReplayRunner:
         self.row = replay_row(self.spec, self.plan, sent.records, sent.start_ns, sched, status)
         self.cache_rows = rp.cache_rows(sent.records, self.plan.expected_cached)
         writer.append_event({"event": "round", "round_id": ids.round_id(CELL, 0), "status": status,
-                             "start_ns": sent.start_ns, "t_ns": sent.start_ns})
+                             "start_ns": sent.start_ns, "t_ns": time.perf_counter_ns()})
 
     def run(self) -> ReplayOutcome:
         """Run the replay; always finalize an archive, whatever happens."""
