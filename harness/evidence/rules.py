@@ -36,6 +36,9 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
   mapped-libraries     live workers that, before the service stopped, no longer mapped what the profile requires
   cold-in-measured-wave a measured wave holding a cold or restarted request (first of its shape on its
                        service start; rules_cold.py, docs/coldness.md)
+  replay-schedule      a trace replay with a request sent later than its tolerance after its trace time
+                       (rules_replay.py, docs/replay.md)
+  replay-cache         a trace replay whose reported cached tokens differ from those the trace implies
 
 Findings about a service or the whole run (identity, claim class, simulator labelling, oracles)
 have ``scope = "run"``: when blocking they invalidate every ledger row of the archive. Row findings

@@ -15,8 +15,9 @@ request's own tokens, shared with nobody) but never more. The last named block m
 first ``input_length - (n - 1) x block_size`` tokens of that block.
 
 **Token ids.** Block ``(position k, hash id h)`` is ``block_size`` ids drawn uniformly from ``[low, high)``
-by a generator seeded with ``(seed, k, h)``; the unnamed tail of line *n* is drawn from one seeded with
-``(seed, 2**32 + n)`` (never a block's seed). So equal (position, hash id) pairs give identical
+by a generator seeded with the SHA-256 of ``block:<seed>:<k>:<h>``; the unnamed tail of line *n* from one
+seeded with that of ``tail:<seed>:<n>`` (domain-separated: a tail never shares a block's seed, and no two
+(position, id) pairs share one, however large the ids). So equal (position, hash id) pairs give identical
 blocks, in any trace and any order.
 
 **Implied prefix-cache hits** (:func:`expected_cached`). A prefix cache (SGLang's radix cache, the
@@ -34,6 +35,7 @@ a prefix cache does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -48,7 +50,6 @@ DEFAULT_BLOCK_SIZE = 512
 MAX_BLOCK_SIZE = 1 << 20
 MAX_LENGTH = 1 << 20  # tokens per prompt or answer (a spec's max_new_tokens limit)
 MAX_LINES = 1_000_000
-TAIL_SEED = 1 << 32
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 
 
@@ -146,9 +147,15 @@ def block_lengths(r: TraceRequest, block_size: int) -> list[int]:
     return [min(block_size, r.input_length - k * block_size) for k in range(len(r.hash_ids))]
 
 
+def _rng(*parts: object) -> np.random.Generator:
+    """A generator seeded with the SHA-256 of ``parts`` joined by ``:`` (module docstring)."""
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest, "big"))
+
+
 def block_ids(position: int, hash_id: int, block_size: int, *, seed: int, low: int, high: int) -> list[int]:
     """The full block at ``position`` named ``hash_id`` (module docstring)."""
-    rng = np.random.default_rng([seed, position, hash_id])
+    rng = _rng("block", seed, position, hash_id)
     return [int(x) for x in rng.integers(low, high, size=block_size)]
 
 
@@ -167,7 +174,7 @@ def prompt_ids(r: TraceRequest, block_size: int, *, seed: int, low: int, high: i
         out.extend(block[:n])
     tail = r.input_length - len(out)
     if tail > 0:
-        rng = np.random.default_rng([seed, TAIL_SEED + r.line])
+        rng = _rng("tail", seed, r.line)
         out.extend(int(x) for x in rng.integers(low, high, size=tail))
     return out
 
