@@ -26,3 +26,6 @@ $DSV4H corpus build --stdlib --tokenizer $T8 --tokens 8191-8192 --cases 64 --max
 # tiny-code-128: 16 short prompts for the vLLM CPU test model (vocab 512), no chat encoding.
 $DSV4H corpus build --stdlib --tokenizer $TINY --tokens 100-128 --cases 16 --max-per-file 1 \
     --out corpora/tiny-code-128 --force
+# mooncake-small: the 20-request Mooncake trace of the replay demo (also tests/fixtures/traces/), blocks of 512.
+$DSV4H corpus import-trace corpora/traces/mooncake-small.jsonl --block-size 512 --name mooncake-small \
+    --out corpora/mooncake-small --force

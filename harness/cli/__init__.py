@@ -116,6 +116,7 @@ _GROUPS: list[tuple[str, str]] = [
     ("sweep_cmd", "sweep"),
     ("spec_cmd", "spec"),
     ("identity_cmd", "identity"),
+    ("replay_cmd", "replay"),
 ]
 
 
@@ -166,6 +167,7 @@ SUMMARIES: dict[str, str] = {
     "spec": "Speculative decoding: targets for a measured decode rate (docs/speculative.md).",
     "identity": "Runtime identity: what a run served (model, source trees, launch, packages, server config, "
                 "mapped libraries, patches, speculation), shown and compared.",
+    "replay": "Trace replays: a Mooncake trace's requests at its timestamps / speed, prefix hits checked.",
 }
 
 

@@ -120,6 +120,11 @@ def run_cmd(
 
         run_matched_cli(loaded, ws)
         return
+    if loaded.kind == "trace-replay":
+        from harness.cli.replay_cmd import run_replay_loaded_cli
+
+        run_replay_loaded_cli(loaded, ws)
+        return
     options = RunOptions(resume=_resume_target(resume, ws) if resume is not None else None, workers=n_workers)
     startup_reap(ws)
     with LiveReporter(console) as reporter:

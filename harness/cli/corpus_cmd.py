@@ -299,3 +299,31 @@ def import_sharegpt_cmd(
     c = import_sharegpt(out, source=source, tokenizer=tokenizer, n_cases=cases, max_input=max_input,
                         extend=extend, overwrite=force, max_bytes=max_bytes)
     console.print(f"imported {c.name}: {len(c)} cases, manifest {c.manifest_sha256[:16]}")
+
+
+@app.command("import-trace")
+def import_trace_cmd(
+    source: Annotated[Path, typer.Argument(help="Mooncake-format JSONL trace (timestamp ms, input_length, "
+                                           "output_length, hash_ids)")],
+    block_size: Annotated[int, typer.Option("--block-size", min=1, help="tokens per hash_ids block "
+                                            "(Mooncake: 512)")] = 512,
+    name: Annotated[str | None, typer.Option("--name", help="corpus name (default: --out's directory name)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="new corpus directory (default: corpora/NAME)")] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="seed of every block's token ids")] = 0,
+    vocab_size: Annotated[int | None, typer.Option("--vocab-size", min=2, help="draw ids from the server's "
+                                                   "vocabulary (default: ids 1000-29999)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
+) -> None:
+    """Freeze a Mooncake trace into token IDs whose prompts share prefixes exactly where its hash_ids say
+    (one case per line; output_length is the case's output length); replay it with a trace-replay spec.
+
+    Example: dsv4h corpus import-trace tests/fixtures/traces/mooncake-small.jsonl --block-size 512 --name mc-small
+    """
+    from harness.inputs.corpus.trace_import import import_trace
+
+    if out is None and name is None:
+        raise SpecError("give --name or --out", hint="e.g. --name mc-small writes corpora/mc-small")
+    target = out if out is not None else Path("corpora") / str(name)
+    c = import_trace(source, target, block_size=block_size, seed=seed, vocab_size=vocab_size, name=name,
+                     overwrite=force)
+    console.print(f"imported {c.name}: {len(c)} cases, manifest {c.manifest_sha256[:16]} ({target})")

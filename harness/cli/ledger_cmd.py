@@ -32,6 +32,8 @@ _DEFAULT_COLS = {
     "sweep_rounds": ["archive_id", "arrival_rate_req_s", "round_index", "status", "output_throughput_tok_s",
                      "goodput_req_s", "valid"],
     "runs": ["archive_id", "campaign", "kind", "claim_class", "data_origin", "archive_status"],
+    "replay_runs": ["archive_id", "speed", "n_ok", "output_throughput_tok_s", "late_requests",
+                    "expected_cached_tokens", "reported_cached_tokens", "cached_agree", "valid"],
 }
 
 _ID = Col("archive_id", "archive id", ident=True)

@@ -50,6 +50,7 @@ def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
                "wave_checks": _jsonl(archive, "wave_checks.jsonl"),
                "matched": archive.json("matched.json") if (archive.path / "matched.json").exists() else None,
                "acceptance": _rows(archive, "acceptance.parquet"),
+               "replay": _rows(archive, "replay.parquet"),
                "cycles": archive.json("cycles.json") if (archive.path / "cycles.json").exists() else None,
                "coldness": archive.json("coldness.json") if (archive.path / "coldness.json").exists() else None},
     )
@@ -88,7 +89,8 @@ def concerned_rows(findings: list[Finding], waves: list[dict[str, Any]], rounds:
 
 _ROW_KEYS = {"cells": "cell_id", "rounds": "round_id", "waves": "wave_id", "requests": "wave_id",
              "acceptance": "wave_id"}
-_WHOLE_RUN_TABLES = ("comparisons", "matched_sd", "runs")  # one row per run: any blocking finding hits it
+# one row per run: any blocking finding hits it
+_WHOLE_RUN_TABLES = ("comparisons", "matched_sd", "replay_runs", "runs")
 
 
 def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) -> dict[str, int]:

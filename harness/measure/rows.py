@@ -429,6 +429,46 @@ class HistoricalRow:
 
 
 @dataclass(frozen=True)
+class ReplayRunRow:
+    """``replay_runs``: one trace replay (harness.measure.replay): the trace, the replay speed, throughput,
+    the achieved schedule (lateness = actual send - scheduled send, seconds; ``client_`` without the time
+    the concurrency cap held a request) and prompt tokens found cached against those the trace implies."""
+
+    replay_id: str | None = None
+    status: str | None = None
+    trace_sha256: str | None = None
+    block_size_tokens: int | None = None
+    speed: float | None = None
+    max_concurrency: int | None = None
+    trace_span_s: float | None = None
+    n_requests: int | None = None
+    n_ok: int | None = None
+    n_failed: int | None = None
+    duration_s: float | None = None
+    request_throughput_req_s: float | None = None
+    output_throughput_tok_s: float | None = None
+    input_throughput_tok_s: float | None = None
+    lateness_p50_s: float | None = None
+    lateness_p99_s: float | None = None
+    lateness_max_s: float | None = None
+    client_lateness_p99_s: float | None = None
+    client_lateness_max_s: float | None = None
+    late_requests: int | None = None
+    lateness_tolerance_s: float | None = None
+    schedule_kept: bool | None = None
+    capped_requests: int | None = None
+    prompt_tokens: int | None = None
+    expected_cached_tokens: int | None = None
+    reported_cached_tokens: int | None = None
+    cached_reported_requests: int | None = None
+    cached_mismatch_requests: int | None = None
+    expected_hit_ratio: float | None = None
+    reported_hit_ratio: float | None = None
+    cached_tolerance_pct: float | None = None
+    cached_agree: bool | None = None
+
+
+@dataclass(frozen=True)
 class TableModel:
     """A ledger table: its row model, and whether its rows carry latency, ``extra`` and the archive columns."""
 
@@ -449,6 +489,7 @@ ROW_MODELS: dict[str, TableModel] = {
     "matched_sd": TableModel(MatchedSdRow),
     "acceptance": TableModel(AcceptanceRow),
     "energy": TableModel(EnergyRow),
+    "replay_runs": TableModel(ReplayRunRow, latency=True),
     "findings": TableModel(FindingRow, archive=False),
     "records": TableModel(RecordRow, archive=False),
     "closures": TableModel(ClosureRow, archive=False),

@@ -43,7 +43,7 @@ from harness.formats import Strict, parse_model, read_yaml
 
 REPORT_CONFIG_FORMAT_VERSION = 1
 
-ArchiveKind = Literal["formal-matrix", "abba", "rate-sweep"]
+ArchiveKind = Literal["formal-matrix", "abba", "rate-sweep", "trace-replay"]
 ArchiveStatus = Literal["complete", "partial", "failed"]
 
 

@@ -226,6 +226,11 @@ def latency_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: int(r["concurrency"] or 0))
 
 
+def _ms(seconds: Any) -> float | None:
+    """Seconds as milliseconds (None stays None)."""
+    return None if not isinstance(seconds, int | float) else float(seconds) * 1000
+
+
 def _labelled(entry: Mapping[str, Any]) -> dict[str, Any]:
     """``entry`` whose shown status says ``SUPERSEDED by <id>, not a result`` when a resumed run
     superseded its archive, ``INVALID, not a result`` when it is marked invalid (every template prints
@@ -276,6 +281,10 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "imports": list(snapshot.get("imports") or []),
         "speculative": speculative_view(snapshot),
         "energy": energy_view(snapshot),
+        "replays": [{**e, "findings": by_archive.get(e["archive_id"], []),
+                     "lateness_max_ms": _ms(e.get("client_lateness_max_s")),
+                     "tolerance_ms": _ms(e.get("lateness_tolerance_s")), "ttft_p50_ms": _ms(e.get("ttft_p50_s"))}
+                    for e in map(_labelled, snapshot.get("replays") or [])],
         "summary": summary_card(snapshot),
         "description": describe(snapshot),
         "historical": list(snapshot.get("historical") or []),

@@ -13,6 +13,7 @@ formal-matrix  formal          run.campaign          waves, rounds, cells       
 abba           abba-screen     run.abba              waves, legs, comparison             screens
 rate-sweep     rate-sweep      run.sweep             cells, rounds                       sweeps
 matched-sd     matched-sd      run.matched           waves, legs, matched, acceptance    speculative
+trace-replay   trace-replay    run.replay            replay                              replays
 quick-bench    quick-bench     (dsv4h bench)         (quick.json only)                   archives
 external       external        (dsv4h import)        external                            imports
 =============  ==============  ====================  ==================================  ==========
@@ -32,6 +33,7 @@ from harness.run.campaign import run_matrix
 from harness.run.events import Reporter
 from harness.run.matched import run_matched
 from harness.run.partial import Recover, recover_abba, recover_matched, recover_matrix, recover_quick
+from harness.run.replay import recover_replay, run_replay_loaded
 from harness.run.skeleton import Finished
 from harness.run.sweep import recover_sweep, run_sweep_loaded
 from harness.store.archive import ArchiveWriter
@@ -80,9 +82,15 @@ def _sweep(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: Run
     return run_sweep_loaded(loaded, workspace, reporter=reporter)
 
 
+def _replay(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    check_options(loaded, options)
+    return run_replay_loaded(loaded, workspace, reporter=reporter)
+
+
 _NO_OPTIONS = {"abba": "drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
                "matched-sd": "drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
-               "rate-sweep": "drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'"}
+               "rate-sweep": "drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
+               "trace-replay": "drop them: a trace replay runs its trace's schedule once, never resumed"}
 
 
 def check_options(loaded: LoadedSpec, options: RunOptions) -> None:
@@ -113,6 +121,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("rate-sweep", "rate-sweep", _sweep, ("cells", "rounds"), recover_sweep, "sweeps", "dsv4h sweep run"),
     Kind("matched-sd", "matched-sd", _matched, ("waves", "legs", "matched", "acceptance"), recover_matched,
          "speculative", "dsv4h campaign run"),
+    Kind("trace-replay", "trace-replay", _replay, ("replay",), recover_replay, "replays", "dsv4h campaign run"),
     Kind("quick-bench", "quick-bench", None, (), recover_quick, "archives", "dsv4h bench"),
     Kind("external", "external", None, ("external",), _no_recovery("external"), "imports", "dsv4h import"),
 )}

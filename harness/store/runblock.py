@@ -32,7 +32,7 @@ class RunBlock(Strict):
 
     run_format: int = RUN_BLOCK_VERSION
     campaign: str
-    kind: Literal["formal-matrix", "abba", "rate-sweep", "matched-sd", "external", "quick-bench"]
+    kind: Literal["formal-matrix", "abba", "rate-sweep", "matched-sd", "external", "quick-bench", "trace-replay"]
     claim_class: str
     protocol_class: str
     backend: str = Field(description="'sim', 'sglang', 'vllm', 'attach', or 'a+b' for a mixed screen")

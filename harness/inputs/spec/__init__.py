@@ -50,6 +50,7 @@ from harness.inputs.spec.load import (
     with_resolved_profiles,
 )
 from harness.inputs.spec.matched import MatchedSdSpec, MatchedWorkload
+from harness.inputs.spec.replay import ReplaySpec, replay_definition
 from harness.inputs.spec.service import (
     LoadSettings,
     OneServiceSpec,
@@ -68,9 +69,10 @@ __all__ = [
     "SPEC_FORMAT_VERSION", "SPEC_KINDS", "SPEC_MODELS", "TIERS", "AbbaSpec", "AbbaWorkload", "AnySpec",
     "ArrivalSettings", "Backend", "CampaignSpec", "ClaimClass", "ClientLimits", "CorporaSpec", "DecodeSpec",
     "GeometricRates", "KindSpec", "LoadSettings", "LoadedSpec", "MatchedSdSpec", "MatchedWorkload", "OneServiceSpec",
-    "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ServiceProfile", "SimSettings", "SloSpec",
-    "SlurmSpec",
+    "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ReplaySpec", "ServiceProfile", "SimSettings",
+    "SloSpec", "SlurmSpec",
     "SpecBase", "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of",
-    "kinds_hint", "load_profile", "load_spec", "loaded_abba", "resolve_profile", "spec_paths", "sweep_definition",
+    "kinds_hint", "load_profile", "load_spec", "loaded_abba", "replay_definition", "resolve_profile", "spec_paths",
+    "sweep_definition",
     "with_resolved_profiles",
 ]

@@ -24,6 +24,7 @@ from harness.report.snapshot.imports import import_entries
 from harness.report.snapshot.io import SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, json_value
 from harness.report.snapshot.io import finite_or_none as _num
 from harness.report.snapshot.limits import GENERAL_LIMITS, formal_limits, screen_limits
+from harness.report.snapshot.replay import replay_entry
 from harness.report.snapshot.sections import (
     LEG_ORDER,
     corpus_entries,
@@ -255,6 +256,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     spec_matched: list[dict[str, Any]] = []
     spec_acceptance: list[dict[str, Any]] = []
     energy: list[dict[str, Any]] = []
+    replays: list[dict[str, Any]] = []
     for c in ordered:
         succ = successors.get(c.archive_id)
         base = _validity(_archive_entry(c), succ)
@@ -281,6 +283,8 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
                 spec_matched.append(mat)
         _add(spec_acceptance, acceptance_entry(c, base), succ)
         _add(energy, energy_entry(c, base), succ)
+        if kind == "trace-replay" or proto == "trace-replay":
+            _add(replays, replay_entry(c.replay, c.archive_id, base), succ)
         if config.memory:
             mem = memory_entry(c, base["simulated"])
             if mem is not None:
@@ -317,6 +321,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "imports": import_entries(ordered),
         "speculative": {"matched": spec_matched, "acceptance": spec_acceptance},
         "energy": energy,
+        "replays": replays,
         "has_simulated": any(a["simulated"] for a in archives),
         "limits": {"general": list(GENERAL_LIMITS), "config": list(config.limits)},
     })

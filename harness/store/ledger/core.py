@@ -52,6 +52,8 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       Added within schema 4: ``energy`` (energy per measurement window from ``energy.json``: a measured
       wave's resident window or a sweep round's window; J, W, output tokens per J, method, source)
       (2026-12-02).
+      Added within schema 4: ``replay_runs`` (one row per trace replay, from ``replay.parquet``)
+      (2026-12-02).
 """
 
 from __future__ import annotations
@@ -476,7 +478,8 @@ def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
             tables[own.get(name, name)] = view.archive.table(f"{name}.parquet")
     if view.archive.has("comparison.parquet"):
         tables["comparisons"] = view.archive.table("comparison.parquet")
-    for name, table in (("matched.parquet", "matched_sd"), ("acceptance.parquet", "acceptance")):
+    for name, table in (("matched.parquet", "matched_sd"), ("acceptance.parquet", "acceptance"),
+                        ("replay.parquet", "replay_runs")):
         if view.archive.has(name):
             tables[table] = view.archive.table(name)
     if view.archive.has("energy.json"):  # energy per measurement window (harness.measure.energy_rows)

@@ -33,7 +33,7 @@ __all__ = ["WALL"]  # re-exported: tests and notebooks name the ledger's wall-cl
 
 LEDGER_SCHEMA_VERSION = 4
 ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons",
-                  "matched_sd", "acceptance", "energy")
+                  "matched_sd", "acceptance", "energy", "replay_runs")
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
 GOVERNANCE_TABLES = ("records", "closures", "gates", "freezes", "historical")
 TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)
