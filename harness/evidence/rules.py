@@ -63,7 +63,7 @@ from harness.evidence.rules_client import (
 )
 from harness.evidence.rules_cold import rule_cold_in_measured
 from harness.evidence.rules_provenance import rule_external_claim, rule_token_counts
-from harness.evidence.rules_replay import rule_replay_cache, rule_replay_schedule
+from harness.evidence.rules_replay import rule_replay_cache, rule_replay_saturated, rule_replay_schedule
 from harness.evidence.rules_speculative import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
 from harness.evidence.rules_sweep import rule_sweep_rounds, rule_sweep_saturated, rule_sweep_schedule
 from harness.formats import finite_float as _num
@@ -428,6 +428,7 @@ RULES: tuple[Callable[[ArchiveData], list[Finding]], ...] = (
     rule_client_stalled, rule_sim_lateness, rule_sweep_schedule, rule_sweep_rounds, rule_external_claim,
     rule_token_counts, rule_claim_vs_server, rule_sd_reconcile, rule_sd_outputs, rule_acceptance_sources,
     rule_mapped_libraries, rule_cold_in_measured, rule_sweep_saturated, rule_replay_schedule, rule_replay_cache,
+    rule_replay_saturated,
 )
 
 

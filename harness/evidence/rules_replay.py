@@ -1,6 +1,7 @@
 """Evidence rules of trace replays (pure): a replay whose client sent requests later than the tolerance
 after their scheduled time (``replay-schedule``) and prefix-cache hits that differ from those the trace
-implies (``replay-cache``; harness.measure.replay defines both). Registered in
+implies (``replay-cache``; harness.measure.replay defines both), and a replay over the server's
+capacity (``replay-saturated``, docs/saturation.md). Registered in
 ``harness.evidence.rules.RULES``."""
 
 from __future__ import annotations
@@ -54,4 +55,22 @@ def rule_replay_cache(d: ArchiveData) -> list[Finding]:
                       "a smaller cache than the trace's working set, a prefix still in prefill when the next "
                       "request came (a higher speed) or a cache salt per request all lower the hits; cache.jsonl "
                       "has both counts per request", [str(r["replay_id"])], scope="run"))
+    return out
+
+
+def rule_replay_saturated(d: ArchiveData) -> list[Finding]:
+    """Replays during which requests in flight and TTFT both kept rising (harness.measure.saturation):
+    the trace at this speed offered more than the server completes."""
+    out = []
+    for r in _rows(d):
+        if r.get("saturated") is True:
+            out.append(_f(d.archive_id, "replay-saturated", "warning",
+                          f"{r.get('replay_id')}: over-saturated: in flight rose "
+                          f"{float(r['inflight_slope_req_per_s']):.2f} +/- "
+                          f"{float(r['inflight_slope_se_req_per_s']):.2f} "
+                          f"requests/s and TTFT {float(r['ttft_slope_s_per_s']) * 1e3:.0f} +/- "
+                          f"{float(r['ttft_slope_se_s_per_s']) * 1e3:.0f} ms per s over the sending period; the server "
+                          "did not keep up with the trace at this speed, so latency grew with the queue",
+                          "replay at a lower 'speed' (or cap 'max_concurrency') to measure a steady state",
+                          [str(r.get("replay_id"))]))
     return out

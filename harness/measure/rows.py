@@ -466,6 +466,11 @@ class ReplayRunRow:
     reported_hit_ratio: float | None = None
     cached_tolerance_pct: float | None = None
     cached_agree: bool | None = None
+    inflight_slope_req_per_s: float | None = None
+    inflight_slope_se_req_per_s: float | None = None
+    ttft_slope_s_per_s: float | None = None
+    ttft_slope_se_s_per_s: float | None = None
+    saturated: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from harness.load.driver import LoadClient, WaveRequest
 from harness.measure import replay as rp
 from harness.measure import sweep as sw
 from harness.measure.rows import check_row
+from harness.measure.saturation import saturation
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
 from harness.run.events import Reporter, silent
@@ -133,6 +134,7 @@ def replay_row(spec: ReplaySpec, plan: ReplayPlan, records: Sequence[RequestReco
     row = rp.replay_row(recs, start_ns=start_ns, sched=sched, expected=expected,
                         lateness_tolerance_s=spec.lateness_tolerance_ms / 1000,
                         cached_tolerance_pct=spec.cached_tolerance_pct, status=status, header=header(spec, plan))
+    row |= saturation(recs).columns()  # docs/saturation.md: the same judgement as a sweep round's
     return check_row("replay_runs", row)
 
 

@@ -41,3 +41,14 @@ def test_cache_disagreement_blocks_and_no_report_warns() -> None:
 def test_registered() -> None:
     rules = {f.rule for f in check(data(schedule_kept=False, late_requests=1, cached_agree=False))}
     assert {"replay-schedule", "replay-cache"} <= rules
+
+
+def test_a_saturated_replay_warns_with_its_slopes() -> None:
+    from harness.evidence.rules_replay import rule_replay_saturated
+
+    assert rule_replay_saturated(data(saturated=False)) == [] and rule_replay_saturated(data(saturated=None)) == []
+    (f,) = rule_replay_saturated(data(saturated=True, inflight_slope_req_per_s=12.5, inflight_slope_se_req_per_s=0.5,
+                                      ttft_slope_s_per_s=0.8, ttft_slope_se_s_per_s=0.05))
+    assert (f.rule, f.severity, f.rows) == ("replay-saturated", "warning", ("replay",))
+    assert f.message.startswith("replay: over-saturated: in flight rose 12.50 +/- 0.50 requests/s and TTFT 800 +/- "
+                                "50 ms per s")
