@@ -116,6 +116,7 @@ _GROUPS: list[tuple[str, str]] = [
     ("sweep_cmd", "sweep"),
     ("spec_cmd", "spec"),
     ("identity_cmd", "identity"),
+    ("sla_cmd", "sla"),
 ]
 
 
@@ -166,6 +167,7 @@ SUMMARIES: dict[str, str] = {
     "spec": "Speculative decoding: targets for a measured decode rate (docs/speculative.md).",
     "identity": "Runtime identity: what a run served (model, source trees, launch, packages, server config, "
                 "mapped libraries, patches, speculation), shown and compared.",
+    "sla": "SLA search: the highest request rate whose p99 TTFT/TPOT/E2E meet declared limits.",
 }
 
 

@@ -51,7 +51,8 @@ def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
                "matched": archive.json("matched.json") if (archive.path / "matched.json").exists() else None,
                "acceptance": _rows(archive, "acceptance.parquet"),
                "cycles": archive.json("cycles.json") if (archive.path / "cycles.json").exists() else None,
-               "coldness": archive.json("coldness.json") if (archive.path / "coldness.json").exists() else None},
+               "coldness": archive.json("coldness.json") if (archive.path / "coldness.json").exists() else None,
+               "sla": archive.json("sla.json") if (archive.path / "sla.json").exists() else None},
     )
 
 

@@ -36,6 +36,9 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
   mapped-libraries     live workers that, before the service stopped, no longer mapped what the profile requires
   cold-in-measured-wave a measured wave holding a cold or restarted request (first of its shape on its
                        service start; rules_cold.py, docs/coldness.md)
+  sla-not-converged    an SLA search ended with a bracket wider than its precision (rules_sla.py)
+  sla-probe-invalid    an SLA-search probe whose rounds were not ok or whose schedule was not kept
+  sla-not-monotone     an SLA search in which a rate passed above a failing one
 
 Findings about a service or the whole run (identity, claim class, simulator labelling, oracles)
 have ``scope = "run"``: when blocking they invalidate every ledger row of the archive. Row findings
@@ -60,6 +63,7 @@ from harness.evidence.rules_client import (
 )
 from harness.evidence.rules_cold import rule_cold_in_measured
 from harness.evidence.rules_provenance import rule_external_claim, rule_token_counts
+from harness.evidence.rules_sla import rule_sla_not_converged, rule_sla_not_monotone, rule_sla_probe_invalid
 from harness.evidence.rules_speculative import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
 from harness.evidence.rules_sweep import rule_sweep_rounds, rule_sweep_schedule
 from harness.formats import finite_float as _num
@@ -423,7 +427,8 @@ RULES: tuple[Callable[[ArchiveData], list[Finding]], ...] = (
     rule_oracle, rule_service_restarts, rule_concurrency_witness, rule_warmup_failed, rule_client_bound,
     rule_client_stalled, rule_sim_lateness, rule_sweep_schedule, rule_sweep_rounds, rule_external_claim,
     rule_token_counts, rule_claim_vs_server, rule_sd_reconcile, rule_sd_outputs, rule_acceptance_sources,
-    rule_mapped_libraries, rule_cold_in_measured,
+    rule_mapped_libraries, rule_cold_in_measured, rule_sla_not_converged, rule_sla_probe_invalid,
+    rule_sla_not_monotone,
 )
 
 

@@ -164,3 +164,54 @@ def worst_p99(rounds: Sequence[Mapping[str, Any]], metric: str) -> float:
     if not vals or any(math.isnan(v) for v in vals):
         return math.nan
     return max(vals)
+
+
+def probe_row(index: int, rate_req_s: float, cell: Mapping[str, Any] | None, rounds: Sequence[Mapping[str, Any]],
+              limits_s: Mapping[str, float | None], rounds_planned: int) -> dict[str, Any]:
+    """The ``sla_probes`` row of probe ``index`` at ``rate_req_s`` from its ``sweep_cells`` row (None:
+    no round measured) and its ``sweep_rounds`` rows, judged by :func:`judge`."""
+    passed, reasons = judge(rounds, limits_s)
+    c = cell or {}
+    return {"probe_index": index, "cell_id": c.get("cell_id"), "arrival_rate_req_s": rate_req_s,
+            "passed": passed, "reasons": reasons,
+            "rounds_ok": sum(1 for r in rounds if r.get("status") == "ok"), "rounds_planned": rounds_planned,
+            "schedule_kept": all(bool(r.get("client_schedule_kept")) for r in rounds) if rounds else False,
+            "ttft_p99_worst_s": worst_p99(rounds, "ttft"), "tpot_bench_p99_worst_s": worst_p99(rounds, "tpot"),
+            "e2e_p99_worst_s": worst_p99(rounds, "e2e"),
+            "ttft_limit_s": limits_s.get("ttft"), "tpot_limit_s": limits_s.get("tpot"),
+            "e2e_limit_s": limits_s.get("e2e"),
+            "request_throughput_median_req_s": c.get("request_throughput_median_req_s", math.nan),
+            "goodput_median_req_s": c.get("goodput_median_req_s", math.nan), "bracket_end": None}
+
+
+def probes_of(rows: Sequence[Mapping[str, Any]]) -> list[Probe]:
+    """The planner's view of ``sla_probes`` rows, in probe order."""
+    return [Probe(float(r["arrival_rate_req_s"]), bool(r["passed"]))
+            for r in sorted(rows, key=lambda r: int(r["probe_index"]))]
+
+
+def mark_bracket(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with ``bracket_end`` set on the probes at the bracket's two ends."""
+    b = bracket(probes_of(rows))
+    out = []
+    for r in rows:
+        rate = float(r["arrival_rate_req_s"])
+        end = ("highest-passing" if r["passed"] and rate == b.lo_req_s
+               else "lowest-failing" if not r["passed"] and rate == b.hi_req_s else None)
+        out.append(dict(r) | {"bracket_end": end})
+    return out
+
+
+def summary(rows: Sequence[Mapping[str, Any]], s: SearchSettings, *, finished: bool = True) -> dict[str, Any]:
+    """``sla.json``'s result: the bracket, why the search ended (``running`` when it was cut short:
+    a partial), whether it converged, its width, the settings and :data:`RULE`."""
+    probes = probes_of(rows)
+    b = bracket(probes)
+    end = end_of(probes, s)
+    width = b.width(s.relative)
+    return {"bracket": b.to_json(), "end": end if finished or end != "running" else "interrupted",
+            "converged": end == "converged", "width": None if math.isinf(width) else width,
+            "width_unit": "ratio" if s.relative else "req_s",
+            "settings": {"start_req_s": s.start_req_s, "precision": s.precision, "relative": s.relative,
+                         "max_probes": s.max_probes, "max_rate_req_s": s.max_rate_req_s},
+            "rule": RULE, "n_probes": len(probes)}

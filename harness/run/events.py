@@ -206,6 +206,14 @@ class SweepRoundDone:
 
 
 @dataclass(frozen=True)
+class SlaProbeDone:
+    """An SLA-search probe ended; ``row`` is its ``sla_probes`` row (harness.run.sla)."""
+
+    kind: ClassVar[str] = "sla-probe-done"
+    row: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class QuickStart:
     """A quick bench starts sending to ``url``."""
 
@@ -228,7 +236,7 @@ class QuickProgress:
 
 Event = (PlanReady | ServiceStarting | ServiceReady | ServiceStopped | CellStart | CellSkipped | WaveLive
          | WarmupDone | WaveDone | RoundDone | AbbaStart | AbbaWave | MatchedStart | MatchedLegWave | LegWaveLive
-         | SweepPlanReady | SweepRoundStart | SweepRoundDone | QuickStart | QuickProgress)
+         | SweepPlanReady | SweepRoundStart | SweepRoundDone | SlaProbeDone | QuickStart | QuickProgress)
 
 
 class Reporter(Protocol):

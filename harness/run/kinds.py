@@ -15,6 +15,7 @@ rate-sweep     rate-sweep      run.sweep             cells, rounds              
 matched-sd     matched-sd      run.matched           waves, legs, matched, acceptance    speculative
 quick-bench    quick-bench     (dsv4h bench)         (quick.json only)                   archives
 external       external        (dsv4h import)        external                            imports
+sla-search     sla-search      run.sla               cells, rounds, probes               sla
 =============  ==============  ====================  ==================================  ==========
 """
 
@@ -33,6 +34,7 @@ from harness.run.events import Reporter
 from harness.run.matched import run_matched
 from harness.run.partial import Recover, recover_abba, recover_matched, recover_matrix, recover_quick
 from harness.run.skeleton import Finished
+from harness.run.sla import recover_sla, run_sla_loaded
 from harness.run.sweep import recover_sweep, run_sweep_loaded
 from harness.store.archive import ArchiveWriter
 
@@ -80,9 +82,15 @@ def _sweep(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: Run
     return run_sweep_loaded(loaded, workspace, reporter=reporter)
 
 
+def _sla(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    check_options(loaded, options)
+    return run_sla_loaded(loaded, workspace, reporter=reporter)
+
+
 _NO_OPTIONS = {"abba": "drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
                "matched-sd": "drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
-               "rate-sweep": "drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'"}
+               "rate-sweep": "drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
+               "sla-search": "drop them: an SLA search's probes depend on each other, so it is run again"}
 
 
 def check_options(loaded: LoadedSpec, options: RunOptions) -> None:
@@ -113,6 +121,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("rate-sweep", "rate-sweep", _sweep, ("cells", "rounds"), recover_sweep, "sweeps", "dsv4h sweep run"),
     Kind("matched-sd", "matched-sd", _matched, ("waves", "legs", "matched", "acceptance"), recover_matched,
          "speculative", "dsv4h campaign run"),
+    Kind("sla-search", "sla-search", _sla, ("cells", "rounds", "probes"), recover_sla, "sla", "dsv4h sla run"),
     Kind("quick-bench", "quick-bench", None, (), recover_quick, "archives", "dsv4h bench"),
     Kind("external", "external", None, ("external",), _no_recovery("external"), "imports", "dsv4h import"),
 )}

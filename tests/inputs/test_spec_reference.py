@@ -55,14 +55,15 @@ def test_reference_rows_state_defaults_and_units() -> None:
     assert "| `service` | [ServiceProfile](#serviceprofile) \\| path | required | - |" in md
     assert "| `max_event_bytes` | int | `4194304` | bytes |" in md
     headings = re.findall(r"^## (.+)$", md, flags=re.M)
-    assert headings[:4] == [f"kind: {k}" for k in SPEC_KINDS]
+    assert headings[:5] == [f"kind: {k}" for k in SPEC_KINDS]
     assert {"ServiceProfile", "DecodeSpec", "ArrivalSettings", "SimSettings"} <= set(headings)
     assert len(headings) == len(set(headings))
 
 
 def test_kinds_come_from_one_tuple(tmp_path: Path) -> None:
-    assert tuple(KIND_MODELS) == SPEC_KINDS == ("formal-matrix", "abba", "rate-sweep", "matched-sd")
-    assert kinds_hint() == "use kind: formal-matrix, kind: abba, kind: rate-sweep or kind: matched-sd"
+    assert tuple(KIND_MODELS) == SPEC_KINDS == ("formal-matrix", "abba", "rate-sweep", "matched-sd", "sla-search")
+    assert kinds_hint() == ("use kind: formal-matrix, kind: abba, kind: rate-sweep, kind: matched-sd or "
+                            "kind: sla-search")
     spec = tmp_path / "s.yaml"
     spec.write_text("name: x\nkind: matrix\n")
     with pytest.raises(SpecError) as err:

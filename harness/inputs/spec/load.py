@@ -21,14 +21,15 @@ from harness.inputs.spec.base import SPEC_KINDS, SpecBase, kinds_hint
 from harness.inputs.spec.formal import CampaignSpec
 from harness.inputs.spec.matched import MatchedSdSpec, MatchedWorkload
 from harness.inputs.spec.service import ServiceProfile, load_profile, resolve_profile
+from harness.inputs.spec.sla import SlaSpec
 from harness.inputs.spec.sweep import SweepSpec
 
 DEFAULT_KIND = "formal-matrix"
 # The union discriminated on ``kind``: each kind's model (in SPEC_KINDS order).
-AnySpec = Annotated[CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec, Field(discriminator="kind")]
+AnySpec = Annotated[CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec | SlaSpec, Field(discriminator="kind")]
 SPEC_MODELS: dict[str, type[SpecBase]] = {"formal-matrix": CampaignSpec, "abba": AbbaSpec, "rate-sweep": SweepSpec,
-                                          "matched-sd": MatchedSdSpec}
-KindSpec = CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec
+                                          "matched-sd": MatchedSdSpec, "sla-search": SlaSpec}
+KindSpec = CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec | SlaSpec
 assert tuple(SPEC_MODELS) == SPEC_KINDS
 
 
@@ -44,7 +45,7 @@ def kind_of(data: Any) -> str:
 class SpecPaths:
     """Every path a spec names, resolved once at load (relative to the spec's directory first, then
     the working directory). ``corpora`` maps a workload (``decode``, ``prefill``; ``workload`` for an
-    ABBA screen; ``sweep`` for a rate sweep) to its corpus directory or name."""
+    ABBA screen; ``sweep`` for a rate sweep and an SLA search) to its corpus directory or name."""
 
     corpora: Mapping[str, Path]
     oracles: tuple[Path, ...] = ()
@@ -95,10 +96,12 @@ def _parse(path: Path) -> KindSpec:
             _inline_file(data, key, path.parent, ServiceProfile)
         _inline_file(data, "workload", path.parent, MatchedWorkload)
         return parse_model(MatchedSdSpec, data, str(path))
-    if kind == "rate-sweep":  # a profile file's own paths resolve against the profile's directory
+    if kind in ("rate-sweep", "sla-search"):  # a profile file's own paths resolve against its directory
         svc = data.get("service")
         if isinstance(svc, str):
             data["service"] = load_profile(resolve_path(svc, path.parent)).model_dump(mode="json")
+        if kind == "sla-search":
+            return parse_model(SlaSpec, data, str(path))
         return parse_model(SweepSpec, data, str(path))
     _inline_file(data, "service", path.parent, ServiceProfile)
     return parse_model(CampaignSpec, data, str(path))
@@ -109,7 +112,7 @@ def spec_paths(spec: KindSpec, base: Path) -> SpecPaths:
     oracles = tuple(resolve_path(p, base) for p in spec.oracles)
     if isinstance(spec, AbbaSpec | MatchedSdSpec):
         return SpecPaths(corpora={"workload": resolve_path(spec.workload.corpus, base)}, oracles=oracles)
-    if isinstance(spec, SweepSpec):
+    if isinstance(spec, SweepSpec | SlaSpec):
         return SpecPaths(corpora={"sweep": resolve_path(spec.corpus, base)}, oracles=oracles)
     corpora: dict[str, Path] = {}
     if spec.decode is not None and spec.corpora.decode:

@@ -52,6 +52,9 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       Added within schema 4: ``energy`` (energy per measurement window from ``energy.json``: a measured
       wave's resident window or a sweep round's window; J, W, output tokens per J, method, source)
       (2026-12-02).
+      Added within schema 4: ``sla_probes`` (one row per probe of an SLA search, ``probes.parquet``;
+      the probes' cells and rounds go to ``sweep_cells`` / ``sweep_rounds`` with protocol class
+      ``sla-search``) (2026-12-02).
 """
 
 from __future__ import annotations
@@ -476,7 +479,8 @@ def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
             tables[own.get(name, name)] = view.archive.table(f"{name}.parquet")
     if view.archive.has("comparison.parquet"):
         tables["comparisons"] = view.archive.table("comparison.parquet")
-    for name, table in (("matched.parquet", "matched_sd"), ("acceptance.parquet", "acceptance")):
+    for name, table in (("matched.parquet", "matched_sd"), ("acceptance.parquet", "acceptance"),
+                        ("probes.parquet", "sla_probes")):
         if view.archive.has(name):
             tables[table] = view.archive.table(name)
     if view.archive.has("energy.json"):  # energy per measurement window (harness.measure.energy_rows)
