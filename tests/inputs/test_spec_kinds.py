@@ -23,7 +23,7 @@ from harness.inputs.spec import (
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {"formal-matrix": "demo-matrix.yaml", "abba": "abba-demo.yaml", "rate-sweep": "sweep-demo.yaml",
-           "matched-sd": "matched-eagle-demo.yaml"}
+           "matched-sd": "matched-eagle-demo.yaml", "sla-search": "sla-demo.yaml"}
 
 
 def _copy(tmp_path: Path, kind: str, extra: str = "") -> Path:
@@ -46,7 +46,8 @@ def test_every_kind_loads_through_the_one_loader(tmp_path: Path, kind: str) -> N
     loaded = load_spec(_copy(tmp_path, kind))
     assert loaded.kind == kind and isinstance(loaded.spec, SPEC_MODELS[kind])
     assert loaded.spec.protocol_class == {"formal-matrix": "formal", "abba": "abba-screen",
-                                          "rate-sweep": "rate-sweep", "matched-sd": "matched-sd"}[kind]
+                                          "rate-sweep": "rate-sweep", "matched-sd": "matched-sd",
+                                          "sla-search": "sla-search"}[kind]
 
 
 @pytest.mark.parametrize("kind", SPEC_KINDS)

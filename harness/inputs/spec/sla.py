@@ -36,11 +36,11 @@ class SearchSpec(Strict):
 
     start_req_s: float = Field(gt=0, le=MAX_RATE, allow_inf_nan=False, description="first probed rate (requests/s)")
     precision_req_s: float | None = Field(None, gt=0, le=MAX_RATE, allow_inf_nan=False,
-                                          description="stop when lowest failing - highest passing <= this "
-                                          "(requests/s); or give precision_rel")
+                                          description="stop when lowest failing - highest passing <= this; "
+                                          "or give precision_rel (requests/s)")
     precision_rel: float | None = Field(None, gt=0, le=10, allow_inf_nan=False,
                                         description="stop when (lowest failing - highest passing) / highest "
-                                        "passing <= this (ratio); or give precision_req_s")
+                                        "passing <= this; or give precision_req_s (ratio)")
     max_probes: int = Field(12, ge=1, le=MAX_RATES, description="probe cap: the search ends unconverged after "
                             "this many probes (count)")
     max_rate_req_s: float | None = Field(None, gt=0, le=MAX_RATE, allow_inf_nan=False,
