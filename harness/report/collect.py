@@ -98,6 +98,7 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
         matched_legs=_rows(archive.path / "legs.parquet") if matched is not None else None,
         acceptance=_rows(archive.path / "acceptance.parquet"),
         energy=_json(archive, "energy.json"),
+        sla=_json(archive, "sla.json"),
     )
 
 

@@ -276,6 +276,8 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "imports": list(snapshot.get("imports") or []),
         "speculative": speculative_view(snapshot),
         "energy": energy_view(snapshot),
+        "sla": [{**e, "findings": by_archive.get(e["archive_id"], [])}
+                for e in map(_labelled, snapshot.get("sla") or [])],
         "summary": summary_card(snapshot),
         "description": describe(snapshot),
         "historical": list(snapshot.get("historical") or []),

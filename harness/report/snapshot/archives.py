@@ -56,6 +56,7 @@ class ArchiveContent:
     matched_legs: Sequence[Mapping[str, Any]] | None = None
     acceptance: Sequence[Mapping[str, Any]] | None = None
     energy: Mapping[str, Any] | None = None  # energy.json (harness.run.energy), any run kind
+    sla: Mapping[str, Any] | None = None  # sla.json of an SLA search (harness.run.sla)
 
 
 def _created_date(run: RunBlock) -> date | None:

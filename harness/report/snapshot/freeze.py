@@ -34,6 +34,7 @@ from harness.report.snapshot.sections import (
     service_entries,
     sweep_entry,
 )
+from harness.report.snapshot.sla import sla_entry
 from harness.report.snapshot.speculative import acceptance_entry, invalid_reason, matched_entry
 from harness.store.runblock import read_run_block
 
@@ -255,6 +256,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     spec_matched: list[dict[str, Any]] = []
     spec_acceptance: list[dict[str, Any]] = []
     energy: list[dict[str, Any]] = []
+    sla: list[dict[str, Any]] = []
     for c in ordered:
         succ = successors.get(c.archive_id)
         base = _validity(_archive_entry(c), succ)
@@ -272,6 +274,8 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
             swp = sweep_entry(c, base)
             if swp is not None:
                 sweeps.append(_validity(swp, succ))
+        elif kind == "sla-search" or proto == "sla-search":
+            _add(sla, sla_entry(c, base), succ)
         elif kind == "matched-sd" or proto == "matched-sd":
             mat = matched_entry(c, base)
             if mat is not None:
@@ -317,6 +321,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "imports": import_entries(ordered),
         "speculative": {"matched": spec_matched, "acceptance": spec_acceptance},
         "energy": energy,
+        "sla": sla,
         "has_simulated": any(a["simulated"] for a in archives),
         "limits": {"general": list(GENERAL_LIMITS), "config": list(config.limits)},
     })

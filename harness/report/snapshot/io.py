@@ -28,6 +28,9 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
   7 - (2026-12-02) ``energy``: per archive with ``energy.json`` (any run kind), one row per cell or leg and
       window kind: windows, median output tokens per joule, mean power (W, time-weighted), methods and
       sources (harness.report.snapshot.energy); older snapshots load with none.
+  8 - (2026-12-02) ``sla``: per SLA-search archive its limits, rule, bracket (highest passing and lowest
+      failing rate), end, convergence, width and every probe (harness.report.snapshot.sla); older
+      snapshots load with none.
 """
 
 from __future__ import annotations
@@ -46,8 +49,8 @@ from harness.store.archive_legacy import upgrade_json
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "finite_or_none", "json_value", "load_snapshot",
            "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 7
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+SNAPSHOT_FORMAT_VERSION = 8
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")
@@ -118,4 +121,6 @@ def load_snapshot(data: bytes, source: str) -> dict[str, Any]:
         obj["speculative"] = {"matched": [], "acceptance": []}
     if version < 7:
         obj["energy"] = []
+    if version < 8:
+        obj["sla"] = []
     return obj
