@@ -121,8 +121,8 @@ class SlaRunner(SweepRunner):
             async with load_client(url, self.spec.service, concurrency=n, timeout_s=self.spec.request_timeout_s,
                                    limits=self.spec.client) as client:
                 await self.run_round(client, writer, rp)
-        row = probe_rows(self.sla, self.rates, self.rounds, self.cells())[index]
         self.probes = probe_rows(self.sla, self.rates, self.rounds, self.cells())
+        row = self.probes[index]
         writer.append_event({"event": "probe", "probe_index": index, "arrival_rate_req_s": rate,
                              "passed": row["passed"], "plan_id": plan.plan_id})
         self.report(SlaProbeDone(row))
