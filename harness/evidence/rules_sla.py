@@ -32,7 +32,8 @@ def rule_sla_not_converged(d: ArchiveData) -> list[Finding]:
                f"the search ended ({doc.get('end', 'unknown')}) after {doc.get('n_probes', 0)} probes with a bracket "
                f"{shown} wide, wider than its precision {s.get('precision')}{unit}; the bracket is what was "
                "measured, not the declared precision",
-               "raise search.max_probes, start nearer the threshold, or relax the precision", scope="run")]
+               "raise search.max_probes, start nearer the threshold, or relax the precision (a resolution-limit "
+               "end: the bracket cannot be split at 6 significant digits)", scope="run")]
 
 
 def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:

@@ -10,7 +10,10 @@ The search (:func:`next_rate`): probe ``start``; while every probe has passed, d
 (up to ``max_rate``); while every probe has failed, halve the lowest; once a rate passed and a higher
 one failed, probe the midpoint of the bracket. It ends when the bracket is at most the precision wide
 (*converged*), when ``max_rate`` passed (no failing rate below it), or when ``max_probes`` probes ran
-(*probe cap*: unconverged). The bracket (:func:`bracket`) is (the highest passing rate below the
+(*probe cap*: unconverged), or when no rate of 6 significant digits lies inside the bracket
+(*resolution limit*: unconverged; probed rates, and their cell ids, have 6 significant digits).
+
+The bracket (:func:`bracket`) is (the highest passing rate below the
 lowest failing rate, the lowest failing rate); either end may be missing. The result is that bracket
 with every probe's figures: never one interpolated number.
 
@@ -28,7 +31,7 @@ from typing import Any
 RULE = ("a probe passes only if every measured round ended ok and, in every round, the p99 of each declared "
         "metric (ttft_p99_s, tpot_bench_p99_s, e2e_p99_s) is at or below its limit")
 METRIC_COLUMNS = {"ttft": "ttft_p99_s", "tpot": "tpot_bench_p99_s", "e2e": "e2e_p99_s"}
-ENDS = ("converged", "probe-cap", "max-rate-passed", "running")
+ENDS = ("converged", "probe-cap", "max-rate-passed", "resolution-limit", "running")
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,10 @@ def _round_rate(x: float) -> float:
     return float(f"{x:.6g}")
 
 
-def _between(lo: float, hi: float) -> float:
+def _between(lo: float, hi: float) -> float | None:
+    """The bracket's midpoint at 6 significant digits; None when no such rate lies strictly inside."""
     mid = _round_rate((lo + hi) / 2)
-    return mid if lo < mid < hi else (lo + hi) / 2
+    return mid if lo < mid < hi else None
 
 
 def end_of(probes: Sequence[Probe], s: SearchSettings) -> str:
@@ -120,6 +124,8 @@ def end_of(probes: Sequence[Probe], s: SearchSettings) -> str:
         return "max-rate-passed"
     if len(probes) >= s.max_probes:
         return "probe-cap"
+    if b.lo_req_s is not None and b.hi_req_s is not None and _between(b.lo_req_s, b.hi_req_s) is None:
+        return "resolution-limit"  # rates are probed at 6 significant digits (their cell ids)
     return "running"
 
 
@@ -136,7 +142,7 @@ def next_rate(probes: Sequence[Probe], s: SearchSettings) -> float | None:
         return min(up, s.max_rate_req_s) if s.max_rate_req_s is not None else up
     if b.lo_req_s is None:  # every probe at or below the lowest failure failed: halve
         return _round_rate(b.hi_req_s / 2)
-    return _between(b.lo_req_s, b.hi_req_s)
+    return _between(b.lo_req_s, b.hi_req_s)  # not None: end_of said "running"
 
 
 def judge(rounds: Sequence[Mapping[str, Any]], limits_s: Mapping[str, float | None]) -> tuple[bool, list[str]]:

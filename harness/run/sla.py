@@ -31,6 +31,7 @@ from harness.aio import new_event_loop
 from harness.errors import DsvError, SpecError
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.spec import LoadedSpec, SlaSpec, probe_sweep, sla_definition
+from harness.inputs.spec.sweep import MAX_RATE
 from harness.interrupts import fault_point
 from harness.measure import sla
 from harness.measure.rows import check_row
@@ -63,7 +64,7 @@ def settings_of(spec: SlaSpec) -> sla.SearchSettings:
     prec = s.precision_rel if s.precision_rel is not None else s.precision_req_s
     assert prec is not None  # the spec model requires one of them
     return sla.SearchSettings(start_req_s=s.start_req_s, precision=prec, relative=rel, max_probes=s.max_probes,
-                              max_rate_req_s=s.max_rate_req_s)
+                              max_rate_req_s=s.max_rate_req_s if s.max_rate_req_s is not None else MAX_RATE)
 
 
 def probe_plan(spec: SlaSpec, rate: float, corpus: Corpus) -> SweepPlan:
@@ -174,7 +175,7 @@ class SlaRunner(SweepRunner):
         run = sla_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services, labels=labels,
                             error=error.message if error else None, oracles_failed=session.oracles_failed)
         cells = self.cells()
-        probes = probe_rows(s, self.rates, self.rounds, cells)
+        probes = self.probes  # the probes that ended; a probe cut short keeps its rounds, not a verdict
         result = sla.summary(probes, self.settings, finished=status == "complete")
         done = finalize_sla(writer, self.workspace, s, self.rounds, cells, probes, result, status=status, run=run)
         return SlaOutcome(done, cells, self.rounds, error, probes, result)
@@ -209,7 +210,8 @@ def finalize_sla(writer: ArchiveWriter, workspace: Path, spec: SlaSpec, rounds: 
 
 def recover_sla(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, Any]) -> Finished:
     """Finalize a killed search's partial (the sla-search recovery of harness.run.kinds): the probed
-    rates from ``arrivals.jsonl``, their rounds as the sweep recovers them, every probe judged again;
+    rates from ``arrivals.jsonl``, their rounds as the sweep recovers them, every probe that ended (its
+    ``probe`` event) judged again, a probe cut short kept as rounds and a cell without a verdict;
     status ``partial``, label ``recovered``, ``sla.json`` ``end`` ``interrupted`` unless it had ended."""
     spec = SlaSpec.model_validate(spec_json)
     d = writer.dir
@@ -225,7 +227,9 @@ def recover_sla(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, Any
     view = probe_sweep(spec, rates)
     rounds, by_rate, starts = recovered_rounds(writer, view)
     cells = sweep_cells(view, rounds, by_rate, starts)
-    probes = probe_rows(spec, rates, rounds, cells)
+    ended = {float(e["arrival_rate_req_s"]) for e in read_events(d) if e.get("event") == "probe"}
+    # only the probes that ended are judged: one cut short keeps its rounds and cell, not a verdict
+    probes = probe_rows(spec, [r for r in rates if r in ended], rounds, cells)
     services = list(read_json_or(d, "service.json", {}).get("services", []))
     oracles_failed = sum(1 for r in read_json_or(d, "oracles.json", {}).get("results", []) if not r.get("passed"))
     labels = run_labels(spec.labels, [spec.service.backend], services)

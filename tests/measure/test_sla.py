@@ -108,3 +108,10 @@ def test_bracket_contains_threshold_of_monotone_oracle(threshold: float, start: 
         assert b.width(relative) <= precision
     if cap >= 60:
         assert end == "converged"
+
+
+def test_resolution_limit_ends_when_no_rate_fits_inside() -> None:
+    s = SearchSettings(start_req_s=100000, precision=1e-9)
+    probes = [Probe(100000, True), Probe(100001, False)]
+    assert end_of(probes, s) == "resolution-limit" and next_rate(probes, s) is None
+    assert next_rate([Probe(100000, True), Probe(100002, False)], s) == 100001
