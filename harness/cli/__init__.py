@@ -117,6 +117,7 @@ _GROUPS: list[tuple[str, str]] = [
     ("spec_cmd", "spec"),
     ("identity_cmd", "identity"),
     ("replay_cmd", "replay"),
+    ("sla_cmd", "sla"),
 ]
 
 
@@ -168,6 +169,7 @@ SUMMARIES: dict[str, str] = {
     "identity": "Runtime identity: what a run served (model, source trees, launch, packages, server config, "
                 "mapped libraries, patches, speculation), shown and compared.",
     "replay": "Trace replays: a Mooncake trace's requests at its timestamps / speed, prefix hits checked.",
+    "sla": "SLA search: the highest request rate whose p99 TTFT/TPOT/E2E meet declared limits.",
 }
 
 

@@ -94,7 +94,8 @@ def run_cmd(
     """Run a campaign of any kind (through the kind registry). A formal matrix: one fresh service,
     cells in order, warmups excluded, three measured rounds per cell. A spec of kind abba runs an
     ABBA screen (as 'dsv4h abba'); one of kind rate-sweep runs a rate sweep (as 'dsv4h sweep run');
-    one of kind matched-sd runs a matched AR/SD comparison (legs AR1 SD1 SD2 AR2 by default).
+    one of kind matched-sd runs a matched AR/SD comparison (legs AR1 SD1 SD2 AR2 by default); one of
+    kind sla-search runs an SLA search (as 'dsv4h sla run').
     Either way a hashed archive is written and the ledgers appended.
 
     Example: dsv4h campaign run campaigns/demo-matrix.yaml --workspace ./ws --percentiles 50,90,95,99
@@ -109,6 +110,12 @@ def run_cmd(
 
         console.print(f"{spec}: kind rate-sweep: running it as 'dsv4h sweep run {spec}' does")
         run_sweep_loaded_cli(loaded, ws, percentiles=ps)
+        return
+    if loaded.kind == "sla-search":
+        from harness.cli.sla_cmd import run_sla_loaded_cli
+
+        console.print(f"{spec}: kind sla-search: running it as 'dsv4h sla run {spec}' does")
+        run_sla_loaded_cli(loaded, ws)
         return
     if loaded.kind == "abba":
         from harness.cli.abba_cmd import run_abba_cli

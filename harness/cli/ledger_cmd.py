@@ -34,6 +34,8 @@ _DEFAULT_COLS = {
     "runs": ["archive_id", "campaign", "kind", "claim_class", "data_origin", "archive_status"],
     "replay_runs": ["archive_id", "speed", "n_ok", "output_throughput_tok_s", "late_requests",
                     "expected_cached_tokens", "reported_cached_tokens", "cached_agree", "valid"],
+    "sla_probes": ["archive_id", "probe_index", "arrival_rate_req_s", "passed", "ttft_p99_worst_s", "bracket_end",
+                   "valid"],
 }
 
 _ID = Col("archive_id", "archive id", ident=True)
@@ -86,7 +88,7 @@ _KIND_TITLES = {"decode": "decode (resident and HTTP output tok/s)", "prefill": 
 def row_kind(row: Mapping[str, Any]) -> str:
     """A measured row's kind: ``sweep`` (a rate sweep's, by its protocol class), ``prefill``,
     ``decode`` or ``other``."""
-    if row.get("protocol_class") == "rate-sweep":
+    if row.get("protocol_class") in ("rate-sweep", "sla-search"):  # an SLA search's probes are sweep cells
         return "sweep"
     return str(row.get("workload")) if row.get("workload") in ("prefill", "decode") else "other"
 

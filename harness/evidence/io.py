@@ -52,7 +52,8 @@ def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
                "acceptance": _rows(archive, "acceptance.parquet"),
                "replay": _rows(archive, "replay.parquet"),
                "cycles": archive.json("cycles.json") if (archive.path / "cycles.json").exists() else None,
-               "coldness": archive.json("coldness.json") if (archive.path / "coldness.json").exists() else None},
+               "coldness": archive.json("coldness.json") if (archive.path / "coldness.json").exists() else None,
+               "sla": archive.json("sla.json") if (archive.path / "sla.json").exists() else None},
     )
 
 

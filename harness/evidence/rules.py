@@ -39,6 +39,9 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
   replay-schedule      a trace replay with a request sent later than its tolerance after its trace time
                        (rules_replay.py, docs/replay.md)
   replay-cache         a trace replay whose reported cached tokens differ from those the trace implies
+  sla-not-converged    an SLA search ended with a bracket wider than its precision (rules_sla.py)
+  sla-probe-invalid    an SLA-search probe whose rounds were not ok or whose schedule was not kept
+  sla-not-monotone     an SLA search in which a rate passed above a failing one
 
 Findings about a service or the whole run (identity, claim class, simulator labelling, oracles)
 have ``scope = "run"``: when blocking they invalidate every ledger row of the archive. Row findings
@@ -64,6 +67,7 @@ from harness.evidence.rules_client import (
 from harness.evidence.rules_cold import rule_cold_in_measured
 from harness.evidence.rules_provenance import rule_external_claim, rule_token_counts
 from harness.evidence.rules_replay import rule_replay_cache, rule_replay_saturated, rule_replay_schedule
+from harness.evidence.rules_sla import rule_sla_not_converged, rule_sla_not_monotone, rule_sla_probe_invalid
 from harness.evidence.rules_speculative import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
 from harness.evidence.rules_sweep import rule_sweep_rounds, rule_sweep_saturated, rule_sweep_schedule
 from harness.formats import finite_float as _num
@@ -429,6 +433,7 @@ RULES: tuple[Callable[[ArchiveData], list[Finding]], ...] = (
     rule_token_counts, rule_claim_vs_server, rule_sd_reconcile, rule_sd_outputs, rule_acceptance_sources,
     rule_mapped_libraries, rule_cold_in_measured, rule_sweep_saturated, rule_replay_schedule, rule_replay_cache,
     rule_replay_saturated,
+    rule_sla_not_converged, rule_sla_probe_invalid, rule_sla_not_monotone,
 )
 
 

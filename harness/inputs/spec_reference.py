@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from harness.inputs.spec import SPEC_KINDS, SPEC_MODELS, AbbaSpec, CampaignSpec, MatchedSdSpec, SweepSpec
+from harness.inputs.spec import SPEC_KINDS, SPEC_MODELS, AbbaSpec, CampaignSpec, MatchedSdSpec, SlaSpec, SweepSpec
 
 UNITS = ("seconds", "ms", "tokens", "bytes", "requests/s", "requests in flight", "count", "ratio", "percent",
          "index", "port", "version")
@@ -30,7 +30,7 @@ KIND_MODELS: dict[str, type[BaseModel]] = dict(SPEC_MODELS)  # the kinds' models
 # Fields a spec file may give as the path of a YAML file (relative to the spec) instead of inline.
 FILE_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     CampaignSpec: ("service",), AbbaSpec: ("control", "candidate", "workload"), SweepSpec: ("service",),
-    MatchedSdSpec: ("ar", "sd", "workload")}
+    MatchedSdSpec: ("ar", "sd", "workload"), SlaSpec: ("service",)}
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 REGENERATE = "dsv4h campaign schema --markdown > docs/spec-reference.md"
 _UNIT_RE = re.compile(r"\s\(([^()]+)\)$")

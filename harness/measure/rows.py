@@ -14,8 +14,9 @@ protocol's rows have them); archive tables add ``extra`` (JSON of columns outsid
 Protocol-specific measures live in their own tables: ``cells`` / ``rounds`` / ``waves`` are formal
 matrix (and quick-bench) results, ``sweep_cells`` / ``sweep_rounds`` rate-sweep results,
 ``comparisons`` ABBA screens, ``matched_sd`` matched AR/SD runs, ``acceptance`` speculative counts per
-wave, ``energy`` energy per measurement window; so no table has columns null by design for a whole
-protocol. Every row of an archive table carries ``protocol_class``; only ``runs`` carries ``kind`` as
+wave, ``energy`` energy per measurement window, ``sla_probes`` the probes of SLA searches; so no
+table has columns null by design for a whole protocol.
+Every row of an archive table carries ``protocol_class``; only ``runs`` carries ``kind`` as
 well (the run registry's key, ``harness.run.kinds``; one row per archive).
 """
 
@@ -127,6 +128,32 @@ class SweepCellRow:
     schedule_kept: bool | None = None
     client_lag_p99_s: float | None = None
     saturated_rounds: int | None = None
+
+
+@dataclass(frozen=True)
+class SlaProbeRow:
+    """``sla_probes``: one probe of an SLA search (harness.measure.sla): its offered rate, the worst
+    measured round's p99 of each metric (s) beside its declared limit (s; null: not declared),
+    ``passed`` under the search's rule, ``reasons`` it failed, its rounds, whether every round kept
+    its schedule, and ``bracket_end`` (``highest-passing``, ``lowest-failing`` or null)."""
+
+    probe_index: int | None = None
+    cell_id: str | None = None
+    arrival_rate_req_s: float | None = None
+    passed: bool | None = None
+    reasons: list[str] | None = None
+    rounds_ok: int | None = None
+    rounds_planned: int | None = None
+    schedule_kept: bool | None = None
+    ttft_p99_worst_s: float | None = None
+    tpot_bench_p99_worst_s: float | None = None
+    e2e_p99_worst_s: float | None = None
+    ttft_limit_s: float | None = None
+    tpot_limit_s: float | None = None
+    e2e_limit_s: float | None = None
+    request_throughput_median_req_s: float | None = None
+    goodput_median_req_s: float | None = None
+    bracket_end: str | None = None
 
 
 @dataclass(frozen=True)
@@ -495,6 +522,7 @@ ROW_MODELS: dict[str, TableModel] = {
     "acceptance": TableModel(AcceptanceRow),
     "energy": TableModel(EnergyRow),
     "replay_runs": TableModel(ReplayRunRow, latency=True),
+    "sla_probes": TableModel(SlaProbeRow),
     "findings": TableModel(FindingRow, archive=False),
     "records": TableModel(RecordRow, archive=False),
     "closures": TableModel(ClosureRow, archive=False),

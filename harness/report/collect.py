@@ -99,6 +99,7 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
         acceptance=_rows(archive.path / "acceptance.parquet"),
         energy=_json(archive, "energy.json"),
         replay=_json(archive, "replay.json"),
+        sla=_json(archive, "sla.json"),
     )
 
 

@@ -27,7 +27,7 @@ Errors raise ``SpecError`` naming the file and the field path (``select.kinds.0:
 Report config format history (``REPORT_CONFIG_FORMAT_VERSION``):
   1 - first version (2026-11-29). Later additions that older configs still satisfy: kind ``rate-sweep``
       (2026-12-01); ``description`` became a note after the description the report generates from its
-      content (2026-12-01).
+      content (2026-12-01); kind ``sla-search`` (2026-12-02).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from harness.formats import Strict, parse_model, read_yaml
 
 REPORT_CONFIG_FORMAT_VERSION = 1
 
-ArchiveKind = Literal["formal-matrix", "abba", "rate-sweep", "trace-replay"]
+ArchiveKind = Literal["formal-matrix", "abba", "rate-sweep", "trace-replay", "sla-search"]
 ArchiveStatus = Literal["complete", "partial", "failed"]
 
 

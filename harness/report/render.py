@@ -285,6 +285,8 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
                      "lateness_max_ms": _ms(e.get("client_lateness_max_s")),
                      "tolerance_ms": _ms(e.get("lateness_tolerance_s")), "ttft_p50_ms": _ms(e.get("ttft_p50_s"))}
                     for e in map(_labelled, snapshot.get("replays") or [])],
+        "sla": [{**e, "findings": by_archive.get(e["archive_id"], [])}
+                for e in map(_labelled, snapshot.get("sla") or [])],
         "summary": summary_card(snapshot),
         "description": describe(snapshot),
         "historical": list(snapshot.get("historical") or []),

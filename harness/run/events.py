@@ -215,6 +215,14 @@ class SweepStopped:
 
 
 @dataclass(frozen=True)
+class SlaProbeDone:
+    """An SLA-search probe ended; ``row`` is its ``sla_probes`` row (harness.run.sla)."""
+
+    kind: ClassVar[str] = "sla-probe-done"
+    row: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class QuickStart:
     """A quick bench starts sending to ``url``."""
 
@@ -237,7 +245,8 @@ class QuickProgress:
 
 Event = (PlanReady | ServiceStarting | ServiceReady | ServiceStopped | CellStart | CellSkipped | WaveLive
          | WarmupDone | WaveDone | RoundDone | AbbaStart | AbbaWave | MatchedStart | MatchedLegWave | LegWaveLive
-         | SweepPlanReady | SweepRoundStart | SweepRoundDone | SweepStopped | QuickStart | QuickProgress)
+         | SweepPlanReady | SweepRoundStart | SweepRoundDone | SweepStopped | SlaProbeDone | QuickStart
+         | QuickProgress)
 
 
 class Reporter(Protocol):

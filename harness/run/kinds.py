@@ -16,6 +16,7 @@ matched-sd     matched-sd      run.matched           waves, legs, matched, accep
 trace-replay   trace-replay    run.replay            replay                              replays
 quick-bench    quick-bench     (dsv4h bench)         (quick.json only)                   archives
 external       external        (dsv4h import)        external                            imports
+sla-search     sla-search      run.sla               cells, rounds, probes               sla
 =============  ==============  ====================  ==================================  ==========
 """
 
@@ -35,6 +36,7 @@ from harness.run.matched import run_matched
 from harness.run.partial import Recover, recover_abba, recover_matched, recover_matrix, recover_quick
 from harness.run.replay import recover_replay, run_replay_loaded
 from harness.run.skeleton import Finished
+from harness.run.sla import recover_sla, run_sla_loaded
 from harness.run.sweep import recover_sweep, run_sweep_loaded
 from harness.store.archive import ArchiveWriter
 
@@ -87,10 +89,16 @@ def _replay(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: Ru
     return run_replay_loaded(loaded, workspace, reporter=reporter)
 
 
+def _sla(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    check_options(loaded, options)
+    return run_sla_loaded(loaded, workspace, reporter=reporter)
+
+
 _NO_OPTIONS = {"abba": "drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
                "matched-sd": "drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
                "rate-sweep": "drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
-               "trace-replay": "drop them: a trace replay runs its trace's schedule once, never resumed"}
+               "trace-replay": "drop them: a trace replay runs its trace's schedule once, never resumed",
+               "sla-search": "drop them: an SLA search's probes depend on each other, so it is run again"}
 
 
 def check_options(loaded: LoadedSpec, options: RunOptions) -> None:
@@ -122,6 +130,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("matched-sd", "matched-sd", _matched, ("waves", "legs", "matched", "acceptance"), recover_matched,
          "speculative", "dsv4h campaign run"),
     Kind("trace-replay", "trace-replay", _replay, ("replay",), recover_replay, "replays", "dsv4h campaign run"),
+    Kind("sla-search", "sla-search", _sla, ("cells", "rounds", "probes"), recover_sla, "sla", "dsv4h sla run"),
     Kind("quick-bench", "quick-bench", None, (), recover_quick, "archives", "dsv4h bench"),
     Kind("external", "external", None, ("external",), _no_recovery("external"), "imports", "dsv4h import"),
 )}

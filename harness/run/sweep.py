@@ -257,7 +257,9 @@ class SweepRunner:
                                      case_id=case.case_id, input_hash=case.sha256[:16]),
             concurrency=s.arrivals.max_concurrency or 0)
 
-    async def _round(self, client: LoadClient, writer: ArchiveWriter, plan: RoundPlan) -> None:
+    async def run_round(self, client: LoadClient, writer: ArchiveWriter, plan: RoundPlan) -> None:
+        """Send one planned round open-loop, archive its records and schedule; a measured round's row
+        goes to ``self.rounds`` (and its records, start and energy window beside it)."""
         reqs = [self._request(self.cases[c], plan.rate, plan.round_index, i) for i, c in enumerate(plan.case_ids)]
         self.report(SweepRoundStart(plan.rate, plan.round_index, len(reqs)))
         sent = await send_open_loop(client, reqs, plan.offsets_s, self.spec.arrivals.max_concurrency)
@@ -298,7 +300,7 @@ class SweepRunner:
             n = cap or max(1, min(len(plan.case_ids), MAX_CONNECTIONS))
             async with load_client(url, self.spec.service, concurrency=n, timeout_s=self.spec.request_timeout_s,
                                    limits=self.spec.client) as client:
-                await self._round(client, writer, plan)
+                await self.run_round(client, writer, plan)
             if self.spec.stop_at_saturation and plan.round_index == self.spec.rounds - 1:
                 self._maybe_stop(writer, plan.rate)
         if self.stopped is not None:
@@ -404,8 +406,30 @@ def recover_sweep(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, A
     (:func:`round_row`, :func:`sweep_cells`), a round that never reported its end marked ``incomplete``."""
     spec = SweepSpec.model_validate(spec_json)
     d = writer.dir
+    start = run_start(read_events(d))
+    rounds, by_rate, starts = recovered_rounds(writer, spec)
+    services = list(read_json_or(d, "service.json", {}).get("services", []))
+    oracles_failed = sum(1 for r in read_json_or(d, "oracles.json", {}).get("results", []) if not r.get("passed"))
+    labels = run_labels(spec.labels, [spec.service.backend], services)
+    if oracles_failed:
+        labels.append("oracle-failed")
+    labels.append("recovered")
+    plan_id = str(read_json_or(d, "plan.json", {}).get("plan_id", ""))
+    run = sweep_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
+                          error=RECOVERED_ERROR, oracles_failed=oracles_failed, plan_id=plan_id)
+    stop = next((e for e in read_events(d) if e.get("event") == "sweep-stopped"), None)
+    stopped = {k: v for k, v in stop.items() if k not in ("event", "t_ns")} if stop else None
+    return finalize_sweep(writer, workspace, spec, plan_id, rounds, sweep_cells(spec, rounds, by_rate, starts),
+                          "partial", run, stopped=stopped)
+
+
+def recovered_rounds(writer: ArchiveWriter, spec: SweepSpec
+                     ) -> tuple[list[dict[str, Any]], dict[float, list[RequestRecord]], dict[float, list[int]]]:
+    """The measured rounds of ``spec``'s rates found in a partial's streamed records (rows as
+    :func:`round_row` computes them, a round without its ``round`` event ``incomplete``), with each
+    rate's records and round starts (what :func:`sweep_cells` takes)."""
+    d = writer.dir
     events = read_events(d)
-    start = run_start(events)
     ended = {str(e["round_id"]): e for e in events if e.get("event") == "round" and e.get("round_id")}
     sched: dict[tuple[str, int], list[dict[str, Any]]] = {}
     path = d / "schedule.jsonl"
@@ -431,19 +455,7 @@ def recover_sweep(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, A
             rounds.append(round_row(spec, rate, k, got, start_ns, sched.get((cell_id(rate), k), []), status))
             by_rate.setdefault(rate, []).extend(got)
             starts.setdefault(rate, []).append(start_ns)
-    services = list(read_json_or(d, "service.json", {}).get("services", []))
-    oracles_failed = sum(1 for r in read_json_or(d, "oracles.json", {}).get("results", []) if not r.get("passed"))
-    labels = run_labels(spec.labels, [spec.service.backend], services)
-    if oracles_failed:
-        labels.append("oracle-failed")
-    labels.append("recovered")
-    plan_id = str(read_json_or(d, "plan.json", {}).get("plan_id", ""))
-    run = sweep_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
-                          error=RECOVERED_ERROR, oracles_failed=oracles_failed, plan_id=plan_id)
-    stop = next((e for e in events if e.get("event") == "sweep-stopped"), None)
-    stopped = {k: v for k, v in stop.items() if k not in ("event", "t_ns")} if stop else None
-    return finalize_sweep(writer, workspace, spec, plan_id, rounds, sweep_cells(spec, rounds, by_rate, starts),
-                          "partial", run, stopped=stopped)
+    return rounds, by_rate, starts
 
 
 def run_sweep_loaded(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> SweepOutcome:

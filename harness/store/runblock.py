@@ -10,7 +10,8 @@ Run block format history (``RUN_BLOCK_VERSION``, key ``run_format``):
       and ``count_methods`` (how output tokens were counted; format-1 blocks read with ``()``).
       Kinds ``rate-sweep`` (harness.run.sweep) and ``external`` (imported peer results,
       harness.store.peers) were added later without a format change (2026-12-01), then ``quick-bench``
-      (``dsv4h bench``, harness.run.quick; protocol class ``quick-bench``, never formal) (2026-12-02).
+      (``dsv4h bench``, harness.run.quick; protocol class ``quick-bench``, never formal) (2026-12-02),
+      then ``sla-search`` (harness.run.sla; protocol class ``sla-search``) (2026-12-02).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class RunBlock(Strict):
 
     run_format: int = RUN_BLOCK_VERSION
     campaign: str
-    kind: Literal["formal-matrix", "abba", "rate-sweep", "matched-sd", "external", "quick-bench", "trace-replay"]
+    kind: Literal["formal-matrix", "abba", "rate-sweep", "matched-sd", "external", "quick-bench", "trace-replay",
+                  "sla-search"]
     claim_class: str
     protocol_class: str
     backend: str = Field(description="'sim', 'sglang', 'vllm', 'attach', or 'a+b' for a mixed screen")

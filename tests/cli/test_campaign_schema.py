@@ -23,7 +23,8 @@ def test_schema_prints_the_union_of_every_kind() -> None:
     printed = json.loads(result.output)
     assert printed == json_schema()
     assert [r["$ref"] for r in printed["oneOf"]] == ["#/$defs/CampaignSpec", "#/$defs/AbbaSpec", "#/$defs/SweepSpec",
-                                                     "#/$defs/MatchedSdSpec", "#/$defs/ReplaySpec"]
+                                                     "#/$defs/MatchedSdSpec", "#/$defs/ReplaySpec",
+                                                     "#/$defs/SlaSpec"]
 
 
 def test_schema_of_one_kind() -> None:

@@ -140,11 +140,12 @@ def test_blocking_findings_mark_ledger_rows_invalid(tmp_path: Path) -> None:
 
 
 def test_rule_registry_complete() -> None:
-    assert len(ev.RULES) == len(set(ev.RULES)) == 31
+    assert len(ev.RULES) == len(set(ev.RULES)) == 34
     # every rule id the rules emit is documented in the module docstring
     documented = {line.split()[0] for line in (ev.__doc__ or "").splitlines() if line.startswith("  ") and
                   not line.startswith("   ")}
-    assert {"warmup-failed", "client-bound", "sim-lateness", "concurrency-witness"} <= documented
+    assert {"warmup-failed", "client-bound", "sim-lateness", "concurrency-witness", "sla-not-converged",
+            "sla-probe-invalid", "sla-not-monotone"} <= documented
 
 
 def test_concurrency_witness_rule() -> None:

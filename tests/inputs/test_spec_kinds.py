@@ -23,7 +23,8 @@ from harness.inputs.spec import (
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {"formal-matrix": "demo-matrix.yaml", "abba": "abba-demo.yaml", "rate-sweep": "sweep-demo.yaml",
-           "matched-sd": "matched-eagle-demo.yaml", "trace-replay": "replay-demo.yaml"}
+           "matched-sd": "matched-eagle-demo.yaml", "trace-replay": "replay-demo.yaml",
+           "sla-search": "sla-demo.yaml"}
 
 
 def _copy(tmp_path: Path, kind: str, extra: str = "") -> Path:
@@ -47,7 +48,8 @@ def test_every_kind_loads_through_the_one_loader(tmp_path: Path, kind: str) -> N
     assert loaded.kind == kind and isinstance(loaded.spec, SPEC_MODELS[kind])
     assert loaded.spec.protocol_class == {"formal-matrix": "formal", "abba": "abba-screen",
                                           "rate-sweep": "rate-sweep", "matched-sd": "matched-sd",
-                                          "trace-replay": "trace-replay"}[kind]
+                                          "trace-replay": "trace-replay",
+                                          "sla-search": "sla-search"}[kind]
 
 
 @pytest.mark.parametrize("kind", SPEC_KINDS)

@@ -61,9 +61,10 @@ def test_reference_rows_state_defaults_and_units() -> None:
 
 
 def test_kinds_come_from_one_tuple(tmp_path: Path) -> None:
-    assert tuple(KIND_MODELS) == SPEC_KINDS == ("formal-matrix", "abba", "rate-sweep", "matched-sd", "trace-replay")
-    assert kinds_hint() == ("use kind: formal-matrix, kind: abba, kind: rate-sweep, kind: matched-sd or "
-                            "kind: trace-replay")
+    assert tuple(KIND_MODELS) == SPEC_KINDS == ("formal-matrix", "abba", "rate-sweep", "matched-sd", "trace-replay",
+                                                "sla-search")
+    assert kinds_hint() == ("use kind: formal-matrix, kind: abba, kind: rate-sweep, kind: matched-sd, "
+                            "kind: trace-replay or kind: sla-search")
     spec = tmp_path / "s.yaml"
     spec.write_text("name: x\nkind: matrix\n")
     with pytest.raises(SpecError) as err:

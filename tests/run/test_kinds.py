@@ -23,7 +23,8 @@ def test_one_entry_per_kind_with_its_protocol_class() -> None:
     assert list(KINDS) == [*SPEC_KINDS, "quick-bench", "external"]
     assert {k: protocol_class(k) for k in KINDS} == {
         "formal-matrix": "formal", "abba": "abba-screen", "rate-sweep": "rate-sweep", "matched-sd": "matched-sd",
-        "trace-replay": "trace-replay", "quick-bench": "quick-bench", "external": "external"}
+        "trace-replay": "trace-replay", "sla-search": "sla-search", "quick-bench": "quick-bench",
+        "external": "external"}
     for kind in SPEC_KINDS:  # the spec models fix the same class
         assert SPEC_MODELS[kind].model_fields["protocol_class"].default == protocol_class(kind)
         assert KINDS[kind].runner is not None

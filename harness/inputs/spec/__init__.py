@@ -2,8 +2,8 @@
 
 - :mod:`.base`: limits, names and :class:`SpecBase`, the header every kind shares (one format check);
 - :mod:`.service`: service profiles, simulator/OpenAI/load settings;
-- :mod:`.formal`, :mod:`.abba`, :mod:`.sweep`, :mod:`.matched`: the kinds' models (formal-matrix, abba,
-  rate-sweep, matched-sd);
+- :mod:`.formal`, :mod:`.abba`, :mod:`.sweep`, :mod:`.matched`, :mod:`.sla`: the kinds' models (formal-matrix,
+  abba, rate-sweep, matched-sd, sla-search);
 - :mod:`.load`: :func:`load_spec`, the one loader, which decides the kind.
 
 The public names are re-exported here (``from harness.inputs.spec import X``).
@@ -60,6 +60,7 @@ from harness.inputs.spec.service import (
     load_profile,
     resolve_profile,
 )
+from harness.inputs.spec.sla import SearchSpec, SlaSpec, probe_sweep, sla_definition
 from harness.inputs.spec.slurm import SlurmSpec
 from harness.inputs.spec.sweep import ArrivalSettings, GeometricRates, SloSpec, SweepSpec, sweep_definition
 
@@ -69,10 +70,10 @@ __all__ = [
     "SPEC_FORMAT_VERSION", "SPEC_KINDS", "SPEC_MODELS", "TIERS", "AbbaSpec", "AbbaWorkload", "AnySpec",
     "ArrivalSettings", "Backend", "CampaignSpec", "ClaimClass", "ClientLimits", "CorporaSpec", "DecodeSpec",
     "GeometricRates", "KindSpec", "LoadSettings", "LoadedSpec", "MatchedSdSpec", "MatchedWorkload", "OneServiceSpec",
-    "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ReplaySpec", "ServiceProfile", "SimSettings",
-    "SloSpec", "SlurmSpec",
+    "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ReplaySpec", "SearchSpec", "ServiceProfile",
+    "SimSettings", "SlaSpec", "SloSpec", "SlurmSpec",
     "SpecBase", "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of",
-    "kinds_hint", "load_profile", "load_spec", "loaded_abba", "replay_definition", "resolve_profile", "spec_paths",
-    "sweep_definition",
+    "kinds_hint", "load_profile", "load_spec", "loaded_abba", "probe_sweep", "replay_definition", "resolve_profile",
+    "sla_definition", "spec_paths", "sweep_definition",
     "with_resolved_profiles",
 ]

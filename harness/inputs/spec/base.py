@@ -88,12 +88,12 @@ def check_name(value: str, what: str = "service name") -> str:
     return value
 
 ClaimClass = Literal["native-ar", "speculative-full-target", "speculative-approximate"]
-ProtocolClass = Literal["formal", "abba-screen", "rate-sweep", "matched-sd", "trace-replay"]
+ProtocolClass = Literal["formal", "abba-screen", "rate-sweep", "matched-sd", "trace-replay", "sla-search"]
 Backend = Literal["sim", "sglang", "vllm", "command", "attach"]
 TIERS = (1, 2, 4, 8, 16, 32, 64)
 # Every value a spec's ``kind`` may take, in the order the docs list them (one place: the CLI's
 # unknown-kind hint, the JSON Schema and docs/spec-reference.md all read it).
-SPEC_KINDS = ("formal-matrix", "abba", "rate-sweep", "matched-sd", "trace-replay")
+SPEC_KINDS = ("formal-matrix", "abba", "rate-sweep", "matched-sd", "trace-replay", "sla-search")
 
 
 def kinds_hint(lead: str = "kind: ") -> str:

@@ -22,14 +22,17 @@ from harness.inputs.spec.formal import CampaignSpec
 from harness.inputs.spec.matched import MatchedSdSpec, MatchedWorkload
 from harness.inputs.spec.replay import ReplaySpec
 from harness.inputs.spec.service import ServiceProfile, load_profile, resolve_profile
+from harness.inputs.spec.sla import SlaSpec
 from harness.inputs.spec.sweep import SweepSpec
 
 DEFAULT_KIND = "formal-matrix"
 # The union discriminated on ``kind``: each kind's model (in SPEC_KINDS order).
-AnySpec = Annotated[CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec | ReplaySpec, Field(discriminator="kind")]
+AnySpec = Annotated[CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec | ReplaySpec | SlaSpec,
+                    Field(discriminator="kind")]
 SPEC_MODELS: dict[str, type[SpecBase]] = {"formal-matrix": CampaignSpec, "abba": AbbaSpec, "rate-sweep": SweepSpec,
-                                          "matched-sd": MatchedSdSpec, "trace-replay": ReplaySpec}
-KindSpec = CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec | ReplaySpec
+                                          "matched-sd": MatchedSdSpec, "trace-replay": ReplaySpec,
+                                          "sla-search": SlaSpec}
+KindSpec = CampaignSpec | AbbaSpec | SweepSpec | MatchedSdSpec | ReplaySpec | SlaSpec
 assert tuple(SPEC_MODELS) == SPEC_KINDS
 
 
@@ -45,8 +48,8 @@ def kind_of(data: Any) -> str:
 class SpecPaths:
     """Every path a spec names, resolved once at load (relative to the spec's directory first, then
     the working directory). ``corpora`` maps a workload (``decode``, ``prefill``; ``workload`` for an
-    ABBA screen; ``sweep`` for a rate sweep; ``replay`` and its ``trace`` file for a trace replay) to its
-    corpus directory or name."""
+    ABBA screen; ``sweep`` for a rate sweep and an SLA search; ``replay`` and its ``trace`` file for a trace
+    replay) to its corpus directory or name."""
 
     corpora: Mapping[str, Path]
     oracles: tuple[Path, ...] = ()
@@ -97,12 +100,14 @@ def _parse(path: Path) -> KindSpec:
             _inline_file(data, key, path.parent, ServiceProfile)
         _inline_file(data, "workload", path.parent, MatchedWorkload)
         return parse_model(MatchedSdSpec, data, str(path))
-    if kind in ("rate-sweep", "trace-replay"):  # a profile file's own paths resolve against its directory
+    if kind in ("rate-sweep", "trace-replay", "sla-search"):  # a profile file's own paths resolve against its directory
         svc = data.get("service")
         if isinstance(svc, str):
             data["service"] = load_profile(resolve_path(svc, path.parent)).model_dump(mode="json")
         if kind == "trace-replay":
             return parse_model(ReplaySpec, data, str(path))
+        if kind == "sla-search":
+            return parse_model(SlaSpec, data, str(path))
         return parse_model(SweepSpec, data, str(path))
     _inline_file(data, "service", path.parent, ServiceProfile)
     return parse_model(CampaignSpec, data, str(path))
@@ -113,7 +118,7 @@ def spec_paths(spec: KindSpec, base: Path) -> SpecPaths:
     oracles = tuple(resolve_path(p, base) for p in spec.oracles)
     if isinstance(spec, AbbaSpec | MatchedSdSpec):
         return SpecPaths(corpora={"workload": resolve_path(spec.workload.corpus, base)}, oracles=oracles)
-    if isinstance(spec, SweepSpec):
+    if isinstance(spec, SweepSpec | SlaSpec):
         return SpecPaths(corpora={"sweep": resolve_path(spec.corpus, base)}, oracles=oracles)
     if isinstance(spec, ReplaySpec):
         return SpecPaths(corpora={"replay": resolve_path(spec.corpus, base),

@@ -28,7 +28,8 @@ rate's round medians and pooled latency, the SLO and the goodput knee), ``specul
 matched AR/SD archive its legs, rates, tokens per step, acceptance, T_SD/T_AR and break-even verdict;
 ``acceptance``: per archive with speculative counts, summed per cell; :mod:`.speculative`), ``energy`` (per
 archive with ``energy.json``: per cell or leg, median output tokens per joule, mean W, methods and sources;
-:mod:`.energy`), ``memory`` (samples per device, peak observed in samples), ``historical`` (ledger rows in
+:mod:`.energy`), ``sla`` (per SLA-search archive: limits, rule, the bracket, end, convergence and every
+probe; :mod:`.sla`), ``memory`` (samples per device, peak observed in samples), ``historical`` (ledger rows in
 ledger order, never mixed with current cells) and ``historical_figure`` (the milestone panels: entry ids per
 claim class, metric and unit), ``findings`` (evidence findings, ``findings_source`` says where they came
 from), ``services``, ``corpora`` (tokenizer and token ranges when the archive recorded them), ``oracles``

@@ -57,6 +57,7 @@ class ArchiveContent:
     acceptance: Sequence[Mapping[str, Any]] | None = None
     energy: Mapping[str, Any] | None = None  # energy.json (harness.run.energy), any run kind
     replay: Mapping[str, Any] | None = None  # a trace replay's replay.json (harness.run.replay)
+    sla: Mapping[str, Any] | None = None  # sla.json of an SLA search (harness.run.sla)
 
 
 def _created_date(run: RunBlock) -> date | None:

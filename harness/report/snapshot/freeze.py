@@ -35,6 +35,7 @@ from harness.report.snapshot.sections import (
     service_entries,
     sweep_entry,
 )
+from harness.report.snapshot.sla import sla_entry
 from harness.report.snapshot.speculative import acceptance_entry, invalid_reason, matched_entry
 from harness.store.runblock import read_run_block
 
@@ -251,29 +252,30 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     """
     ordered = sorted(contents, key=lambda c: (read_run_block(c.manifest).created_wall, c.archive_id))
     successors = supersessions(ordered, superseded)
-    archives, formal, screens, sweeps, memory, findings = [], [], [], [], [], []
+    archives, formal, memory, findings = [], [], [], []
+    screens: list[dict[str, Any]] = []
+    sweeps: list[dict[str, Any]] = []
     services, corpora, oracles = [], [], []
     spec_matched: list[dict[str, Any]] = []
     spec_acceptance: list[dict[str, Any]] = []
     energy: list[dict[str, Any]] = []
     replays: list[dict[str, Any]] = []
+    sla: list[dict[str, Any]] = []
     for c in ordered:
         succ = successors.get(c.archive_id)
         base = _validity(_archive_entry(c), succ)
         archives.append(base)
         kind, proto = base["kind"], base["protocol_class"]
         if kind == "abba" or proto == "abba-screen":
-            scr = _screen_entry(c, base)
-            if scr is not None:
-                screens.append(_validity(scr, succ))
+            _add(screens, _screen_entry(c, base), succ)
         elif kind == "formal-matrix" or proto == "formal":
             frm = _formal_entry(c, base)
             if frm is not None:
                 formal.append(_validity(frm, succ))
         elif kind == "rate-sweep" or proto == "rate-sweep":
-            swp = sweep_entry(c, base)
-            if swp is not None:
-                sweeps.append(_validity(swp, succ))
+            _add(sweeps, sweep_entry(c, base), succ)
+        elif kind == "sla-search" or proto == "sla-search":
+            _add(sla, sla_entry(c, base), succ)
         elif kind == "matched-sd" or proto == "matched-sd":
             mat = matched_entry(c, base)
             if mat is not None:
@@ -322,6 +324,7 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "speculative": {"matched": spec_matched, "acceptance": spec_acceptance},
         "energy": energy,
         "replays": replays,
+        "sla": sla,
         "has_simulated": any(a["simulated"] for a in archives),
         "limits": {"general": list(GENERAL_LIMITS), "config": list(config.limits)},
     })

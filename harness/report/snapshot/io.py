@@ -30,6 +30,9 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
       sources (harness.report.snapshot.energy); older snapshots load with none.
   8 - (2026-12-02) ``replays``: per trace-replay archive its ``replay_runs`` figures (speed, schedule,
       expected and reported cached tokens; harness.report.snapshot.replay); older snapshots load with none.
+  9 - (2026-12-02) ``sla``: per SLA-search archive its limits, rule, bracket (highest passing and lowest
+      failing rate), end, convergence, width and every probe (harness.report.snapshot.sla); older
+      snapshots load with none.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from harness.store.archive_legacy import upgrade_json
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "finite_or_none", "json_value", "load_snapshot",
            "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 8
+SNAPSHOT_FORMAT_VERSION = 9
 READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
@@ -122,4 +125,6 @@ def load_snapshot(data: bytes, source: str) -> dict[str, Any]:
         obj["energy"] = []
     if version < 8:
         obj["replays"] = []
+    if version < 9:
+        obj["sla"] = []
     return obj

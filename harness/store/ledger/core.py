@@ -54,6 +54,9 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       (2026-12-02).
       Added within schema 4: ``replay_runs`` (one row per trace replay, from ``replay.parquet``)
       (2026-12-02).
+      Added within schema 4: ``sla_probes`` (one row per probe of an SLA search, ``probes.parquet``;
+      the probes' cells and rounds go to ``sweep_cells`` / ``sweep_rounds`` with protocol class
+      ``sla-search``) (2026-12-02).
 """
 
 from __future__ import annotations
@@ -479,7 +482,7 @@ def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
     if view.archive.has("comparison.parquet"):
         tables["comparisons"] = view.archive.table("comparison.parquet")
     for name, table in (("matched.parquet", "matched_sd"), ("acceptance.parquet", "acceptance"),
-                        ("replay.parquet", "replay_runs")):
+                        ("replay.parquet", "replay_runs"), ("probes.parquet", "sla_probes")):
         if view.archive.has(name):
             tables[table] = view.archive.table(name)
     if view.archive.has("energy.json"):  # energy per measurement window (harness.measure.energy_rows)

@@ -33,7 +33,7 @@ __all__ = ["WALL"]  # re-exported: tests and notebooks name the ledger's wall-cl
 
 LEDGER_SCHEMA_VERSION = 4
 ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons",
-                  "matched_sd", "acceptance", "energy", "replay_runs")
+                  "matched_sd", "acceptance", "energy", "replay_runs", "sla_probes")
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
 GOVERNANCE_TABLES = ("records", "closures", "gates", "freezes", "historical")
 TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)
@@ -41,6 +41,7 @@ TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)
 # sweep cells and sweep rounds (their own measures, never formal cells).
 ARCHIVE_FILE_TABLES: dict[str, dict[str, str]] = {
     "rate-sweep": {"cells": "sweep_cells", "rounds": "sweep_rounds"},
+    "sla-search": {"cells": "sweep_cells", "rounds": "sweep_rounds"},  # each probe is a sweep cell
 }
 
 _S, _I = pa.string(), pa.int64()

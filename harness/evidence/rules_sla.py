@@ -1,0 +1,68 @@
+"""Evidence rules of SLA searches (pure; harness.run.sla, docs/sla-search.md): a search the probe cap
+ended before its bracket was as narrow as declared (``sla-not-converged``), a probe whose rounds were
+not all ok or whose client did not keep the planned arrival schedule (``sla-probe-invalid``: its
+verdict is not a measurement of that rate), and a bracket that some passing rate above a failing
+one contradicts (``sla-not-monotone``). Registered in ``harness.evidence.rules.RULES``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.evidence.findings import ArchiveData, Finding
+from harness.evidence.findings import make_finding as _f
+
+
+def _sla(d: ArchiveData) -> dict[str, Any] | None:
+    if d.run.get("protocol_class") != "sla-search":
+        return None
+    doc = d.extra.get("sla")
+    return doc if isinstance(doc, dict) else {}
+
+
+def rule_sla_not_converged(d: ArchiveData) -> list[Finding]:
+    """A search that ended (probe cap, or cut short) with a bracket wider than its precision."""
+    doc = _sla(d)
+    if doc is None or doc.get("converged") or doc.get("end") == "max-rate-passed":
+        return []
+    s = doc.get("settings") or {}
+    unit = "" if s.get("relative") else " req/s"
+    width = doc.get("width")
+    shown = "unbounded (an end is missing)" if width is None else f"{float(width):.4g}{unit}"
+    return [_f(d.archive_id, "sla-not-converged", "warning",
+               f"the search ended ({doc.get('end', 'unknown')}) after {doc.get('n_probes', 0)} probes with a bracket "
+               f"{shown} wide, wider than its precision {s.get('precision')}{unit}; the bracket is what was "
+               "measured, not the declared precision",
+               "raise search.max_probes, start nearer the threshold, or relax the precision (a resolution-limit "
+               "end: the bracket cannot be split at 6 significant digits)", scope="run")]
+
+
+def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
+    """Probes whose measured rounds were not all ok, or whose client did not keep the schedule."""
+    if _sla(d) is None:
+        return []
+    out = []
+    for r in d.rounds:
+        problems = []
+        if r.get("status") != "ok":
+            problems.append(f"round status {r.get('status')}")
+        if r.get("client_schedule_kept") is False:
+            problems.append(f"client send lag p99 {float(r.get('client_lag_p99_s') or 0) * 1e3:.1f} ms over the "
+                            f"tolerance {float(d.spec.get('schedule_tolerance_ms', 50.0)):.0f} ms")
+        if problems:
+            out.append(_f(d.archive_id, "sla-probe-invalid", "blocking",
+                          f"{r['round_id']} (probe at {r.get('arrival_rate_req_s')} req/s): {'; '.join(problems)}; "
+                          "this probe's verdict is not a measurement of its planned rate",
+                          "find the failed requests or the achieved schedule (schedule.jsonl) in the archive; "
+                          "run the search again on a less loaded client", [str(r["round_id"]), str(r["cell_id"])]))
+    return out
+
+
+def rule_sla_not_monotone(d: ArchiveData) -> list[Finding]:
+    """A rate passed above the lowest failing rate: the pass/fail boundary is not one threshold."""
+    doc = _sla(d)
+    if doc is None or (doc.get("bracket") or {}).get("monotone", True):
+        return []
+    return [_f(d.archive_id, "sla-not-monotone", "warning",
+               "a probe passed at a rate above the lowest failing rate; the bracket uses the lowest failure, but "
+               "the limits are not met by every rate below a single threshold",
+               "repeat the probes near the bracket with more rounds or requests per round", scope="run")]

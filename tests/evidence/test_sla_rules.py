@@ -1,0 +1,52 @@
+"""The SLA-search rules (harness.evidence.rules_sla) on hand-built archive data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.evidence.findings import ArchiveData
+from harness.evidence.rules import check
+from harness.evidence.rules_sla import rule_sla_not_converged, rule_sla_not_monotone, rule_sla_probe_invalid
+
+
+def data(sla: dict[str, Any] | None, rounds: list[dict[str, Any]] | None = None,
+         protocol: str = "sla-search") -> ArchiveData:
+    return ArchiveData("a1", {"protocol_class": protocol}, {"schedule_tolerance_ms": 50.0}, rounds=rounds or [],
+                       extra={"sla": sla})
+
+
+def doc(end: str, converged: bool, width: float | None, monotone: bool = True) -> dict[str, Any]:
+    return {"end": end, "converged": converged, "width": width, "n_probes": 3,
+            "settings": {"precision": 0.5, "relative": False},
+            "bracket": {"highest_passing_req_s": 2.0, "lowest_failing_req_s": 4.0, "monotone": monotone}}
+
+
+def rnd(rid: str, status: str = "ok", kept: bool = True) -> dict[str, Any]:
+    return {"round_id": rid, "cell_id": rid.split(".r", maxsplit=1)[0], "arrival_rate_req_s": 4.0, "status": status,
+            "client_schedule_kept": kept, "client_lag_p99_s": 0.012 if kept else 0.25}
+
+
+def test_not_converged_only_when_the_search_stopped_short() -> None:
+    assert rule_sla_not_converged(data(doc("converged", True, 0.4))) == []
+    assert rule_sla_not_converged(data(doc("max-rate-passed", False, None))) == []
+    [f] = rule_sla_not_converged(data(doc("probe-cap", False, 2.0)))
+    assert (f.rule, f.severity, f.scope) == ("sla-not-converged", "warning", "run")
+    assert "probe-cap" in f.message and "2 req/s wide" in f.message and "precision 0.5 req/s" in f.message
+    [g] = rule_sla_not_converged(data(doc("interrupted", False, None)))
+    assert "unbounded" in g.message
+    assert rule_sla_not_converged(data(doc("probe-cap", False, 2.0), protocol="rate-sweep")) == []
+
+
+def test_probe_invalid_for_a_round_not_ok_or_a_schedule_not_kept() -> None:
+    got = rule_sla_probe_invalid(data(doc("converged", True, 0.4), [
+        rnd("sweep-2rps.r0"), rnd("sweep-4rps.r0", status="failed"), rnd("sweep-8rps.r0", kept=False)]))
+    assert [(f.rule, f.severity, f.rows) for f in got] == [
+        ("sla-probe-invalid", "blocking", ("sweep-4rps", "sweep-4rps.r0")),
+        ("sla-probe-invalid", "blocking", ("sweep-8rps", "sweep-8rps.r0"))]
+    assert "round status failed" in got[0].message and "250.0 ms over the tolerance 50 ms" in got[1].message
+
+
+def test_not_monotone_and_registered() -> None:
+    assert rule_sla_not_monotone(data(doc("converged", True, 0.4))) == []
+    found = check(data(doc("probe-cap", False, 2.0, monotone=False), [rnd("sweep-4rps.r0", status="failed")]))
+    assert {f.rule for f in found} >= {"sla-not-converged", "sla-not-monotone", "sla-probe-invalid"}
