@@ -6,7 +6,9 @@ Synthetic archives with realistic columns: each archive is 8 ``cells`` rows (the
 last ``--probe`` of them by timed single-archive ingests, then the query "median of ``median_tok_s``
 per cell (workload, concurrency) over valid rows" is timed through DuckDB over the Arrow dataset
 (``DeltaTable.to_pyarrow_dataset()`` for Delta, ``pyarrow.dataset`` over the directory for the old
-layout), for Delta before and after ``optimize.compact()`` + ``vacuum(retention_hours=0)``.
+layout), for Delta before and after ``optimize.compact()`` + ``vacuum(retention_hours=0)``; then
+(Delta) ``--probe`` more single-archive ingests are timed on the compacted table (they count towards
+the next size).
 
 Ingest per archive, Delta: two transactions (``cells`` then ``runs``, each ``write_deltalake(...,
 mode="append")`` on a freshly opened table, as a new process would). Old layout: one commit of the two
@@ -165,7 +167,7 @@ def run(store: Any, sizes: list[int], probe: int, fill: str, batch: int, repeat:
     have = 0
     for n in sizes:
         t_fill = time.perf_counter()
-        window = min(probe, n - have)
+        window = max(0, min(probe, n - have))
         if fill == "bulk":
             store.fill(have, n - window, batch)
         else:
@@ -179,7 +181,7 @@ def run(store: Any, sizes: list[int], probe: int, fill: str, batch: int, repeat:
             ingest.append(time.perf_counter() - t0)
         have = n
         answer = store.query()
-        assert sum(r[3] for r in answer) == 8 * n, answer
+        assert sum(r[3] for r in answer) == 8 * have, answer
         row = {"store": store.name, "archives": n, "fill": fill, "fill_s": round(t_fill, 2),
                "ingest_median_ms": round(1000 * statistics.median(ingest), 2),
                "ingest_p90_ms": round(1000 * sorted(ingest)[int(0.9 * (len(ingest) - 1))], 2),
@@ -190,7 +192,14 @@ def run(store: Any, sizes: list[int], probe: int, fill: str, batch: int, repeat:
             row["optimize_s"] = round(time.perf_counter() - t0, 2)
             row["files_after"] = store.files()
             row["query_after_optimize_s"] = round(timed(store.query, repeat), 4)
-            assert sum(r[3] for r in store.query()) == 8 * n
+            assert sum(r[3] for r in store.query()) == 8 * have
+            after = []
+            for k in range(have, have + probe):  # the next appends, on the compacted table
+                t0 = time.perf_counter()
+                store.ingest(k)
+                after.append(time.perf_counter() - t0)
+            have += probe
+            row["ingest_after_optimize_median_ms"] = round(1000 * statistics.median(after), 2)
         results.append(row)
         print(json.dumps(row), flush=True)
     return results
@@ -222,7 +231,7 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_bytes(dump_json(doc))
     cols = ["store", "archives", "fill", "ingest_median_ms", "ingest_p90_ms", "files_before", "query_s",
-            "optimize_s", "files_after", "query_after_optimize_s"]
+            "optimize_s", "files_after", "query_after_optimize_s", "ingest_after_optimize_median_ms"]
     print(" | ".join(cols))
     for r in results:
         print(" | ".join(str(r.get(c, "-")) for c in cols))

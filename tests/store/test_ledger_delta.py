@@ -195,3 +195,30 @@ def test_the_documented_read_path_runs_verbatim(tmp_path: Path, monkeypatch: pyt
     assert namespace["n_pandas"] == namespace["n_polars"] == namespace["n_duckdb"] == 1
     assert namespace["n_as_of"] == 1
     assert hl.open_delta(ws, "requests").count_rows() == 60
+
+
+def test_merge_ingests_the_other_hosts_archives_into_the_delta_tables_never_its_rows(tmp_path: Path) -> None:
+    from harness.run.merge import merge_workspace
+
+    here, other = tmp_path / "here", tmp_path / "other"
+    mine = write_formal_archive(here, tiers=(1,))
+    ingest_archive(here, mine)
+    dl.migrate_to_delta(here, read_table)
+    theirs = write_formal_archive(other, tiers=(1, 2), seed=5, campaign="other-host")
+    ingest_archive(other, theirs)
+    dl.migrate_to_delta(other, read_table)
+    forged = dl.read(other, "cells")
+    assert forged is not None
+    # the other host's Delta table claims rows no verified archive gives: never read by a merge
+    dl.write_archive(other, "cells", "00000000000000ff", forged.set_column(
+        forged.schema.get_field_index("archive_id"), "archive_id", pa.array(["00000000000000ff"] * forged.num_rows)))
+    res = merge_workspace(here, other)
+    assert res.archives == [theirs.archive_id]
+    cells = dl.read(here, "cells")
+    assert cells is not None
+    assert Counter(cells.column("archive_id").to_pylist()) == {mine.archive_id: 2, theirs.archive_id: 4}
+    assert _counts(dl.read, here) == _counts(read_table, here)
+    versions = {t: dl.history(here, t)[0]["version"] for t in ("cells", "runs")}
+    again = merge_workspace(here, other)
+    assert again.archives == [] and again.present == 1
+    assert {t: dl.history(here, t)[0]["version"] for t in ("cells", "runs")} == versions  # nothing written
