@@ -35,7 +35,7 @@ from harness.store.ledger.migrate import schema_version
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SCHEMAS", "TABLES", "open_dataset", "read", "table_paths"]
+__all__ = ["SCHEMAS", "TABLES", "open_dataset", "open_delta", "read", "table_paths"]
 
 
 def _table_dir(path: Path, table: str) -> Path:
@@ -90,3 +90,16 @@ def read(paths: str | Path | Sequence[str | Path], table: str = "cells") -> pd.D
     """``open_dataset(paths, table)`` as a pandas DataFrame."""
     df: pd.DataFrame = open_dataset(paths, table).to_table().to_pandas()
     return df
+
+
+def open_delta(workspace: str | Path, table: str = "cells", as_of: int | None = None) -> ds.Dataset:
+    """``table`` of one workspace's Delta tables (``ledgers/delta/<table>``, written by ``dsv4h ledger
+    migrate --delta`` and kept in step by every later write) as a pyarrow Dataset, at its latest version
+    or version ``as_of`` (``dsv4h ledger history`` lists them); ``LedgerError`` when it has none."""
+    from harness.store.ledger import delta
+
+    found = delta.dataset(Path(workspace), table, as_of)
+    if found is None:
+        raise LedgerError(f"{delta.table_path(Path(workspace), table)}: no Delta table",
+                          hint=f"run 'dsv4h ledger migrate --delta -w {workspace}' once")
+    return found

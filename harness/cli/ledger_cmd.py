@@ -137,6 +137,8 @@ def show_cmd(
     columns: Annotated[str | None, typer.Option("--columns", "-c", help="comma-separated columns")] = None,
     json_out: JsonOpt = False,
     csv_out: CsvOpt = False,
+    as_of: Annotated[int | None, typer.Option("--as-of", help="read this earlier version of the table's Delta "
+                                              "table ('dsv4h ledger history' lists them)")] = None,
 ) -> None:
     """Print the most recent rows of a ledger table (ids are never cut; --json and --csv print every
     column of those rows unless --columns picks some). Cells, rounds and waves print one table per
@@ -145,10 +147,18 @@ def show_cmd(
     tok/s, req/s, goodput, latency p50 in ms).
     Numbers never in exponent form; a missing value prints as an em dash.
 
+    --as-of VERSION reads the table's Delta table (ledgers/delta/, 'dsv4h ledger migrate --delta') as
+    it was at that version.
+
     Example: dsv4h ledger show --table rounds -n 30
     """
     ws = _ws(workspace)
-    t = read_table(ws, table)
+    if as_of is not None:
+        from harness.store.ledger import delta
+
+        t = delta.read(ws, table, as_of)
+    else:
+        t = read_table(ws, table)
     if t is None:
         if json_out or csv_out:
             emit(console, [], [], json_out=json_out, csv_out=csv_out)
@@ -256,14 +266,21 @@ def merge_cmd(
 
 
 @app.command("migrate")
-def migrate_cmd(workspace: WorkspaceOpt = Path()) -> None:
+def migrate_cmd(
+    workspace: WorkspaceOpt = Path(),
+    to_delta: Annotated[bool, typer.Option("--delta", help="then write every table's rows into Delta tables "
+                                           "(ledgers/delta/), kept in step by every later write")] = False,
+) -> None:
     """Migrate older ledgers to the current schema: schema-2 tables (one file per table) to one
     directory per table (old files in ledgers/.schema2-backup/), schema-3 directories to schema 4 (a
     rate sweep's rows in sweep_cells and sweep_rounds, no kind column outside runs; old files in
     ledgers/.schema3-backup/). Also done automatically on the first write to an older ledger (never on
     a read); running it again does nothing.
 
-    Example: dsv4h ledger migrate -w ws
+    --delta then copies every row into Delta Lake tables, one per ledger table (ledgers/delta/<table>/,
+    docs/ledger-format.md), counting rows before and after; again, it adds only what is missing.
+
+    Example: dsv4h ledger migrate -w ws --delta
     """
     from harness.store.ledger import locked
     from harness.store.ledger.layout import LEDGER_SCHEMA_VERSION, ledger_dir
@@ -273,6 +290,8 @@ def migrate_cmd(workspace: WorkspaceOpt = Path()) -> None:
     directory = ledger_dir(ws)
     if not directory.is_dir() or not needs_migration(directory):
         console.print(f"{esc(directory)}: already schema {LEDGER_SCHEMA_VERSION}, nothing to migrate")
+        if to_delta:
+            _to_delta(ws)
         return
     before = legacy_tables(directory)
     older = schema_version(directory)
@@ -282,3 +301,59 @@ def migrate_cmd(workspace: WorkspaceOpt = Path()) -> None:
     if older < LEDGER_SCHEMA_VERSION:
         what.append(f"schema {older} tables to schema {LEDGER_SCHEMA_VERSION} (old files in .schema3-backup/)")
     console.print(f"{esc(directory)}: migrated {'; '.join(what)}")
+    if to_delta:
+        _to_delta(ws)
+
+
+def _to_delta(ws: Path) -> None:
+    from harness.store.ledger import delta, locked
+    from harness.store.ledger.layout import ledger_dir
+
+    with locked(ledger_dir(ws)):
+        written = delta.migrate_to_delta(ws, read_table)
+    what = ", ".join(f"{k} +{v}" for k, v in sorted(written.items())) or "nothing (already in step)"
+    console.print(f"{esc(delta.delta_dir(ws))}: Delta tables written: {esc(what)}")
+
+
+@app.command("optimize")
+def optimize_cmd(
+    workspace: WorkspaceOpt = Path(),
+    retention_hours: Annotated[int, typer.Option("--retention-hours", help="vacuum files unreferenced for longer "
+                                                 "than this (default 168 = 7 days: --as-of reaches that far back)"
+                                                 )] = 168,
+) -> None:
+    """Compact the Delta ledger tables (many small files, one per append, into few), checkpoint them and
+    vacuum files no version younger than --retention-hours needs. Rows do not change.
+
+    Example: dsv4h ledger optimize -w ws
+    """
+    from harness.store.ledger import delta, locked
+    from harness.store.ledger.layout import ledger_dir
+
+    ws = _ws(workspace)
+    if not delta.delta_dir(ws).is_dir():
+        raise LedgerError(f"{delta.delta_dir(ws)}: no Delta tables", hint=f"run 'dsv4h ledger migrate --delta -w {ws}'")
+    with locked(ledger_dir(ws)):
+        done = delta.optimize(ws, retention_hours)
+    for table, d in done.items():
+        console.print(f"{esc(table)}: {d['files_before']} -> {d['files_after']} file(s), {d['vacuumed']} vacuumed, "
+                      f"{d['rows']} rows, version {d['version']}")
+
+
+@app.command("history")
+def history_cmd(
+    table: Annotated[str, typer.Option("--table", "-t", help=f"one of {', '.join(TABLES)}")] = "cells",
+    workspace: WorkspaceOpt = Path(),
+    json_out: JsonOpt = False,
+    csv_out: CsvOpt = False,
+) -> None:
+    """List the versions of a table's Delta table, newest first (what 'ledger show --as-of' reads).
+
+    Example: dsv4h ledger history --table cells -w ws
+    """
+    from harness.store.ledger import delta
+
+    rows = delta.history(_ws(workspace), table)
+    emit(console, rows, [Col("version", "version", "right"), Col("timestamp", "timestamp ms", "right"),
+                         Col("operation", "operation")], json_out=json_out, csv_out=csv_out,
+         title=f"{esc(table)}: {len(rows)} version(s)")

@@ -85,6 +85,7 @@ from harness.measure.energy_rows import energy_rows
 from harness.service.origin import backends_of, run_is_simulated
 from harness.store.archive import STATE_DIR, Archive, is_archive_id, resumed_by
 from harness.store.finished import FinishedArchive, load_finished, request_rows, run_anchor
+from harness.store.ledger.delta import DELTA_DIR, mirror
 from harness.store.ledger.layout import (
     ARCHIVE_FILE_TABLES,
     ARCHIVE_TABLES,
@@ -265,6 +266,8 @@ def commit_files(workspace: Path, files: Mapping[str, pa.Table | bytes]) -> None
         raise
     fault_point("ledger:journal-written")
     _roll_forward(directory)
+    if (directory / DELTA_DIR).is_dir():  # the workspace keeps Delta tables in step (harness.store.ledger.delta)
+        mirror(workspace, dict(files))
 
 
 def recover(workspace: Path) -> None:
