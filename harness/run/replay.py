@@ -50,10 +50,9 @@ from harness.records import RequestRecord
 from harness.run.events import Reporter, silent
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.prompts import load_client, prompt_texts
-from harness.run.session import ServiceSession, check_governance, open_writer, run_labels
+from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
 from harness.run.skeleton import Finished, drive, finish
 from harness.run.sweep import MAX_CONNECTIONS, send_open_loop
-from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
@@ -227,7 +226,7 @@ class ReplayRunner:
             labels = run_labels(s.labels, [s.service.backend], session.services)
             if session.oracles_failed:
                 labels.append("oracle-failed")
-            run = replay_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services,
+            run = one_service_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services,
                                    labels=labels, error=error.message if error else None,
                                    oracles_failed=session.oracles_failed, plan_id=self.plan.plan_id)
             done = finalize_replay(writer, self.workspace, s, self.plan, self.row, self.cache_rows, status, run)
@@ -237,15 +236,6 @@ class ReplayRunner:
                      clean_up=session.stop_all, finalize=finalize)
 
 
-def replay_run_block(spec: ReplaySpec, token: str, created_wall: str, services: Sequence[dict[str, Any]], *,
-                     labels: Sequence[str], error: str | None, oracles_failed: int, plan_id: str) -> RunBlock:
-    """The run block of a trace replay (kind and protocol class ``trace-replay``)."""
-    return RunBlock(campaign=spec.name, kind=spec.kind, claim_class=spec.claim_class,
-                    protocol_class=spec.protocol_class, backend=spec.service.backend,
-                    service_name=spec.service.name, created_wall=created_wall, run_token=token,
-                    labels=tuple(labels), error=error, oracles_failed=oracles_failed,
-                    identity_hash=identity_hash(list(services)), direction=spec.direction, plan_id=plan_id,
-                    service_starts=1)
 
 
 def finalize_replay(writer: ArchiveWriter, workspace: Path, spec: ReplaySpec, plan: ReplayPlan,
@@ -291,7 +281,7 @@ def recover_replay(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, 
     if oracles_failed:
         labels.append("oracle-failed")
     labels.append("recovered")
-    run = replay_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
+    run = one_service_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
                            error=RECOVERED_ERROR, oracles_failed=oracles_failed, plan_id=plan.plan_id)
     return finalize_replay(writer, workspace, spec, plan, row, cache, "partial", run)
 

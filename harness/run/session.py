@@ -30,7 +30,7 @@ from harness.errors import DsvError, ServiceError
 from harness.formats import read_regular
 from harness.governance.io import analysis_plan_status, check_direction
 from harness.hashing import sha256_bytes
-from harness.inputs.spec import ClaimClass, KindSpec, ServiceProfile
+from harness.inputs.spec import ClaimClass, KindSpec, OneServiceSpec, ServiceProfile
 from harness.interrupts import critical
 from harness.measure import metrics as m
 from harness.oracle.model import Oracle
@@ -41,6 +41,7 @@ from harness.run.selfcheck import WaveSelfCheck
 from harness.run.slurm_script import SCRIPT_ENV
 from harness.run.wave import MetricsWitness, witness_summary
 from harness.service.environment import capture_environment, clock_anchor
+from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, start_service, verify_identity
 from harness.service.mapped import HashCache
 from harness.service.memory import MemorySampler
@@ -48,6 +49,7 @@ from harness.service.origin import SIM_LABEL, run_is_simulated
 from harness.service.runtime_identity import component_differences
 from harness.service.stack import mapped_at_end, stack_at_start, violations
 from harness.store.archive import ArchiveWriter, claim_resume
+from harness.store.runblock import RunBlock
 
 
 def check_governance(spec: KindSpec, workspace: Path, source: str,
@@ -353,3 +355,16 @@ def write_memory(writer: ArchiveWriter, sampler: MemorySampler) -> None:
         "summary": [asdict(s) for s in sampler.summary()], "interval_s": sampler.interval_s,
         "errors": sampler.errors[:20], "error_count": sampler.error_count,
         "note": "peak observed in samples, not an allocator peak"})
+
+
+def one_service_run_block(spec: OneServiceSpec, token: str, created_wall: str, services: Sequence[Mapping[str, Any]],
+                          *, labels: Sequence[str], error: str | None, oracles_failed: int,
+                          plan_id: str | None = None) -> RunBlock:
+    """The run block of a run on one service started once (rate sweeps, trace replays, SLA searches):
+    kind and protocol class the spec's, the identity hash of its services."""
+    return RunBlock(campaign=spec.name, kind=spec.kind, claim_class=spec.claim_class,
+                    protocol_class=spec.protocol_class, backend=spec.service.backend,
+                    service_name=spec.service.name, created_wall=created_wall, run_token=token,
+                    labels=tuple(labels), error=error, oracles_failed=oracles_failed,
+                    identity_hash=identity_hash(list(services)), direction=spec.direction, plan_id=plan_id,
+                    service_starts=1)

@@ -40,7 +40,7 @@ from harness.run.energy import PowerLog
 from harness.run.events import Reporter, SlaProbeDone, silent
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.prompts import load_client, prompt_texts
-from harness.run.session import ServiceSession, check_governance, open_writer, run_labels
+from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
 from harness.run.skeleton import Finished, drive, finish
 from harness.run.sweep import (
     MAX_CONNECTIONS,
@@ -51,7 +51,6 @@ from harness.run.sweep import (
     recovered_rounds,
     sweep_cells,
 )
-from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
@@ -172,7 +171,7 @@ class SlaRunner(SweepRunner):
         labels = run_labels(s.labels, [s.service.backend], session.services)
         if session.oracles_failed:
             labels.append("oracle-failed")
-        run = sla_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services, labels=labels,
+        run = one_service_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services, labels=labels,
                             error=error.message if error else None, oracles_failed=session.oracles_failed)
         cells = self.cells()
         probes = self.probes  # the probes that ended; a probe cut short keeps its rounds, not a verdict
@@ -181,14 +180,6 @@ class SlaRunner(SweepRunner):
         return SlaOutcome(done, cells, self.rounds, error, probes=probes, result=result)
 
 
-def sla_run_block(spec: SlaSpec, token: str, created_wall: str, services: Sequence[dict[str, Any]], *,
-                  labels: Sequence[str], error: str | None, oracles_failed: int) -> RunBlock:
-    """The run block of an SLA search (kind and protocol class ``sla-search``)."""
-    return RunBlock(campaign=spec.name, kind=spec.kind, claim_class=spec.claim_class,
-                    protocol_class=spec.protocol_class, backend=spec.service.backend,
-                    service_name=spec.service.name, created_wall=created_wall, run_token=token,
-                    labels=tuple(labels), error=error, oracles_failed=oracles_failed,
-                    identity_hash=identity_hash(list(services)), direction=spec.direction, service_starts=1)
 
 
 def finalize_sla(writer: ArchiveWriter, workspace: Path, spec: SlaSpec, rounds: Sequence[dict[str, Any]],
@@ -236,7 +227,7 @@ def recover_sla(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, Any
     if oracles_failed:
         labels.append("oracle-failed")
     labels.append("recovered")
-    run = sla_run_block(spec, writer.token, str(run_start(read_events(d)).get("wall_iso", "")), services,
+    run = one_service_run_block(spec, writer.token, str(run_start(read_events(d)).get("wall_iso", "")), services,
                         labels=labels, error=RECOVERED_ERROR, oracles_failed=oracles_failed)
     result = sla.summary(probes, settings_of(spec), finished=False)
     return finalize_sla(writer, workspace, spec, rounds, cells, probes, result, status="partial", run=run)

@@ -56,9 +56,8 @@ from harness.run.energy import PowerLog, Window, round_window
 from harness.run.events import Reporter, SweepPlanReady, SweepRoundDone, SweepRoundStart, SweepStopped, silent
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.prompts import load_client, prompt_texts
-from harness.run.session import ServiceSession, check_governance, open_writer, run_labels
+from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
 from harness.run.skeleton import Finished, drive, finish
-from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
@@ -362,7 +361,7 @@ class SweepRunner:
         labels = run_labels(s.labels, [s.service.backend], session.services)
         if session.oracles_failed:
             labels.append("oracle-failed")
-        run = sweep_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services, labels=labels,
+        run = one_service_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services, labels=labels,
                               error=error.message if error else None, oracles_failed=session.oracles_failed,
                               plan_id=self.plan.plan_id)
         done = finalize_sweep(writer, self.workspace, s, self.plan.plan_id, self.rounds, cells, status, run,
@@ -370,15 +369,6 @@ class SweepRunner:
         return SweepOutcome(done, cells, self.rounds, error, self.stopped)
 
 
-def sweep_run_block(spec: SweepSpec, token: str, created_wall: str, services: Sequence[dict[str, Any]], *,
-                    labels: Sequence[str], error: str | None, oracles_failed: int, plan_id: str) -> RunBlock:
-    """The run block of a rate sweep (kind and protocol class ``rate-sweep``)."""
-    return RunBlock(campaign=spec.name, kind=spec.kind, claim_class=spec.claim_class,
-                    protocol_class=spec.protocol_class, backend=spec.service.backend,
-                    service_name=spec.service.name, created_wall=created_wall, run_token=token,
-                    labels=tuple(labels), error=error, oracles_failed=oracles_failed,
-                    identity_hash=identity_hash(list(services)), direction=spec.direction, plan_id=plan_id,
-                    service_starts=1)
 
 
 def finalize_sweep(writer: ArchiveWriter, workspace: Path, spec: SweepSpec, plan_id: str,
@@ -415,7 +405,7 @@ def recover_sweep(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, A
         labels.append("oracle-failed")
     labels.append("recovered")
     plan_id = str(read_json_or(d, "plan.json", {}).get("plan_id", ""))
-    run = sweep_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
+    run = one_service_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
                           error=RECOVERED_ERROR, oracles_failed=oracles_failed, plan_id=plan_id)
     stop = next((e for e in read_events(d) if e.get("event") == "sweep-stopped"), None)
     stopped = {k: v for k, v in stop.items() if k not in ("event", "t_ns")} if stop else None

@@ -52,7 +52,7 @@ __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "finite_or_none", "json
            "snapshot_bytes"]
 
 SNAPSHOT_FORMAT_VERSION = 9
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")
