@@ -21,10 +21,10 @@ from pydantic import ValidationError
 
 from harness.errors import ArchiveError, DsvError
 from harness.evidence.rules_client import serves_simulator
-from harness.inputs.spec import SPEC_MODELS, CampaignSpec
+from harness.inputs.spec import SPEC_MODELS, CampaignSpec, OneServiceSpec
 from harness.run.campaign import MatrixState, finalize_matrix
 from harness.run.quick import quick_run_block
-from harness.run.session import run_labels
+from harness.run.session import one_service_run_block, run_labels
 from harness.run.skeleton import Finished, finish
 from harness.service.identity import identity_hash
 from harness.store.archive import ArchiveWriter, find_archive, open_archive, read_json_file
@@ -157,3 +157,18 @@ def _records_only(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any], 
                    labels=tuple(labels), error=RECOVERED_ERROR, identity_hash=identity_hash(services),
                    resumed_from=start.get("resumed_from"))
     return finish(writer, workspace, "partial", run)
+
+
+def recovered_run_block(writer: ArchiveWriter, spec: OneServiceSpec, *, plan_id: str | None = None) -> RunBlock:
+    """The run block of a one-service run (sweep, trace replay, SLA search) recovered from its partial:
+    its services and failed oracles as the partial recorded them, label ``recovered``, the recovery error."""
+    d = writer.dir
+    services = list(read_json_or(d, "service.json", {}).get("services", []))
+    oracles_failed = sum(1 for r in read_json_or(d, "oracles.json", {}).get("results", []) if not r.get("passed"))
+    labels = run_labels(spec.labels, [spec.service.backend], services)
+    if oracles_failed:
+        labels.append("oracle-failed")
+    labels.append("recovered")
+    return one_service_run_block(spec, writer.token, str(run_start(read_events(d)).get("wall_iso", "")), services,
+                                 labels=labels, error=RECOVERED_ERROR, oracles_failed=oracles_failed,
+                                 plan_id=plan_id)

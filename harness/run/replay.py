@@ -48,7 +48,7 @@ from harness.measure.saturation import saturation
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
 from harness.run.events import Reporter, silent
-from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
+from harness.run.partial import read_events, read_json_or, recovered_run_block
 from harness.run.prompts import load_client, prompt_texts
 from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
 from harness.run.skeleton import Finished, drive, finish
@@ -259,7 +259,6 @@ def recover_replay(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, 
     spec = ReplaySpec.model_validate(spec_json)
     d = writer.dir
     events = read_events(d)
-    start = run_start(events)
     plan = ReplayPlan.from_json(read_json_or(d, "arrivals.json", {}))
     ended = [e for e in events if e.get("event") == "round"]
     sched: list[dict[str, Any]] = []
@@ -275,14 +274,7 @@ def recover_replay(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, 
         row = replay_row(spec, plan, recs, start_ns, sched, status)
         by_rid = {r.rid: r for r in recs}
         cache = rp.cache_rows([by_rid[str(s["rid"])] for s in sched], plan.expected_cached)
-    services = list(read_json_or(d, "service.json", {}).get("services", []))
-    oracles_failed = sum(1 for r in read_json_or(d, "oracles.json", {}).get("results", []) if not r.get("passed"))
-    labels = run_labels(spec.labels, [spec.service.backend], services)
-    if oracles_failed:
-        labels.append("oracle-failed")
-    labels.append("recovered")
-    run = one_service_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
-                           error=RECOVERED_ERROR, oracles_failed=oracles_failed, plan_id=plan.plan_id)
+    run = recovered_run_block(writer, spec, plan_id=plan.plan_id)
     return finalize_replay(writer, workspace, spec, plan, row, cache, "partial", run)
 
 

@@ -38,7 +38,7 @@ from harness.measure.rows import check_row
 from harness.oracle.sentinels import load_sentinels
 from harness.run.energy import PowerLog
 from harness.run.events import Reporter, SlaProbeDone, silent
-from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
+from harness.run.partial import read_events, recovered_run_block
 from harness.run.prompts import load_client, prompt_texts
 from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
 from harness.run.skeleton import Finished, drive, finish
@@ -221,14 +221,7 @@ def recover_sla(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, Any
     ended = {float(e["arrival_rate_req_s"]) for e in read_events(d) if e.get("event") == "probe"}
     # only the probes that ended are judged: one cut short keeps its rounds and cell, not a verdict
     probes = probe_rows(spec, [r for r in rates if r in ended], rounds, cells)
-    services = list(read_json_or(d, "service.json", {}).get("services", []))
-    oracles_failed = sum(1 for r in read_json_or(d, "oracles.json", {}).get("results", []) if not r.get("passed"))
-    labels = run_labels(spec.labels, [spec.service.backend], services)
-    if oracles_failed:
-        labels.append("oracle-failed")
-    labels.append("recovered")
-    run = one_service_run_block(spec, writer.token, str(run_start(read_events(d)).get("wall_iso", "")), services,
-                        labels=labels, error=RECOVERED_ERROR, oracles_failed=oracles_failed)
+    run = recovered_run_block(writer, spec)
     result = sla.summary(probes, settings_of(spec), finished=False)
     return finalize_sla(writer, workspace, spec, rounds, cells, probes, result, status="partial", run=run)
 

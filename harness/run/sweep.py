@@ -54,7 +54,7 @@ from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
 from harness.run.energy import PowerLog, Window, round_window
 from harness.run.events import Reporter, SweepPlanReady, SweepRoundDone, SweepRoundStart, SweepStopped, silent
-from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
+from harness.run.partial import read_events, read_json_or, recovered_run_block
 from harness.run.prompts import load_client, prompt_texts
 from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
 from harness.run.skeleton import Finished, drive, finish
@@ -396,17 +396,9 @@ def recover_sweep(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, A
     (:func:`round_row`, :func:`sweep_cells`), a round that never reported its end marked ``incomplete``."""
     spec = SweepSpec.model_validate(spec_json)
     d = writer.dir
-    start = run_start(read_events(d))
     rounds, by_rate, starts = recovered_rounds(writer, spec)
-    services = list(read_json_or(d, "service.json", {}).get("services", []))
-    oracles_failed = sum(1 for r in read_json_or(d, "oracles.json", {}).get("results", []) if not r.get("passed"))
-    labels = run_labels(spec.labels, [spec.service.backend], services)
-    if oracles_failed:
-        labels.append("oracle-failed")
-    labels.append("recovered")
     plan_id = str(read_json_or(d, "plan.json", {}).get("plan_id", ""))
-    run = one_service_run_block(spec, writer.token, str(start.get("wall_iso", "")), services, labels=labels,
-                          error=RECOVERED_ERROR, oracles_failed=oracles_failed, plan_id=plan_id)
+    run = recovered_run_block(writer, spec, plan_id=plan_id)
     stop = next((e for e in read_events(d) if e.get("event") == "sweep-stopped"), None)
     stopped = {k: v for k, v in stop.items() if k not in ("event", "t_ns")} if stop else None
     return finalize_sweep(writer, workspace, spec, plan_id, rounds, sweep_cells(spec, rounds, by_rate, starts),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Final, Generic, Self, TypeVar
 
@@ -22,7 +23,7 @@ MAX_ERRORS_KEPT: Final = 20
 T = TypeVar("T")
 
 
-class Sampler(Generic[T]):
+class Sampler(ABC, Generic[T]):
     """Sample in a daemon thread named ``thread_name``: ``start()``, ``stop()``, then ``samples()``. Also a
     context manager. Subclasses implement :meth:`read` (one read's samples; an exception is a failed
     read) and may override :meth:`close` (called once at stop, after the last sample)."""
@@ -40,9 +41,9 @@ class Sampler(Generic[T]):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @abstractmethod
     def read(self) -> list[T]:
         """One read's samples (raises on a failed read)."""
-        raise NotImplementedError
 
     def close(self) -> None:
         """Release the source (called once by :meth:`stop`); nothing by default."""
