@@ -1,11 +1,13 @@
-"""Public notebook access to dsv4h ledgers: ``harness.ledger.open_dataset`` and ``harness.ledger.read``.
+"""Public notebook access to dsv4h ledgers: ``harness.ledger.read``, ``open_dataset`` and ``open_delta``.
 
-Ledgers are Parquet files, one directory per table (``ledgers/<table>/*.parquet``, every file of a
-table with the same schema; columns and units in ``ledgers/README.md``), so pandas, DuckDB and polars
-read a table's directory or glob directly. These helpers add what a glob cannot: several workspaces at
-once (hosts that each ran part of a campaign), with an archive present in more than one of them counted
-once (its first copy in the order given), as ``dsv4h ledger merge`` would. Nothing inside the package
-imports this module.
+Ledgers are Delta Lake tables, one per ledger table (``ledgers/delta/<table>/``; columns and units in
+``ledgers/README.md``), so pandas, polars, pyarrow and DuckDB read one through ``deltalake.DeltaTable``
+(never by globbing its Parquet files: a Delta directory also holds files that earlier versions
+replaced). These helpers add what one table cannot: several workspaces at once (hosts that each ran
+part of a campaign), with an archive present in more than one of them counted once (its first copy
+in the order given), as ``dsv4h ledger merge`` would; only committed archives' rows (those with a
+``runs`` row); and an older ledger (the Parquet layout of schemas 2-4) read as it is, in memory,
+never migrated by a read. Nothing inside the package imports this module.
 
     >>> import harness.ledger as hl                                       # doctest: +SKIP
     >>> cells = hl.read(["host-a", "host-b"], "cells")                   # doctest: +SKIP
@@ -18,88 +20,80 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from harness.errors import LedgerError
-from harness.store.ledger import recover
-from harness.store.ledger.layout import (
-    GOVERNANCE_TABLES,
-    LEDGER_SCHEMA_VERSION,
-    PER_ARCHIVE,
-    SCHEMAS,
-    TABLES,
-    table_files,
-)
-from harness.store.ledger.migrate import schema_version
+from harness.store.ledger import read_table
+from harness.store.ledger.layout import GOVERNANCE_TABLES, SCHEMAS, TABLES
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SCHEMAS", "TABLES", "open_dataset", "open_delta", "read", "table_paths"]
+__all__ = ["SCHEMAS", "TABLES", "open_dataset", "open_delta", "read", "read_table"]
+
+DELTA_NAME = "delta"  # harness.store.ledger.delta.DELTA_DIR
 
 
-def _table_dir(path: Path, table: str) -> Path:
-    """The table directory a workspace, ledger directory or table directory stands for."""
-    if (path / "ledgers").is_dir():
-        recover(path)
-        if (path / "ledgers" / f"{table}.parquet").is_file():  # a read never migrates (first write does)
-            raise LedgerError(f"{path / 'ledgers'} is a schema-2 ledger (one file per table), not migrated yet",
-                              hint=f"run 'dsv4h ledger migrate -w {path}' once, or read it with "
-                              "harness.store.ledger.read_table (cast in memory)")
-        if table in PER_ARCHIVE and schema_version(path / "ledgers") < LEDGER_SCHEMA_VERSION:
-            raise LedgerError(f"{path / 'ledgers'} is a schema-{schema_version(path / 'ledgers')} ledger (a rate "
-                              "sweep's rows still in cells/rounds), not migrated yet",
-                              hint=f"run 'dsv4h ledger migrate -w {path}' once, or read it with "
-                              "harness.store.ledger.read_table (cast in memory)")
-        return path / "ledgers" / table
-    if path.name == table and path.parent.name == "ledgers":
-        return path
-    if path.name == "ledgers" or (path / table).is_dir():
-        return path / table
+def _workspace(path: Path, table: str) -> Path:
+    """The workspace a workspace, ``ledgers`` directory or table directory stands for."""
+    if path.name in TABLES and path.parent.name == DELTA_NAME and path.parent.parent.name == "ledgers":
+        return path.parent.parent.parent
+    if path.name in TABLES and path.parent.name == "ledgers":
+        if path.name != table:
+            raise LedgerError(f"{path} is the '{path.name}' table, not '{table}'", hint="give the workspace instead")
+        return path.parent.parent
+    if path.name == "ledgers":
+        return path.parent
     if path.name in TABLES:
         raise LedgerError(f"{path} is the '{path.name}' table, not '{table}'", hint="give the workspace instead")
-    return path / "ledgers" / table
+    return path
 
 
-def table_paths(paths: str | Path | Sequence[str | Path], table: str = "cells") -> list[Path]:
-    """The files of ``table`` across ``paths`` (workspaces, ``ledgers`` directories or table
-    directories), an archive's file taken from the first path that has it (governance files, one per
-    append, by name likewise)."""
+def _union(paths: str | Path | Sequence[str | Path], table: str) -> pa.Table:
     if table not in TABLES:
         raise LedgerError(f"no ledger table '{table}'", hint=f"choose one of: {', '.join(TABLES)}")
     items = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    seen: dict[str, Path] = {}
+    parts: list[pa.Table] = []
+    seen: set[str] = set()
     for item in items:
-        for f in table_files(_table_dir(Path(item), table)):
-            seen.setdefault(f.name, f)
-    files = list(seen.values())
-    return sorted(files, key=lambda p: p.name) if table in GOVERNANCE_TABLES else files
+        t = read_table(_workspace(Path(item), table), table)
+        if t is None:
+            continue
+        t = t.select(SCHEMAS[table].names).cast(SCHEMAS[table])
+        if table not in GOVERNANCE_TABLES and "archive_id" in t.column_names:
+            ids = pc.cast(t.column("archive_id"), pa.string())
+            t = t.filter(pc.invert(pc.fill_null(pc.is_in(ids, pa.array(sorted(seen), pa.string())), False)))
+            seen |= {str(a) for a in t.column("archive_id").to_pylist()}
+        parts.append(t)
+    if not parts:
+        return SCHEMAS[table].empty_table()
+    return pa.concat_tables(parts)
 
 
 def open_dataset(paths: str | Path | Sequence[str | Path], table: str = "cells") -> ds.Dataset:
     """``table`` over one or several workspaces / ledger dirs / table dirs as a pyarrow Dataset with
-    the table's canonical schema (an empty dataset when no path has the table). Archive files present
-    under several paths count once (the union ``dsv4h ledger merge`` makes). A workspace given whole
-    first finishes an interrupted commit (``harness.store.ledger.recover``); a schema-2 or schema-3 ledger
-    is refused (``LedgerError``: run ``dsv4h ledger migrate``), never migrated by a read."""
-    files = table_paths(paths, table)
-    return ds.dataset([str(f) for f in files], schema=SCHEMAS[table], format="parquet")
+    the table's canonical schema (empty when no path has the table): an archive present under several
+    paths counts once (the union ``dsv4h ledger merge`` makes); only committed archives' rows."""
+    return ds.dataset(_union(paths, table))
 
 
 def read(paths: str | Path | Sequence[str | Path], table: str = "cells") -> pd.DataFrame:
     """``open_dataset(paths, table)`` as a pandas DataFrame."""
-    df: pd.DataFrame = open_dataset(paths, table).to_table().to_pandas()
+    df: pd.DataFrame = _union(paths, table).to_pandas()
     return df
 
 
 def open_delta(workspace: str | Path, table: str = "cells", as_of: int | None = None) -> ds.Dataset:
-    """``table`` of one workspace's Delta tables (``ledgers/delta/<table>``, written by ``dsv4h ledger
-    migrate --delta`` and kept in step by every later write) as a pyarrow Dataset, at its latest version
-    or version ``as_of`` (``dsv4h ledger history`` lists them); ``LedgerError`` when it has none."""
+    """``table`` of one workspace's Delta table (``ledgers/delta/<table>``) as a pyarrow Dataset, at its
+    latest version or version ``as_of`` (``dsv4h ledger history`` lists them); ``LedgerError`` when it
+    has none. This is the table as stored (a part-written archive's rows included; ``read`` leaves
+    those out)."""
     from harness.store.ledger import delta
 
     found = delta.dataset(Path(workspace), table, as_of)
     if found is None:
         raise LedgerError(f"{delta.table_path(Path(workspace), table)}: no Delta table",
-                          hint=f"run 'dsv4h ledger migrate --delta -w {workspace}' once")
+                          hint="nothing was ingested into this workspace yet (or run 'dsv4h ledger migrate')")
     return found

@@ -27,7 +27,7 @@ from harness.measure.results import (
     results_tables,
 )
 from harness.store.archive import Archive, ArchiveWriter, open_archive
-from harness.store.ledger import append_rows, ledger_dir, locked
+from harness.store.ledger import append_rows
 from harness.store.runblock import RunBlock
 
 # Table 2 of the technical report (tok/s): used as the centre of synthetic rates.
@@ -314,13 +314,10 @@ HISTORICAL_COLUMNS = ("entry_id", "source", "published_date", "measured_date", "
                       "protocol_class", "metric", "concurrency", "value", "unit", "tp", "label", "not_claims")
 
 
-def write_historical_ledger(workspace: Path, entries: Sequence[Mapping[str, Any]]) -> Path:
-    """Append ``entries`` to the ``historical`` ledger table (one new file of
-    ``<workspace>/ledgers/historical/``, canonical schema; keys outside it are not stored, missing ones
-    are null). Returns the file."""
-    rows = [dict(e) for e in entries]
-    with locked(ledger_dir(workspace)):
-        return append_rows(workspace, "historical", rows)
+def write_historical_ledger(workspace: Path, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Append ``entries`` to the ``historical`` ledger table (one transaction, canonical schema; keys
+    outside it are not stored, missing ones are null)."""
+    append_rows(workspace, "historical", [dict(e) for e in entries])
 
 
 def synthetic_historical_entries(n: int = 5) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """``harness.ledger``: the notebook module reads one table over several workspaces, an archive present
-in more than one counted once, from a workspace, a ledgers directory or a table directory."""
+in more than one counted once, from a workspace, a ledgers directory or a Delta table directory."""
 
 from __future__ import annotations
 
@@ -30,12 +30,13 @@ def test_open_dataset_unions_hosts_by_archive_id(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     ida = make(a, "x", 10.0)
     idb = make(b, "y", 30.0)
-    shutil.copytree(a / "ledgers" / "cells", b / "ledgers" / "cells", dirs_exist_ok=True)  # b also holds a's file
+    shutil.copytree(a / "archives" / ida, b / "archives" / ida)  # b also holds a's archive
+    ingest_archive(b, open_archive(b / "archives" / ida))
     dset = hl.open_dataset([a, b], "cells")
     assert dset.schema.equals(SCHEMAS["cells"])
     t = dset.to_table()
     assert sorted(t.column("archive_id").to_pylist()) == sorted([ida, idb])  # a's archive once
-    df = hl.read([a / "ledgers", b / "ledgers" / "cells"], "cells")
+    df = hl.read([a / "ledgers", b / "ledgers" / "delta" / "cells"], "cells")
     assert df.groupby("workload").median_tok_s.median().to_dict() == {"decode": 20.0}
     assert hl.read(a, "runs").archive_id.tolist() == [ida]
     assert hl.open_dataset(tmp_path / "empty", "cells").to_table().num_rows == 0

@@ -15,7 +15,7 @@ from harness.cli.listing import MISSING, Col, CsvOpt, JsonOpt, emit, ms, num
 from harness.cli.listing import table as render_table
 from harness.errors import LedgerError
 from harness.store.archive import find_archive, iter_archives, open_archive
-from harness.store.ledger import TABLES, ingest_archive, read_table
+from harness.store.ledger import TABLES, read_table
 
 app = typer.Typer(help="Parquet ledgers (open them with pandas.read_parquet).\n\n"
                   "Example: dsv4h ledger show --table cells", no_args_is_help=True)
@@ -147,8 +147,8 @@ def show_cmd(
     tok/s, req/s, goodput, latency p50 in ms).
     Numbers never in exponent form; a missing value prints as an em dash.
 
-    --as-of VERSION reads the table's Delta table (ledgers/delta/, 'dsv4h ledger migrate --delta') as
-    it was at that version.
+    --as-of VERSION reads the table as it was at that version of its Delta table ('dsv4h ledger
+    history' lists them).
 
     Example: dsv4h ledger show --table rounds -n 30
     """
@@ -212,14 +212,17 @@ def ingest_cmd(
     workspace: WorkspaceOpt = Path(),
 ) -> None:
     """Append archives to the ledgers (an archive already ingested adds nothing). Every archive is
-    verified first: a changed, missing or extra file refuses it (exit 6), naming the file.
+    verified first: a changed, missing or extra file refuses it (exit 6), naming the file; the
+    evidence rules then decide its rows' validity before they are written, as at the end of a run.
 
     Example: dsv4h ledger ingest   # every archive of the workspace
     """
+    from harness.run.skeleton import settle
+
     ws = _ws(workspace)
     targets = [open_archive(find_archive(a, ws)) for a in archives] if archives else list(iter_archives(ws))
     for a in targets:
-        added = ingest_archive(ws, a)
+        added = settle(ws, a.path).ledger_rows
         msg = ", ".join(f"{k} +{v}" for k, v in sorted(added.items())) if added else "already ingested"
         console.print(f"{esc(a.archive_id)}: {msg}")
 
@@ -268,51 +271,30 @@ def merge_cmd(
 @app.command("migrate")
 def migrate_cmd(
     workspace: WorkspaceOpt = Path(),
-    to_delta: Annotated[bool, typer.Option("--delta", help="then write every table's rows into Delta tables "
-                                           "(ledgers/delta/), kept in step by every later write")] = False,
 ) -> None:
-    """Migrate older ledgers to the current schema: schema-2 tables (one file per table) to one
-    directory per table (old files in ledgers/.schema2-backup/), schema-3 directories to schema 4 (a
-    rate sweep's rows in sweep_cells and sweep_rounds, no kind column outside runs; old files in
-    ledgers/.schema3-backup/). Also done automatically on the first write to an older ledger (never on
-    a read); running it again does nothing.
+    """Move an older ledger (the Parquet layout of schemas 2-4: one file per table, or one file per
+    archive with a commit journal) into the Delta tables of schema 5 (ledgers/delta/<table>/,
+    docs/ledger-format.md): every row kept, counted per table and archive before and after; the old
+    files moved to ledgers/.parquet-backup/. The first write to an older ledger does the same (a read
+    never does); running it again does nothing.
 
-    --delta then copies every row into Delta Lake tables, one per ledger table (ledgers/delta/<table>/,
-    docs/ledger-format.md), counting rows before and after; again, it adds only what is missing.
-
-    Example: dsv4h ledger migrate -w ws --delta
+    Example: dsv4h ledger migrate -w ws
     """
-    from harness.store.ledger import locked
+    from harness.store.ledger import ensure_current, is_current
     from harness.store.ledger.layout import LEDGER_SCHEMA_VERSION, ledger_dir
-    from harness.store.ledger.migrate import legacy_tables, needs_migration, schema_version
+    from harness.store.ledger.migrate import schema_version
 
     ws = _ws(workspace)
     directory = ledger_dir(ws)
-    if not directory.is_dir() or not needs_migration(directory):
-        console.print(f"{esc(directory)}: already schema {LEDGER_SCHEMA_VERSION}, nothing to migrate")
-        if to_delta:
-            _to_delta(ws)
+    if is_current(ws):
+        console.print(f"{esc(directory)}: already schema {LEDGER_SCHEMA_VERSION} (Delta tables), nothing to migrate")
         return
-    before = legacy_tables(directory)
-    older = schema_version(directory)
-    with locked(directory):  # taking the lock to write migrates an older ledger
-        pass
-    what = [f"{', '.join(before)} to one directory per table (old files in .schema2-backup/)"] if before else []
-    if older < LEDGER_SCHEMA_VERSION:
-        what.append(f"schema {older} tables to schema {LEDGER_SCHEMA_VERSION} (old files in .schema3-backup/)")
-    console.print(f"{esc(directory)}: migrated {'; '.join(what)}")
-    if to_delta:
-        _to_delta(ws)
-
-
-def _to_delta(ws: Path) -> None:
-    from harness.store.ledger import delta, locked
-    from harness.store.ledger.layout import ledger_dir
-
-    with locked(ledger_dir(ws)):
-        written = delta.migrate_to_delta(ws, read_table)
-    what = ", ".join(f"{k} +{v}" for k, v in sorted(written.items())) or "nothing (already in step)"
-    console.print(f"{esc(delta.delta_dir(ws))}: Delta tables written: {esc(what)}")
+    older = schema_version(directory) if directory.is_dir() else None
+    moved = ensure_current(ws)
+    what = ", ".join(f"{k} {v}" for k, v in sorted(moved.items())) or "no rows"
+    origin = f"schema {older}" if older is not None and older < LEDGER_SCHEMA_VERSION else "a new ledger"
+    console.print(f"{esc(directory)}: {origin} -> schema {LEDGER_SCHEMA_VERSION} Delta tables; rows moved: "
+                  f"{esc(what)} (old files in .parquet-backup/)")
 
 
 @app.command("optimize")
@@ -327,14 +309,11 @@ def optimize_cmd(
 
     Example: dsv4h ledger optimize -w ws
     """
-    from harness.store.ledger import delta, locked
-    from harness.store.ledger.layout import ledger_dir
+    from harness.store.ledger import delta, ensure_current
 
     ws = _ws(workspace)
-    if not delta.delta_dir(ws).is_dir():
-        raise LedgerError(f"{delta.delta_dir(ws)}: no Delta tables", hint=f"run 'dsv4h ledger migrate --delta -w {ws}'")
-    with locked(ledger_dir(ws)):
-        done = delta.optimize(ws, retention_hours)
+    ensure_current(ws)
+    done = delta.optimize(ws, retention_hours)
     for table, d in done.items():
         console.print(f"{esc(table)}: {d['files_before']} -> {d['files_after']} file(s), {d['vacuumed']} vacuumed, "
                       f"{d['rows']} rows, version {d['version']}")

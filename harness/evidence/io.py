@@ -1,4 +1,4 @@
-"""Loading archive content for the evidence rules and marking ledger rows (edge module: files)."""
+"""Loading archive content for the evidence rules and deciding its ledger rows' validity (edge module: files)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from harness.evidence.rules import check
 from harness.measure.results import round_key
 from harness.store.archive import Archive
 from harness.store.finished import FinishedArchive, view_of
-from harness.store.ledger import archive_rows, commit_files, ledger_dir, locked
+from harness.store.ledger import Mark, archive_rows, ingest_view, replace_archive_rows
 from harness.store.ledger.layout import canonical
 
 
@@ -94,49 +94,67 @@ _ROW_KEYS = {"cells": "cell_id", "rounds": "round_id", "waves": "wave_id", "requ
 _WHOLE_RUN_TABLES = ("comparisons", "matched_sd", "replay_runs", "runs")
 
 
-def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) -> dict[str, int]:
-    """Set ``valid = false`` on ledger rows of ``archive_id`` named by blocking findings, store the
-    findings in the ``findings`` table (replacing earlier ones of the archive). Returns rows
-    invalidated per table. Which rows: ``concerned_rows`` (a run-scope finding, or a blocking one
-    without rows, invalidates the whole archive; wave and round ids spread to the figures built
-    from them). Reads and rewrites only this archive's ledger files, all or nothing."""
-    blocking = [f for f in findings if f.blocking]
-    changed: dict[str, int] = {}
-    files: dict[str, pa.Table | bytes] = {}
-    with locked(ledger_dir(workspace)):
-        whole, ids = concerned_rows(findings, _archive_rows(workspace, "waves", archive_id),
-                                    _archive_rows(workspace, "rounds", archive_id))
-        for table, key in [*_ROW_KEYS.items(), *((t, "") for t in _WHOLE_RUN_TABLES)]:
-            t = archive_rows(workspace, table, archive_id)
-            if t is None:
-                continue
-            if whole or (table in _WHOLE_RUN_TABLES and blocking):
-                hit = pa.array([True] * t.num_rows)
-            elif key:
-                hit = pc.fill_null(pc.is_in(t.column(key), value_set=pa.array(sorted(ids), pa.string())), False)
-            else:
-                continue
-            # recompute from scratch for this archive: rows not hit become valid again, unless a
-            # resume superseded them (they stay invalid)
-            old = t.column("valid")
-            new = pc.and_(pc.invert(hit), pc.is_null(t.column("superseded_by")))
-            n = int(pc.sum(pc.cast(hit, pa.int64())).as_py() or 0)
-            if new.to_pylist() != old.to_pylist():
-                files[f"{table}/{archive_id}.parquet"] = t.set_column(t.column_names.index("valid"), "valid", new)
-            if n:
-                changed[table] = n
-        rows = [{"archive_id": archive_id, "rule": f.rule, "severity": f.severity, "message": f.message,
-                 "remedy": f.remedy, "rows": json.dumps(list(f.rows))} for f in findings]
-        files[f"findings/{archive_id}.parquet"] = canonical("findings", pa.Table.from_pylist(
-            rows, schema=pa.schema([(n, pa.string()) for n in ("archive_id", "rule", "severity", "message",
-                                                              "remedy", "rows")])))
-        commit_files(workspace, files)
-    return changed
-
-
-def _archive_rows(workspace: Path, table: str, archive_id: str) -> list[dict[str, Any]]:
-    t = archive_rows(workspace, table, archive_id)
+def _rows_of(t: pa.Table | None) -> list[dict[str, Any]]:
     return [] if t is None else list(t.to_pylist())
+
+
+def marked(tables: dict[str, pa.Table], archive_id: str, findings: list[Finding]
+           ) -> tuple[dict[str, pa.Table], dict[str, int]]:
+    """An archive's ledger rows (table -> rows) with ``valid`` decided by ``findings`` (pure): rows
+    named by a blocking finding (``concerned_rows``: a run-scope finding, or a blocking one without
+    rows, concerns the whole archive; wave and round ids spread to the figures built from them) are
+    invalid, the others valid unless a resume superseded them; plus the ``findings`` table. Returns
+    (the tables, rows invalidated per table)."""
+    blocking = [f for f in findings if f.blocking]
+    whole, ids = concerned_rows(findings, _rows_of(tables.get("waves")), _rows_of(tables.get("rounds")))
+    out = dict(tables)
+    changed: dict[str, int] = {}
+    for table, key in [*_ROW_KEYS.items(), *((t, "") for t in _WHOLE_RUN_TABLES)]:
+        t = tables.get(table)
+        if t is None:
+            continue
+        if whole or (table in _WHOLE_RUN_TABLES and blocking):
+            hit = pa.array([True] * t.num_rows)
+        elif key:
+            hit = pc.fill_null(pc.is_in(t.column(key), value_set=pa.array(sorted(ids), pa.string())), False)
+        else:
+            continue
+        new = pc.and_(pc.invert(hit), pc.is_null(t.column("superseded_by")))
+        n = int(pc.sum(pc.cast(hit, pa.int64())).as_py() or 0)
+        out[table] = t.set_column(t.column_names.index("valid"), "valid", new)
+        if n:
+            changed[table] = n
+    rows = [{"archive_id": archive_id, "rule": f.rule, "severity": f.severity, "message": f.message,
+             "remedy": f.remedy, "rows": json.dumps(list(f.rows))} for f in findings]
+    out["findings"] = canonical("findings", pa.Table.from_pylist(
+        rows, schema=pa.schema([(n, pa.string()) for n in ("archive_id", "rule", "severity", "message",
+                                                          "remedy", "rows")])))
+    return out, changed
+
+
+def marker(archive_id: str, findings: list[Finding]) -> Mark:
+    """What ``harness.store.ledger.ingest_view`` applies to an archive's rows before writing them:
+    :func:`marked` by ``findings``."""
+    return lambda tables: marked(tables, archive_id, findings)[0]
+
+
+def ingest_checked(workspace: Path, view: FinishedArchive, findings: list[Finding]) -> dict[str, int]:
+    """Ingest a verified archive with its rows' validity decided by its findings (one write per
+    table; the caller holds the critical section). Rows added per table."""
+    return ingest_view(workspace, view, marker(view.archive_id, findings))
+
+
+def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) -> dict[str, int]:
+    """Decide the validity of an ingested archive's ledger rows again from ``findings`` (:func:`marked`)
+    and store the findings (replacing earlier ones of the archive): only its tables whose rows change
+    are rewritten, one transaction each. Returns rows invalidated per table."""
+    tables = {t: rows for t in (*_ROW_KEYS, *_WHOLE_RUN_TABLES)
+              if (rows := archive_rows(workspace, t, archive_id)) is not None}
+    new, changed = marked(tables, archive_id, findings)
+    writes = {t: rows for t, rows in new.items()
+              if t == "findings" or rows.column("valid").to_pylist() != tables[t].column("valid").to_pylist()}
+    replace_archive_rows(workspace, writes, archive_id)
+    return changed
 
 
 def check_archive(archive: Archive | FinishedArchive) -> list[Finding]:

@@ -1,7 +1,7 @@
 """Evidence governance at the edges (edge module: files): ledger tables and archive reads.
 
-Ledger tables (``<workspace>/ledgers/<table>/<UTC time>-<hex>.parquet``: every append is one new file,
-written atomically under ``ledgers/.lock``; older files are never rewritten):
+Ledger tables (``<workspace>/ledgers/delta/<table>/``, in append order by ``append_key``: every append is
+one Delta transaction; older rows are never rewritten):
 
 - ``records``    accepted records (one row each; ``content`` is the canonical JSON the id hashes).
 - ``closures``   the closure log: ``close`` and ``reopen`` rows; a direction's state is its last row.
@@ -12,8 +12,10 @@ written atomically under ``ledgers/.lock``; older files are never rewritten):
 
 Every row carries ``ledger_schema_version``. Wall times are stored as ``timestamp[ns, UTC]`` and handed
 to the rules as UTC ISO 8601 text with microseconds. The
-rules themselves are in ``harness.governance.record_claims`` (pure); functions here read, decide with them under
-the ledger lock, and append. Nothing here prints or exits.
+rules themselves are in ``harness.governance.record_claims`` (pure); functions here read, decide with them and
+append as one read-check-write (``harness.store.ledger.append_checked``: the rows are committed only if the
+table did not change since it was read, else it is read and decided again), so two hosts sharing the
+ledger cannot both close a direction or import one entry twice. Nothing here prints or exits.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from harness.governance import record_claims as gv
 from harness.governance.base import SLUG
 from harness.hashing import sha256_file
 from harness.store.archive import Archive, find_archive, open_verified
-from harness.store.ledger import append_rows, ledger_dir, locked, read_table, rows_iso
+from harness.store.ledger import append_checked, append_rows, ledger_dir, read_table, rows_iso
 from harness.store.ledger.layout import GOVERNANCE_TABLES
 from harness.store.ledger.layout import SCHEMAS as LAYOUT_SCHEMAS
 
@@ -56,7 +58,7 @@ def table_rows(workspace: Path, table: str) -> list[dict[str, Any]]:
 
 
 def _append_rows(workspace: Path, table: str, rows: Sequence[dict[str, Any]]) -> None:
-    """Append rows as one new file of the table (call with the ledger lock held). Missing columns are null."""
+    """Append rows that depend on no check of the table (one transaction). Missing columns are null."""
     append_rows(workspace, table, list(rows))
 
 
@@ -121,11 +123,10 @@ def propose_record(path: Path, workspace: Path, *, now: datetime | None = None) 
     proposal = load_proposal(path)
     suites = _facts(proposal.suites, workspace, proposal.metric, proposal.concurrency)
     controls = _facts(proposal.control.archives, workspace, proposal.metric, proposal.concurrency)
-    with locked(ledger_dir(workspace)):
-        draft = gv.evaluate_proposal(proposal, suites, controls, table_rows(workspace, "gates"),
-                                     table_rows(workspace, "records"))
+    def decide(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        draft = gv.evaluate_proposal(proposal, suites, controls, table_rows(workspace, "gates"), records)
         c = draft.content
-        row = {
+        return [{
             "record_id": draft.record_id, "name": c["name"], "scope": c["scope"], "description": c["description"],
             "metric": c["metric"], "unit": c["unit"], "concurrency": c["concurrency"],
             "claim_class": c["claim_class"], "protocol_class": c["protocol_class"], "data_origin": c["data_origin"],
@@ -138,8 +139,9 @@ def propose_record(path: Path, workspace: Path, *, now: datetime | None = None) 
             "over_previous_pct": draft.over_previous_pct, "over_control_pct": draft.over_control_pct,
             "proposal_file": str(path.resolve()), "proposal_sha256": sha256_file(path),
             "recorded_at": now_iso(now), "content": json.dumps(c, sort_keys=True),
-        }
-        _append_rows(workspace, "records", [row])
+        }]
+
+    (row,) = append_checked(workspace, "records", decide)
     return row
 
 
@@ -182,17 +184,17 @@ def add_closure(workspace: Path, direction: str, evidence: str, reason: str, *, 
     if not reason.strip():
         raise SpecError("a closure needs a reason", hint="say why the direction was rejected (--reason TEXT)")
     archive = _resolve_archive(evidence, workspace)
-    with locked(ledger_dir(workspace)):
-        rows = table_rows(workspace, "closures")
+    def decide(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if gv.is_closed(rows, direction):
             last = gv.direction_state(rows, direction) or {}
             raise EvidenceError(f"{gv.closed_message(last)} (already closed)",
                                 hint=f"see 'dsv4h closure list'; reopen with 'dsv4h closure reopen {direction} "
                                 "--evidence ARCHIVE --reason TEXT'")
-        row = {"direction": direction, "action": "close", "evidence_archive_id": archive.archive_id,
-               "reason": reason.strip(), "at": now_iso(now), "closing_archive_id": archive.archive_id,
-               "source": source}
-        _append_rows(workspace, "closures", [row])
+        return [{"direction": direction, "action": "close", "evidence_archive_id": archive.archive_id,
+                 "reason": reason.strip(), "at": now_iso(now), "closing_archive_id": archive.archive_id,
+                 "source": source}]
+
+    (row,) = append_checked(workspace, "closures", decide)
     return row
 
 
@@ -204,8 +206,7 @@ def reopen_direction(workspace: Path, direction: str, evidence: str, reason: str
     closing archive itself, or an archive older than it)."""
     _check_slug(direction)
     archive = _resolve_archive(evidence, workspace)
-    with locked(ledger_dir(workspace)):
-        rows = table_rows(workspace, "closures")
+    def decide(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         last = gv.direction_state(rows, direction)
         if last is None or last.get("action") != "close":
             raise EvidenceError(f"direction {direction} is not closed; nothing to reopen",
@@ -214,10 +215,11 @@ def reopen_direction(workspace: Path, direction: str, evidence: str, reason: str
         gv.check_new_evidence(rows, direction, archive.archive_id,
                               archive.run.created_wall or None,
                               _created(workspace, closing))
-        row = {"direction": direction, "action": "reopen", "evidence_archive_id": archive.archive_id,
-               "reason": reason.strip() or f"reopened with new evidence {archive.archive_id}", "at": now_iso(now),
-               "closing_archive_id": closing, "source": source}
-        _append_rows(workspace, "closures", [row])
+        return [{"direction": direction, "action": "reopen", "evidence_archive_id": archive.archive_id,
+                 "reason": reason.strip() or f"reopened with new evidence {archive.archive_id}", "at": now_iso(now),
+                 "closing_archive_id": closing, "source": source}]
+
+    (row,) = append_checked(workspace, "closures", decide)
     return row
 
 
@@ -294,8 +296,7 @@ def check_gate(gate_path: Path, archive_ref: str, workspace: Path, *, candidate:
         "claim_class": run.claim_class, "protocol_class": run.protocol_class,
         "data_origin": "simulated" if sim else "measured",
     }
-    with locked(ledger_dir(workspace)):
-        _append_rows(workspace, "gates", [row])
+    _append_rows(workspace, "gates", [row])
     return row
 
 
@@ -322,15 +323,17 @@ def freeze_file(path: Path, workspace: Path, *, now: datetime | None = None) -> 
     Returns (row, created): when the same content was frozen before (under any path) nothing is
     appended and the existing freeze row is returned with ``created = False``."""
     apath, sha, size = _file_identity(path)
-    with locked(ledger_dir(workspace)):
-        rows = table_rows(workspace, "freezes")
-        old = gv.existing_freeze(rows, sha)
-        if old is not None:
-            return dict(old), False
-        row = {"action": "freeze", "path": apath, "sha256": sha, "bytes": size, "at": now_iso(now),
-               "outcome": "frozen", "passed": True, "reason": "content frozen"}
-        _append_rows(workspace, "freezes", [row])
-    return row, True
+    found: list[dict[str, Any]] = []
+
+    def decide(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        found[:] = [dict(old)] if (old := gv.existing_freeze(rows, sha)) is not None else []
+        if found:
+            return None
+        return [{"action": "freeze", "path": apath, "sha256": sha, "bytes": size, "at": now_iso(now),
+                 "outcome": "frozen", "passed": True, "reason": "content frozen"}]
+
+    added = append_checked(workspace, "freezes", decide)
+    return (added[0], True) if added else (found[0], False)
 
 
 def reveal_file(path: Path, results: str, workspace: Path, *, now: datetime | None = None) -> dict[str, Any]:
@@ -343,13 +346,14 @@ def reveal_file(path: Path, results: str, workspace: Path, *, now: datetime | No
     if not created:
         raise ArchiveError(f"archive {archive.archive_id} has no created_wall in its manifest",
                            hint="reveal against an archive written by dsv4h")
-    with locked(ledger_dir(workspace)):
-        decision = gv.reveal_decision(table_rows(workspace, "freezes"), apath, sha, str(created))
-        row = {"action": "reveal", "path": apath, "sha256": sha, "bytes": size, "at": now_iso(now),
+    def decide(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        decision = gv.reveal_decision(rows, apath, sha, str(created))
+        return [{"action": "reveal", "path": apath, "sha256": sha, "bytes": size, "at": now_iso(now),
                "outcome": decision.outcome, "passed": decision.passed, "reason": decision.reason,
                "freeze_at": (decision.freeze or {}).get("at"), "results_archive_id": archive.archive_id,
-               "results_created_wall": str(created)}
-        _append_rows(workspace, "freezes", [row])
+               "results_created_wall": str(created)}]
+
+    (row,) = append_checked(workspace, "freezes", decide)
     return row
 
 
@@ -401,9 +405,12 @@ def import_historical_file(path: Path, workspace: Path, *, now: datetime | None 
     ``EvidenceError`` (nothing appended) when an entry id is already imported with other content."""
     entries = load_historical(path)
     file_sha = sha256_file(path)
-    with locked(ledger_dir(workspace)):
-        existing = {str(r["entry_id"]): str(r["content_sha256"]) for r in table_rows(workspace, "historical")}
+    planned: list[gv.HistoricalPlan] = []
+
+    def decide(current: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        existing = {str(r["entry_id"]): str(r["content_sha256"]) for r in current}
         plan = gv.plan_historical_import(entries, existing)
+        planned[:] = [plan]
         if plan.conflicts:
             raise EvidenceError(f"{path}: historical import refused ({gv.RULE_4}):\n  " + "\n  ".join(plan.conflicts),
                                 hint="give a corrected entry a new entry_id; imported rows are never rewritten")
@@ -412,8 +419,10 @@ def import_historical_file(path: Path, workspace: Path, *, now: datetime | None 
                                              "content_sha256": gv.entry_content_sha(e),
                                              "import_file": str(path.resolve()), "import_sha256": file_sha,
                                              "imported_at": at} for e in plan.add]
-        if rows:
-            _append_rows(workspace, "historical", rows)
+        return rows
+
+    append_checked(workspace, "historical", decide)
+    plan = planned[0]
     return {"added": [e.entry_id for e in plan.add], "unchanged": list(plan.unchanged), "file": str(path),
             "sha256": file_sha}
 

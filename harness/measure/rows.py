@@ -10,6 +10,8 @@ the flat latency columns (:data:`LATENCY_COLUMNS`, ``<metric>_<stat>_s`` and ``<
 protocol's rows have them); archive tables add ``extra`` (JSON of columns outside the model) and the archive columns
 (:class:`ArchiveColumns`). Units: rates ``_tok_s`` (tokens/s) or ``_req_s`` (requests/s), durations
 ``_s``, instants ``_ns`` (int64 ns, monotonic), wall anchors ``datetime`` (``timestamp[ns, UTC]``).
+Governance rows carry ``append_key`` (UTC ``yyyymmddThhmmssffffff-<8 hex>``, increasing in append
+order: their order in the table).
 
 Protocol-specific measures live in their own tables: ``cells`` / ``rounds`` / ``waves`` are formal
 matrix (and quick-bench) results, ``sweep_cells`` / ``sweep_rounds`` rate-sweep results,
@@ -361,6 +363,7 @@ class RecordRow:
     proposal_sha256: str | None = None
     recorded_at: datetime | None = None
     content: str | None = None
+    append_key: str | None = None
     ledger_schema_version: int | None = None
 
 
@@ -375,6 +378,7 @@ class ClosureRow:
     at: datetime | None = None
     closing_archive_id: str | None = None
     source: str | None = None
+    append_key: str | None = None
     ledger_schema_version: int | None = None
 
 
@@ -401,6 +405,7 @@ class GateRow:
     claim_class: str | None = None
     protocol_class: str | None = None
     data_origin: str | None = None
+    append_key: str | None = None
     ledger_schema_version: int | None = None
 
 
@@ -419,6 +424,7 @@ class FreezeRow:
     freeze_at: datetime | None = None
     results_archive_id: str | None = None
     results_created_wall: datetime | None = None
+    append_key: str | None = None
     ledger_schema_version: int | None = None
 
 
@@ -452,6 +458,7 @@ class HistoricalRow:
     import_file: str | None = None
     import_sha256: str | None = None
     imported_at: datetime | None = None
+    append_key: str | None = None
     ledger_schema_version: int | None = None
 
 

@@ -20,11 +20,11 @@ from typing import Any
 import pyarrow as pa
 
 from harness.errors import DsvError
-from harness.evidence.io import apply_findings, check_archive
+from harness.evidence.io import check_archive, ingest_checked
 from harness.interrupts import critical
 from harness.store.archive import Archive, open_verified
 from harness.store.finished import load_finished
-from harness.store.ledger import ingest_view, ingested, ingested_ids, request_rows, successor_of
+from harness.store.ledger import ingested, ingested_ids, request_rows, successor_of
 from harness.store.ledger.merge import (
     MergeResult,
     Refusal,
@@ -71,8 +71,7 @@ def merge_archive(workspace: Path, src: Path) -> None:
         _check_resume_claim(workspace, view.archive)
         findings = check_archive(view)
         with critical():
-            ingest_view(workspace, view)
-            apply_findings(workspace, view.archive_id, findings)
+            ingest_checked(workspace, view, findings)
     except BaseException as exc:
         if copied and not ingested(workspace, src.name):
             discard_copy(path)

@@ -30,11 +30,10 @@ from typing import Protocol, TypeVar
 
 from harness.errors import ArchiveError, DsvError, RunInterrupted
 from harness.evidence.findings import Finding
-from harness.evidence.io import apply_findings, check_archive
+from harness.evidence.io import check_archive, ingest_checked
 from harness.interrupts import critical, fault_point, in_critical, received
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.finished import FinishedArchive, load_finished, view_after_finalize
-from harness.store.ledger import ingest_view
 from harness.store.runblock import RunBlock
 
 
@@ -136,10 +135,9 @@ def settle(workspace: Path, path: Path) -> Finished:
 
 def _settle(workspace: Path, view: FinishedArchive) -> Finished:
     """Ingest and evidence over one view (the caller holds the critical section)."""
-    rows = ingest_view(workspace, view)
-    fault_point("finish:ingested")
     findings = check_archive(view)
-    apply_findings(workspace, view.archive_id, findings)
+    rows = ingest_checked(workspace, view, findings)  # rows written once, their validity already decided
+    fault_point("finish:ingested")
     return Finished(view.archive, rows, findings)
 
 

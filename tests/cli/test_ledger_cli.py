@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from ledger_helpers import ledger_table
 from testkit import run_block, run_cli
 
 from harness.records import RequestRecord
@@ -33,7 +34,7 @@ def test_merge_reports_what_it_added_and_is_idempotent(tmp_path: Path) -> None:
     assert "1 archive(s) added, 0 already present" in " ".join(out.split())  # rich may wrap the line
     code, out, err = run_cli("ledger", "merge", str(other), "-w", str(here))
     assert code == 0 and "0 archive(s) added, 1 already present" in " ".join(out.split())
-    assert len(list((here / "ledgers" / "cells").glob("*.parquet"))) == 2
+    assert ledger_table(here, "cells").num_rows == 2
     code, _, err = run_cli("ledger", "merge", str(tmp_path / "missing"), "-w", str(here))
     assert code == 6 and "does not exist" in err
 
@@ -44,10 +45,14 @@ def test_migrate_moves_a_schema2_ledger_aside(tmp_path: Path) -> None:
     pq.write_table(pa.Table.from_pylist([{"archive_id": "a" * 16, "cell_id": "c1", "median": 1.5,
                                           "created_wall": "2026-11-29T10:00:00+0000", "valid": True}]),
                    led / "cells.parquet")
+    pq.write_table(pa.Table.from_pylist([{"archive_id": "a" * 16, "campaign": "c", "valid": True,
+                                          "created_wall": "2026-11-29T10:00:00+0000"}]), led / "runs.parquet")
     code, out, err = run_cli("ledger", "migrate", "-w", str(tmp_path))
     assert code == 0, err
-    assert "migrated cells" in " ".join(out.split()) and (led / ".schema2-backup" / "cells.parquet").is_file()
-    assert pq.read_table(led / "cells" / f"{'a' * 16}.parquet").column("median_tok_s").to_pylist() == [1.5]
+    assert "schema 2 -> schema 5 Delta tables; rows moved: cells 1, runs 1" in " ".join(out.split())
+    (backup,) = (led / ".parquet-backup").iterdir()
+    assert (backup / "cells.parquet").is_file() and not (led / "cells.parquet").exists()
+    assert ledger_table(tmp_path, "cells").column("median_tok_s").to_pylist() == [1.5]  # renamed (schema 2)
     code, out, _ = run_cli("ledger", "migrate", "-w", str(tmp_path))
     assert code == 0 and "nothing to migrate" in " ".join(out.split())
 

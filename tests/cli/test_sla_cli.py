@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
+from ledger_helpers import ledger_table
 from testkit import only_archive, run_cli
 
 from harness.cli.sla_cmd import bracket_line
@@ -43,7 +43,7 @@ def test_campaign_run_dispatches_an_sla_search(tmp_path: Path) -> None:
     assert "bracket: highest passing" in out and "probe-cap" in out
     archive = only_archive(ws)
     assert json.loads((archive / "sla.json").read_text())["n_probes"] == 1
-    assert [r["kind"] for r in pq.read_table(ws / "ledgers" / "runs").to_pylist()] == ["sla-search"]
+    assert [r["kind"] for r in ledger_table(ws, "runs").to_pylist()] == ["sla-search"]
 
 
 def test_bracket_line_never_one_number() -> None:

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
+from ledger_helpers import ledger_df
 from testkit import run_block
 
 from harness.evidence import rules as ev
@@ -19,6 +18,7 @@ from harness.evidence.io import apply_findings, check_archive, concerned_rows
 from harness.evidence.rules import check
 from harness.records import RequestRecord
 from harness.store.archive import ArchiveWriter, open_archive
+from harness.store.ledger import delta as dl
 from harness.store.ledger import ingest_archive
 
 CELL = "decode-c32-x"
@@ -163,21 +163,17 @@ def test_attached_simulator_unlabelled_invalidates_every_row(tmp_path: Path) -> 
     changed = apply_findings(tmp_path, a.archive_id, findings)
     assert changed == {"cells": 1, "rounds": 1, "waves": 2, "requests": 2, "runs": 1}
     for table in ("runs", "cells", "rounds", "waves", "requests"):
-        df = pd.read_parquet(tmp_path / "ledgers" / table)
+        df = ledger_df(tmp_path, table)
         assert not df["valid"].any() and set(df["data_origin"]) == {"simulated"}, table
 
 
 def test_superseded_rows_stay_invalid_when_findings_are_applied(tmp_path: Path) -> None:
     a = open_archive(_archive(tmp_path, "sglang", {"tp_size": 8}, []))
     ingest_archive(tmp_path, a)
-    path = tmp_path / "ledgers" / "cells" / f"{a.archive_id}.parquet"
-    cells = pq.read_table(path)
-    cells = cells.set_column(cells.column_names.index("valid"), "valid", pa.array([False] * cells.num_rows))
-    cells = cells.set_column(cells.column_names.index("superseded_by"), "superseded_by",
-                             pa.array(["b" * 16] * cells.num_rows))
-    pq.write_table(cells, path)
+    dl.supersede(tmp_path, a.archive_id, "b" * 16)  # as a resume's ingest leaves it
     apply_findings(tmp_path, a.archive_id, [])
-    assert not pd.read_parquet(path)["valid"].any()
+    cells = ledger_df(tmp_path, "cells")
+    assert len(cells) and not cells.valid.any() and set(cells.superseded_by) == {"b" * 16}
 
 
 # ------------------------------------------------------------------------ 3. and 4. lateness, self-check

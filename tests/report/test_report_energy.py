@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
+from ledger_helpers import ledger_table
 from synthetic_archives import write_abba_archive
 
 from harness.report.collect import collect
@@ -95,7 +95,7 @@ def test_energy_json_is_ingested_into_the_energy_table(tmp_path: Path) -> None:
     a = write_abba_archive(tmp_path, concurrency=4, energy=energy_doc())
     added = ingest_archive(tmp_path, a)
     assert added["energy"] == 8
-    rows = pq.read_table(tmp_path / "ledgers" / "energy").to_pylist()
+    rows = ledger_table(tmp_path, "energy").to_pylist()
     assert {r["archive_id"] for r in rows} == {a.archive_id} and {r["protocol_class"] for r in rows} == {"abba-screen"}
     b2 = [r for r in rows if r["cell_id"] == "B2"]
     assert [r["output_tokens_per_j"] for r in b2] == [0.5, 0.5] and {r["service_index"] for r in b2} == {1}

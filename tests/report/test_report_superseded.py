@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
+from ledger_helpers import ledger_table
 from report_helpers import BUILD_TIME
 from synthetic_archives import write_formal_archive
 
@@ -45,7 +45,7 @@ def _best_decode(ws: Path, aid: str) -> float:
 
 def test_ledger_marks_the_partial_superseded(resumed: tuple[Path, str, str, str, Path]) -> None:
     ws, old, new, _, _ = resumed
-    rows = {r["archive_id"]: r for r in pq.read_table(ws / "ledgers" / "runs").to_pylist()}
+    rows = {r["archive_id"]: r for r in ledger_table(ws, "runs").to_pylist()}
     assert (rows[old]["valid"], rows[old]["superseded_by"]) == (False, new)
     assert rows[new]["valid"] and rows[new]["superseded_by"] is None
 

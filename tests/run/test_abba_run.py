@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from ledger_helpers import ledger_df
 
 from harness.errors import SpecError
 from harness.inputs.spec import AbbaSpec, loaded_abba
@@ -36,7 +36,7 @@ def test_known_ten_percent_candidate(tmp_path: Path) -> None:
     out = run_abba(loaded_abba(spec(1 / 1.1), REPO), tmp_path)
     r = out.result
     assert out.status == "complete"
-    comp = pd.read_parquet(tmp_path / "ledgers" / "comparisons")
+    comp = ledger_df(tmp_path, "comparisons")
     noise = max(abs(r.drift_pct), abs(r.spread_pct))
     if out.blocking:
         # A machine too busy for the simulator to keep its model's time: the harness must say so

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from ledger_helpers import ledger_df
 
 from harness.errors import CorpusError, MeasurementError, ServerUnreachable
 from harness.measure.metrics import resident_decode_rate
@@ -71,9 +71,9 @@ def test_formal_matrix_end_to_end(tmp_path: Path) -> None:
     # warmups are recorded but never in a figure
     recs = out.archive.records()
     assert any(r.phase == "warmup" for r in recs)
-    wave_rows = pd.read_parquet(ws / "ledgers" / "waves")
+    wave_rows = ledger_df(ws, "waves")
     assert set(wave_rows.phase) == {"warmup", "measured"}
-    ledger_cells = pd.read_parquet(ws / "ledgers" / "cells")
+    ledger_cells = ledger_df(ws, "cells")
     assert (ledger_cells.data_origin == "simulated").all()
     assert (ledger_cells.protocol_class == "formal").all()
     # decode waves cycle through corpus cases and keep membership

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from ledger_helpers import ledger_table
 
 from harness.ids import leg_wave_id
 from harness.inputs.spec import AbbaSpec, load_spec, loaded_abba
@@ -64,7 +65,7 @@ def test_every_abba_leg_wave_gets_its_energy_from_its_own_service(tmp_path: Path
         assert w["tokens_per_joule"] == pytest.approx(w["tokens"] / w["energy_j"], rel=1e-9)
     samples = pq.read_table(out.archive.path / "power.parquet").to_pylist()
     assert {s["service"] for s in samples} == {0, 1, 2} and {s["device"] for s in samples} == set(range(DEVICES))
-    energy = pq.read_table(tmp_path / "ws" / "ledgers" / "energy").to_pylist()
+    energy = ledger_table(tmp_path / "ws", "energy").to_pylist()
     assert len(energy) == 8 and {r["protocol_class"] for r in energy} == {"abba-screen"}
     assert {r["window_kind"] for r in energy} == {"resident"} and {r["source"] for r in energy} == {"sim"}
     assert all(r["extra"] is None for r in energy)  # every energy.json field is a canonical column
@@ -97,6 +98,6 @@ def test_every_sweep_round_gets_its_round_window_energy(tmp_path: Path) -> None:
         assert w["energy_j"] == pytest.approx(expect, rel=0.05), (w, expect)
         assert DEVICES * IDLE_W * 0.99 < w["mean_power_w"] < (DEVICES * IDLE_W + 4 * BUSY_W) * 1.01
         assert w["tokens_per_joule"] == pytest.approx(w["tokens"] / w["energy_j"], rel=1e-9)
-    energy = pq.read_table(tmp_path / "ws" / "ledgers" / "energy").to_pylist()
+    energy = ledger_table(tmp_path / "ws", "energy").to_pylist()
     assert [r["window_kind"] for r in energy] == ["round", "round"]
     assert {r["protocol_class"] for r in energy} == {"rate-sweep"}

@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from ledger_helpers import ledger_df
 
 from harness.evidence.findings import Finding
 from harness.evidence.io import concerned_rows
@@ -182,7 +183,7 @@ def with_busy_rows(ws: Path, want: Invalid, busy: Expected) -> Invalid:
     blocking = [Finding(rule, "blocking", "", "", rows=rows) for rule, sev, rows in busy if sev == "blocking"]
     if not blocking:
         return want
-    ledgers = {t: pd.read_parquet(ws / "ledgers" / t) for t in ("cells", "rounds", "waves", "requests")}
+    ledgers = {t: ledger_df(ws, t) for t in ("cells", "rounds", "waves", "requests")}
     def rows(table: str) -> list[dict[str, Any]]:
         return [{str(k): v for k, v in r.items()} for r in ledgers[table].to_dict("records")]
 
@@ -220,7 +221,7 @@ def test_fault_yields_exactly_its_findings(tmp_path: Path, fault: Fault) -> None
         warnings.warn(f"{fault.name}: the machine was busy: {sorted(busy)}", stacklevel=1)
     assert got - busy == want_findings, f"{fault.name}: findings differ\n{detail}"
     assert invalid_rows(ws) == with_busy_rows(ws, want_invalid, busy), detail
-    runs = pd.read_parquet(ws / "ledgers" / "runs")
+    runs = ledger_df(ws, "runs")
     assert bool(runs["valid"].iloc[0]) == (not any(sev == "blocking" for _, sev, _ in want_findings | busy))
     # the live display gets a line for every round that ended, a failed one included
     ended = [(e.status, e.error) for e in progress.events if isinstance(e, RoundDone)]
@@ -252,11 +253,11 @@ def test_attached_simulator_is_labelled_simulated_everywhere(tmp_path: Path) -> 
     assert got - busy == set()
     assert "simulated" in out.archive.manifest["run"]["labels"]
     for table in ("runs", "cells", "rounds", "waves", "requests"):
-        df = pd.read_parquet(ws / "ledgers" / table)
+        df = ledger_df(ws, table)
         assert set(df["data_origin"]) == {"simulated"}, table
     # every row valid, except those a busy machine's blocking sim-lateness invalidated
     assert invalid_rows(ws) == with_busy_rows(ws, {}, busy)
-    runs = pd.read_parquet(ws / "ledgers" / "runs")
+    runs = ledger_df(ws, "runs")
     assert bool(runs["valid"].all()) == (not any(sev == "blocking" for _, sev, _ in busy))
     events = [json.loads(line) for line in (out.archive.path / "events.jsonl").read_text().splitlines()]
     assert any(e["event"] == "service-detached" for e in events)

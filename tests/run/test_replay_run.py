@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import psutil
-import pyarrow.parquet as pq
 import pytest
+from ledger_helpers import ledger_table
 from testkit import only_archive, run_cli, run_dsv4h
 
 from harness.store.archive import iter_archives, verify_archive
@@ -51,16 +51,16 @@ def test_the_fixture_replays_on_schedule_with_the_implied_prefix_hits(tmp_path: 
                                                                                for c in cache]
     sched = [json.loads(x) for x in (archive / "schedule.jsonl").read_text().splitlines()]
     assert [s["index"] for s in sched] == list(range(20)) and all(s["cap_wait_s"] == 0 for s in sched)
-    (row,) = pq.read_table(ws / "ledgers" / "replay_runs").to_pylist()
+    (row,) = ledger_table(ws, "replay_runs").to_pylist()
     assert row["protocol_class"] == "trace-replay" and row["valid"] is True and row["extra"] is None
     assert row["schedule_kept"] is True and row["late_requests"] == 0
     assert row["expected_cached_tokens"] == row["reported_cached_tokens"] == sum(SMALL_EXPECTED)
     assert row["cached_mismatch_requests"] == 0 and row["cached_agree"] is True
     assert row["prompt_tokens"] == 19077 and row["reported_hit_ratio"] == sum(SMALL_EXPECTED) / 19077
     assert row["speed"] == 0.5 and row["block_size_tokens"] == 512 and row["n_ok"] == 20
-    rules = {r["rule"] for r in pq.read_table(ws / "ledgers" / "findings").to_pylist()}
+    rules = {r["rule"] for r in ledger_table(ws, "findings").to_pylist()}
     assert not rules & {"replay-schedule", "replay-cache", "failed-requests"}
-    recs = pq.read_table(ws / "ledgers" / "requests").to_pylist()
+    recs = ledger_table(ws, "requests").to_pylist()
     assert sorted(r["completion_tokens"] for r in recs) == sorted(json.loads(x)["output_length"]
                                                                    for x in SMALL.read_text().splitlines())
     assert not (ws / "ledgers" / "cells").exists() and not (ws / "ledgers" / "sweep_cells").exists()  # never formal
@@ -114,6 +114,6 @@ def test_a_killed_replay_is_recovered_as_a_replay(tmp_path: Path) -> None:
     [a] = list(iter_archives(ws))
     assert verify_archive(a.path) == [] and (a.status, a.run.kind) == ("partial", "trace-replay")
     assert "recovered" in a.run.labels
-    (row,) = pq.read_table(ws / "ledgers" / "replay_runs").to_pylist()
+    (row,) = ledger_table(ws, "replay_runs").to_pylist()
     assert row["status"] == "incomplete" and row["n_requests"] == 20
     assert row["expected_cached_tokens"] == row["reported_cached_tokens"] == 12537

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hostile_server import HostileServer
+from ledger_helpers import ledger_df
 from testkit import run_cli
 
 from harness.errors import ArchiveError
@@ -149,9 +150,9 @@ def test_a_signal_during_finalization_is_held_until_the_archive_is_complete(
     a = open_archive(path)
     assert a.status == "complete" and verify_archive(path) == []
     assert not list(iter_partials(ws))  # nothing stranded
-    runs = pd.read_parquet(ws / "ledgers" / "runs")
+    runs = ledger_df(ws, "runs")
     assert list(runs.archive_id) == [a.archive_id]  # and its ledger rows are all there
-    assert a.archive_id in set(pd.read_parquet(ws / "ledgers" / "requests").archive_id)
+    assert a.archive_id in set(ledger_df(ws, "requests").archive_id)
     assert "archive" in out and "ledger rows are complete" in out
 
 
@@ -170,7 +171,7 @@ def test_killed_between_manifest_and_rename_is_rolled_forward(tmp_path: Path) ->
     assert "renamed into archive" in out
     [path] = finalized(ws)
     assert open_archive(path).status == "complete" and verify_archive(path) == []
-    assert list(pd.read_parquet(ws / "ledgers" / "runs").archive_id) == [path.name]
+    assert list(ledger_df(ws, "runs").archive_id) == [path.name]
 
 
 @pytest.mark.slow
@@ -208,7 +209,7 @@ def test_kill_9_then_reap_recover_and_resume_once(tmp_path: Path) -> None:
     assert len(new) == 1
     b = open_archive(new[0])
     assert b.status == "complete" and b.run.resumed_from == a.archive_id and len(b.records()) > n_old
-    cells = pd.read_parquet(ws / "ledgers" / "cells")
+    cells = ledger_df(ws, "cells")
     mine = cells[cells.archive_id == b.archive_id]
     assert sorted(mine.concurrency) == [1, 2]
     valid = cells[cells.valid]  # the README's notebook filter counts every cell once

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import psutil
-import pyarrow.parquet as pq
 import pytest
+from ledger_helpers import ledger_table
 from testkit import only_archive, run_cli
 
 from harness.inputs.spec import load_spec
@@ -96,13 +96,13 @@ def test_search_brackets_the_known_capacity(tmp_path: Path) -> None:
     assert all(len(a["rounds"]) == 2 and a["plan_id"] for a in arrivals)  # warmup + one measured round
     sla = json.loads((archive / "sla.json").read_text())
     assert sla["bracket"] == b and len(sla["probes"]) == len(rates) and "p99" in sla["rule"]
-    probes = pq.read_table(ws / "ledgers" / "sla_probes").to_pylist()
+    probes = ledger_table(ws, "sla_probes").to_pylist()
     assert sorted(p["arrival_rate_req_s"] for p in probes) == sorted(rates)
     assert {p["bracket_end"] for p in probes} >= {"highest-passing", "lowest-failing"}
     assert all(p["extra"] is None and p["protocol_class"] == "sla-search" for p in probes)
-    cells = pq.read_table(ws / "ledgers" / "sweep_cells").to_pylist()
+    cells = ledger_table(ws, "sweep_cells").to_pylist()
     assert {c["protocol_class"] for c in cells} == {"sla-search"} and len(cells) == len(rates)
-    runs = pq.read_table(ws / "ledgers" / "runs").to_pylist()
+    runs = ledger_table(ws, "runs").to_pylist()
     assert [r["kind"] for r in runs] == ["sla-search"]
 
 
@@ -114,7 +114,7 @@ def test_probe_cap_ends_the_search_unconverged(tmp_path: Path) -> None:
     assert "SLA search probes" in out and "bracket:" in out and "probe-cap" in out
     sla = json.loads((only_archive(ws) / "sla.json").read_text())
     assert sla["end"] == "probe-cap" and not sla["converged"] and sla["n_probes"] == 2
-    rules = {f["rule"] for f in pq.read_table(ws / "ledgers" / "findings").to_pylist()}
+    rules = {f["rule"] for f in ledger_table(ws, "findings").to_pylist()}
     assert "sla-not-converged" in rules
 
 

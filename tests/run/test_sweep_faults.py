@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import psutil
 import pytest
+from ledger_helpers import ledger_df
 from testkit import run_cli, tiny_sweep_spec
 
 from harness.store.archive import iter_archives, iter_partials, open_archive, verify_archive
@@ -60,13 +60,13 @@ def test_killed_sweep_is_recovered_as_a_rate_sweep(tmp_path: Path, point: str, f
     assert verify_archive(a.path) == []
     assert (a.status, a.run.kind, a.run.protocol_class) == ("partial", "rate-sweep", "rate-sweep")
     assert "recovered" in a.run.labels and "simulated" in a.run.labels
-    runs = pd.read_parquet(ws / "ledgers" / "runs")
+    runs = ledger_df(ws, "runs")
     assert list(zip(runs.kind, runs.protocol_class, strict=True)) == [("rate-sweep", "rate-sweep")]
     assert not (ws / "ledgers" / "cells").exists()  # never formal cells
-    cells = pd.read_parquet(ws / "ledgers" / "sweep_cells")
+    cells = ledger_df(ws, "sweep_cells")
     assert list(cells.protocol_class) == ["rate-sweep"] and list(cells.cell_id) == ["sweep-4rps"]
     assert list(cells.rounds_ok) == [1 if first_round == "ok" else 0]
-    rounds = pd.read_parquet(ws / "ledgers" / "sweep_rounds")
+    rounds = ledger_df(ws, "sweep_rounds")
     assert list(zip(rounds.round_id, rounds.status, strict=True)) == [("sweep-4rps.r0", first_round)]
     assert set(rounds.protocol_class) == {"rate-sweep"} and list(rounds.n_requests) == [8]
     sweep_json = json.loads((a.path / "sweep.json").read_text())
@@ -86,7 +86,7 @@ def test_sigint_between_rounds_ends_partial_with_the_runners_end_events(tmp_path
     assert names.count("round") == 1 and names[-2:] == ["interrupted", "run-end"]
     assert evs[-2]["exit_status"] == 130 and evs[-1]["status"] == "partial"
     assert not (ws / "services" / "launched").exists() or not list((ws / "services" / "launched").glob("*.json"))
-    rounds = pd.read_parquet(ws / "ledgers" / "sweep_rounds")
+    rounds = ledger_df(ws, "sweep_rounds")
     assert list(zip(rounds.round_id, rounds.status, strict=True)) == [("sweep-4rps.r0", "ok")]
     assert open_archive(a.path).status == "partial"
 
@@ -105,4 +105,4 @@ def test_sweep_run_recovers_a_killed_sweep_at_startup(tmp_path: Path) -> None:
     assert "recovered .partial-" in out.replace("\n", "")
     kinds = sorted((a.status, a.run.kind, a.run.protocol_class) for a in iter_archives(ws))
     assert kinds == [("complete", "rate-sweep", "rate-sweep"), ("partial", "rate-sweep", "rate-sweep")]
-    assert set(pd.read_parquet(ws / "ledgers" / "runs").protocol_class) == {"rate-sweep"}
+    assert set(ledger_df(ws, "runs").protocol_class) == {"rate-sweep"}

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from ledger_helpers import ledger_table
 from testkit import only_archive, run_dsv4h, tiny_sweep_spec
 
 from harness.report.sweep import build_sweep_report
@@ -28,12 +29,12 @@ def test_sweep_runs_end_to_end_on_the_simulator(tmp_path: Path) -> None:
     sched = [json.loads(x) for x in (archive / "schedule.jsonl").read_text().splitlines()]
     assert len(sched) == 2 * (2 + 3 * 8) and all("planned_ns" in s and "client_lag_s" in s for s in sched)
     assert not (ws / "ledgers" / "cells").exists() and not (ws / "ledgers" / "rounds").exists()  # never formal
-    cells = pq.read_table(ws / "ledgers" / "sweep_cells").to_pylist()
+    cells = ledger_table(ws, "sweep_cells").to_pylist()
     assert sorted(c["arrival_rate_req_s"] for c in cells) == [4.0, 8.0]  # a sweep's `rate`, with its unit
     assert {c["protocol_class"] for c in cells} == {"rate-sweep"}
     assert all(c["rounds_ok"] == 3 and c["goodput_median_req_s"] > 0 for c in cells)
     assert all(c["extra"] is None for c in cells)  # every sweep column is in the canonical schema
-    assert all(r["extra"] is None for r in pq.read_table(ws / "ledgers" / "sweep_rounds").to_pylist())
+    assert all(r["extra"] is None for r in ledger_table(ws, "sweep_rounds").to_pylist())
     assert all(c["arrival_rate_req_s"] in (4.0, 8.0) for c in sweep_archive_cells(archive))  # the archive's names
     sweep = json.loads((archive / "sweep.json").read_text())
     assert sweep["knee"]["arrival_rate_req_s"] in (4.0, 8.0)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from ledger_helpers import ledger_table
 from testkit import only_archive, run_dsv4h
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,9 +54,9 @@ def test_the_saturated_rate_is_found_and_the_sweep_stops_there(tmp_path: Path) -
     assert abs(steady["inflight_slope_req_per_s"]) < 1
     sweep = json.loads((archive / "sweep.json").read_text())
     assert sweep["stopped"]["at_rate_req_s"] == 40.0 and sweep["stopped"]["not_run"] == [80.0]
-    cells = {c["arrival_rate_req_s"]: c for c in pq.read_table(ws / "ledgers" / "sweep_cells").to_pylist()}
+    cells = {c["arrival_rate_req_s"]: c for c in ledger_table(ws, "sweep_cells").to_pylist()}
     assert cells[4.0]["saturated_rounds"] == 0 and cells[40.0]["saturated_rounds"] == 1
-    findings = pq.read_table(ws / "ledgers" / "findings").to_pylist()
+    findings = ledger_table(ws, "findings").to_pylist()
     sat = [f for f in findings if f["rule"] == "sweep-saturated"]
     assert len(sat) == 1 and "sweep-40rps" in sat[0]["message"] and sat[0]["severity"] == "warning"
     assert "stopped at 40 req/s (over-saturated); not run: 80 req/s" in proc.stdout

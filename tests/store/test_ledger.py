@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
+from ledger_helpers import ledger_df
 from testkit import run_block
 
 from harness.records import RequestRecord
@@ -30,11 +30,11 @@ def test_ingest_once_and_labels(tmp_path: Path) -> None:
     assert ingest_archive(tmp_path, a) == {}
     b = open_archive(make(tmp_path, "two", "sglang"))
     ingest_archive(tmp_path, b)
-    cells = pd.read_parquet(tmp_path / "ledgers" / "cells")
+    cells = ledger_df(tmp_path, "cells")
     assert len(cells) == 2
     assert cells.set_index("campaign").loc["one", "data_origin"] == "simulated"
     assert cells.set_index("campaign").loc["two", "data_origin"] == "measured"
-    assert (cells["ledger_schema_version"] == 4).all()  # schema 4: one file per archive, typed columns, row models
+    assert (cells["ledger_schema_version"] == 5).all()  # schema 5: Delta tables, typed columns, row models
     req = read_table(tmp_path, "requests")
     assert req is not None
     assert req.column("output_hash16").to_pylist()[0] == "6f41fe2f01d52507"

@@ -1,28 +1,34 @@
-"""Delta Lake ledger tables (harness.store.ledger.delta, docs/ledger-format.md): a schema-3 and a
-schema-4 Parquet ledger migrate with every row kept (counted before and after), again adds nothing;
-every later commit (ingest, supersession, governance appends) reaches the Delta tables; --as-of reads
-an earlier version; optimize compacts without changing rows; the documented read path (pandas,
-pyarrow, DuckDB, polars through the Arrow dataset) runs verbatim."""
+"""The ledgers are Delta Lake tables (harness.store.ledger, docs/ledger-format.md; issue 29 item 3): a
+schema-3 and a schema-4 Parquet ledger move into them with every row kept (counted before and after;
+the old files set aside; again adds nothing), by ``dsv4h ledger migrate`` or by the first write; reads
+never migrate; a resume supersedes by a Delta UPDATE and ``--as-of`` reads the version before; optimize
+compacts without changing rows; governance read-check-writes from two processes at once append once;
+another host's Delta tables are read only from a checked copy, never trusted; the documented read path
+(pandas, pyarrow, DuckDB, polars through the Arrow dataset) runs verbatim."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from synthetic_archives import write_formal_archive
 from testkit import run_cli
 
 import harness.ledger as hl
 from harness.errors import LedgerError
-from harness.store.ledger import TABLES, append_rows, ingest_archive, locked, read_table
+from harness.store.ledger import TABLES, append_rows, ingest_archive, is_current, parquet_layout, read_table
 from harness.store.ledger import delta as dl
-from harness.store.ledger.layout import SCHEMAS, ledger_dir
+from harness.store.ledger.layout import PER_ARCHIVE, SCHEMAS, ledger_dir
 from harness.store.ledger.migrate import schema_version
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,138 +47,177 @@ def _schema3(tmp_path: Path) -> Path:
     return ws
 
 
+def _schema4(tmp_path: Path) -> Path:
+    """The schema-3 fixture as a schema-4 Parquet ledger, as a schema-4 writer left it: one file per
+    archive and table, the marker, a governance file, a resume marker."""
+    ws = _schema3(tmp_path)
+    led = ledger_dir(ws)
+    tables = {t: parquet_layout.read_table(led, t) for t in PER_ARCHIVE}
+    for t in PER_ARCHIVE:
+        if (led / t).is_dir():
+            shutil.rmtree(led / t)
+    for t, rows in tables.items():
+        if rows is None:
+            continue
+        (led / t).mkdir()
+        for aid in set(rows.column("archive_id").to_pylist()):
+            pq.write_table(rows.filter(pc.equal(rows.column("archive_id"), aid)), led / t / f"{aid}.parquet")
+    (led / "closures").mkdir(exist_ok=True)
+    gov = pa.Table.from_pylist([{"direction": "d1", "action": "close", "evidence_archive_id": FORMAL, "reason": "r",
+                                 "at": "2026-12-01T00:00:00+00:00"}])
+    pq.write_table(gov, led / "closures" / "20261201T000000000000-0000abcd.parquet")
+    (led / ".schema").write_text("4\n")
+    return ws
+
+
 def _counts(read: object, ws: Path) -> Counter[tuple[str, str]]:
     out: Counter[tuple[str, str]] = Counter()
     for table in TABLES:
         t = read(ws, table)  # type: ignore[operator]
-        if t is not None and "archive_id" in t.column_names:
+        if t is not None and table in PER_ARCHIVE:
             out.update((table, str(a)) for a in t.column("archive_id").to_pylist())
-        elif t is not None:
+        elif t is not None and t.num_rows:
             out[(table, "")] += t.num_rows
     return out
 
 
 def _rows(t: pa.Table | None) -> list[str]:
-    """A table's rows as sorted JSON text (NaN equal to NaN; order not compared), wall-clock columns at
-    Delta's precision, microseconds (the one thing Delta does not keep: docs/ledger-format.md)."""
+    """A table's rows as sorted JSON text (order not compared), wall-clock columns at Delta's
+    precision, microseconds (docs/ledger-format.md), ``ledger_schema_version`` left out (a moved row
+    is of the current schema)."""
     assert t is not None
     walls = [i for i, f in enumerate(t.schema) if pa.types.is_timestamp(f.type)]
     for i in walls:
         t = t.set_column(i, t.schema.field(i).name, pc.cast(pc.cast(t.column(i), pa.timestamp("us", "UTC"),
                                                                     safe=False), t.schema.field(i).type))
-    return sorted(json.dumps(r, sort_keys=True, default=str) for r in t.to_pylist())
+    return sorted(json.dumps({k: v for k, v in r.items() if k != "ledger_schema_version"}, sort_keys=True,
+                             default=str) for r in t.to_pylist())
 
 
-def test_a_schema3_ledger_migrates_to_delta_with_every_row_kept(tmp_path: Path) -> None:
+def test_a_schema3_ledger_is_read_in_memory_and_moved_by_migrate_with_every_row_kept(tmp_path: Path) -> None:
     ws = _schema3(tmp_path)
-    assert schema_version(ws / "ledgers") == 3
-    before = _counts(read_table, ws)  # read as schema 4 in memory
+    assert schema_version(ws / "ledgers") == 3 and not is_current(ws)
+    before = _counts(read_table, ws)  # read as the current schema in memory: nothing written
     assert dict(before) == ROWS
-    written = dl.migrate_to_delta(ws, read_table)
-    assert sum(written.values()) == sum(ROWS.values()) == 80
-    assert _counts(dl.read, ws) == before
-    for table in ("cells", "sweep_cells", "requests", "runs"):
-        a, b = read_table(ws, table), dl.read(ws, table)
-        assert a is not None and b is not None and b.schema.equals(SCHEMAS[table]), table
-        assert _rows(a) == _rows(b), table  # every value carried (wall times at their microseconds)
-    assert dl.migrate_to_delta(ws, read_table) == {}  # again: nothing added
+    old_rows = {t: _rows(read_table(ws, t)) for t in ("cells", "sweep_cells", "requests", "runs")}
+    assert not (ws / "ledgers" / "delta").exists()
+    code, out, err = run_cli("ledger", "migrate", "-w", str(ws))
+    assert code == 0, err
+    assert "schema 3 -> schema 5" in out and "requests 60" in out
+    assert is_current(ws) and schema_version(ws / "ledgers") == 5
+    assert _counts(read_table, ws) == before == _counts(dl.read, ws)
+    for table, rows in old_rows.items():
+        t = read_table(ws, table)
+        assert t is not None and t.schema.equals(SCHEMAS[table]), table
+        assert _rows(t) == rows, table  # every value carried (wall times at their microseconds)
+    backup = list((ws / "ledgers" / ".parquet-backup").iterdir())
+    assert len(backup) == 1 and (backup[0] / "cells" / f"{FORMAL}.parquet").is_file()  # kept, set aside
+    assert not (ws / "ledgers" / "cells").exists()
+    code, out, _ = run_cli("ledger", "migrate", "-w", str(ws))
+    assert code == 0 and "already schema 5" in out
     assert _counts(dl.read, ws) == before
 
 
-def test_a_schema4_ledger_migrates_through_the_cli_and_rows_are_counted(tmp_path: Path) -> None:
-    ws = _schema3(tmp_path)
-    with locked(ledger_dir(ws)):  # the first write migrates schema 3 to 4 (Parquet)
-        pass
+def test_a_schema4_ledger_moves_on_the_first_write_with_every_row_kept(tmp_path: Path) -> None:
+    ws = _schema4(tmp_path)
     assert schema_version(ws / "ledgers") == 4
     before = _counts(read_table, ws)
-    code, out, err = run_cli("ledger", "migrate", "--delta", "-w", str(ws))
-    assert code == 0, err
-    assert "Delta tables written" in out and "requests +60" in out
-    assert _counts(dl.read, ws) == before == Counter(ROWS)
-    code, out, _ = run_cli("ledger", "migrate", "--delta", "-w", str(ws))
-    assert code == 0 and "nothing (already in step)" in out
+    assert before == Counter(ROWS) + Counter({("closures", ""): 1})
+    new = write_formal_archive(ws, tiers=(1,), seed=3)
+    assert ingest_archive(ws, new)["cells"] == 2  # the first write moves the old rows, then appends
+    after = _counts(read_table, ws)
+    assert after - Counter({(t, a): n for (t, a), n in after.items() if a == new.archive_id}) == before
+    closures = read_table(ws, "closures")
+    assert closures is not None and closures.column("append_key").to_pylist() == ["20261201T000000000000-0000abcd"]
 
 
-def test_every_later_commit_reaches_the_delta_tables(tmp_path: Path) -> None:
+def test_a_pending_schema4_commit_is_kept_by_the_move(tmp_path: Path) -> None:
+    ws = _schema4(tmp_path)
+    led = ledger_dir(ws)
+    (led / ".staging").mkdir()
+    staged = led / ".staging" / "0000beef-0.parquet"
+    pq.write_table(pa.Table.from_pylist([{"entry_id": "pending"}]), staged)
+    (led / ".commit.json").write_text(json.dumps({"renames": [[".staging/0000beef-0.parquet",
+                                                              "historical/20261201T000000000001-0000beef.parquet"]]}))
+    append_rows(ws, "historical", [{"entry_id": "later"}])
+    hist = read_table(ws, "historical")
+    assert hist is not None and hist.column("entry_id").to_pylist() == ["pending", "later"]
+
+
+def test_resume_supersedes_by_update_and_as_of_shows_the_rows_before(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     first = write_formal_archive(ws, tiers=(1, 2))
     ingest_archive(ws, first)
-    dl.migrate_to_delta(ws, read_table)
-    cells_v0 = dl.read(ws, "cells")
-    assert cells_v0 is not None and cells_v0.num_rows == 4
-    version = max(h["version"] for h in dl.history(ws, "cells"))
-    # a resumed run: its archive supersedes the first; both commits reach Delta
+    before = read_table(ws, "cells")
+    version = dl.history(ws, "cells")[0]["version"]
     second = write_formal_archive(ws, tiers=(1, 2), seed=1, resumed_from=first.archive_id)
     assert ingest_archive(ws, second)["cells"] == 4
     assert ingest_archive(ws, second) == {}  # idempotent
-    cells = dl.read(ws, "cells")
+    cells = read_table(ws, "cells")
     assert cells is not None and cells.num_rows == 8
     by = {(r["archive_id"], r["valid"], r["superseded_by"]) for r in cells.to_pylist()}
     assert by == {(first.archive_id, False, second.archive_id), (second.archive_id, True, None)}
-    parquet = read_table(ws, "cells")
-    assert _rows(parquet) == _rows(cells)
-    # the version before the resume still reads as it was
-    old = dl.read(ws, "cells", as_of=version)
-    assert _rows(old) == _rows(cells_v0)
-    with locked(ledger_dir(ws)):
-        append_rows(ws, "historical", [{"entry_id": "h1"}])
-    hist = dl.read(ws, "historical")
-    assert hist is not None and hist.column("entry_id").to_pylist() == ["h1"]
-    assert _counts(dl.read, ws) == _counts(read_table, ws)
-
-
-def test_supersede_is_an_update_and_as_of_shows_the_rows_before(tmp_path: Path) -> None:
-    ws = _schema3(tmp_path)
-    dl.migrate_to_delta(ws, read_table)
-    v = dl.history(ws, "requests")[0]["version"]
-    assert dl.supersede(ws, FORMAL, SWEEP) == {"runs": 1, "cells": 1, "rounds": 3, "waves": 4, "requests": 8}
-    assert dl.supersede(ws, FORMAL, SWEEP) == {}  # already superseded: no new version
-    req = dl.read(ws, "requests")
-    assert req is not None
-    assert {(r["archive_id"], r["valid"], r["superseded_by"]) for r in req.to_pylist()} >= {(FORMAL, False, SWEEP)}
-    old = dl.read(ws, "requests", as_of=v)
-    assert old is not None and {r["superseded_by"] for r in old.to_pylist()} == {None}
-    assert dl.history(ws, "requests")[0]["operation"] == "UPDATE"
+    assert dl.history(ws, "cells")[0]["operation"] == "UPDATE"
+    assert _rows(dl.read(ws, "cells", as_of=version)) == _rows(before)  # the version before the resume
     with pytest.raises(LedgerError, match="16 hex"):
-        dl.supersede(ws, "x' OR true --", SWEEP)
+        dl.supersede(ws, "x' OR true --", second.archive_id)
     with pytest.raises(LedgerError, match="version 99"):
-        dl.read(ws, "requests", as_of=99)
+        dl.read(ws, "cells", as_of=99)
 
 
 def test_show_as_of_and_history_through_the_cli(tmp_path: Path) -> None:
     ws = _schema3(tmp_path)
-    dl.migrate_to_delta(ws, read_table)
+    run_cli("ledger", "migrate", "-w", str(ws))
     dl.supersede(ws, FORMAL, SWEEP)
     code, out, err = run_cli("ledger", "history", "--table", "cells", "-w", str(ws), "--json")
     assert code == 0, err
-    assert [h["operation"] for h in json.loads(out)] == ["UPDATE", "WRITE"]
-    code, out, _ = run_cli("ledger", "show", "--table", "cells", "-w", str(ws), "--json", "--as-of", "0")
-    assert code == 0 and [r["valid"] for r in json.loads(out)] == [True]
+    assert [h["operation"] for h in json.loads(out)] == ["UPDATE", "WRITE", "CREATE TABLE"]
     code, out, _ = run_cli("ledger", "show", "--table", "cells", "-w", str(ws), "--json", "--as-of", "1")
+    assert code == 0 and [r["valid"] for r in json.loads(out)] == [True]
+    code, out, _ = run_cli("ledger", "show", "--table", "cells", "-w", str(ws), "--json", "--as-of", "2")
     assert code == 0 and [r["valid"] for r in json.loads(out)] == [False]
 
 
 def test_optimize_compacts_and_keeps_every_row(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    (ledger_dir(ws) / dl.DELTA_DIR).mkdir(parents=True)  # Delta tables from the first commit on
     for seed in range(3):
         ingest_archive(ws, write_formal_archive(ws, tiers=(1, 2), seed=seed))
-    counts = _counts(dl.read, ws)
-    assert counts == _counts(read_table, ws) and sum(v for (t, _), v in counts.items() if t == "runs") == 3
+    counts = _counts(read_table, ws)
+    assert sum(v for (t, _), v in counts.items() if t == "runs") == 3
     code, out, err = run_cli("ledger", "optimize", "-w", str(ws), "--retention-hours", "0")
     assert code == 0, err
     assert re.search(r"cells: 3 -> 1 file\(s\), [1-9][0-9]* vacuumed, 12 rows", out), out
-    assert _counts(dl.read, ws) == counts
+    assert _counts(read_table, ws) == counts
     done = dl.optimize(ws)  # the default retention keeps what an as-of read may need
     assert done["cells"]["files_after"] == 1 and done["cells"]["vacuumed"] == 0
+    ingest_archive(ws, write_formal_archive(ws, tiers=(1, 2), seed=9))  # appends go on after a compaction
+    assert sum(v for (t, _), v in _counts(read_table, ws).items() if t == "runs") == 4
     with pytest.raises(LedgerError, match="negative"):
         dl.optimize(ws, -1)
 
 
-def test_optimize_without_delta_tables_says_how_to_make_them(tmp_path: Path) -> None:
-    ws = _schema3(tmp_path)
-    code, _, err = run_cli("ledger", "optimize", "-w", str(ws))
-    assert code != 0 and "migrate --delta" in err
+CLOSE = ("import sys, time; from pathlib import Path; from harness.errors import EvidenceError; "
+         "from harness.governance.io import add_closure\n"
+         "while time.time() < float(sys.argv[1]): time.sleep(0.001)\n"
+         "try:\n    add_closure(Path(sys.argv[2]), 'spec-off', sys.argv[3], 'no gain')\n    print('closed')\n"
+         "except EvidenceError as e:\n    print('refused', e.message)")
+
+
+def test_two_processes_closing_one_direction_at_once_close_it_once(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    a = write_formal_archive(ws, tiers=(1,))
+    ingest_archive(ws, a)
+    start = str(time.time() + 3.0)
+    procs = [subprocess.Popen([sys.executable, "-c", CLOSE, start, str(ws), a.archive_id], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+        outs.append(out.strip())
+    assert sorted(o.split()[0] for o in outs) == ["closed", "refused"], outs  # the read-check-write held
+    closures = read_table(ws, "closures")
+    assert closures is not None and closures.column("action").to_pylist() == ["close"]
 
 
 def _doc_examples() -> list[str]:
@@ -184,7 +229,7 @@ def test_the_documented_read_path_runs_verbatim(tmp_path: Path, monkeypatch: pyt
     pytest.importorskip("duckdb")
     pytest.importorskip("polars")
     ws = _schema3(tmp_path)
-    dl.migrate_to_delta(ws, read_table)
+    run_cli("ledger", "migrate", "-w", str(ws))
     blocks = _doc_examples()
     assert len(blocks) == 1
     for needle in ("DeltaTable", "to_pyarrow_dataset", "duckdb", "polars", "pandas", "hl.open_delta"):
@@ -193,32 +238,51 @@ def test_the_documented_read_path_runs_verbatim(tmp_path: Path, monkeypatch: pyt
     namespace: dict[str, object] = {"__name__": "doc"}
     exec(compile(blocks[0], "docs/ledger-format.md", "exec"), namespace)  # the doc's own code
     assert namespace["n_pandas"] == namespace["n_polars"] == namespace["n_duckdb"] == 1
-    assert namespace["n_as_of"] == 1
+    assert namespace["n_as_of"] == 0  # version 0: the table as created, before any row
     assert hl.open_delta(ws, "requests").count_rows() == 60
 
 
-def test_merge_ingests_the_other_hosts_archives_into_the_delta_tables_never_its_rows(tmp_path: Path) -> None:
+def test_merge_reads_the_other_hosts_delta_tables_only_to_refuse_their_rows(tmp_path: Path) -> None:
     from harness.run.merge import merge_workspace
 
     here, other = tmp_path / "here", tmp_path / "other"
     mine = write_formal_archive(here, tiers=(1,))
     ingest_archive(here, mine)
-    dl.migrate_to_delta(here, read_table)
     theirs = write_formal_archive(other, tiers=(1, 2), seed=5, campaign="other-host")
     ingest_archive(other, theirs)
-    dl.migrate_to_delta(other, read_table)
     forged = dl.read(other, "cells")
     assert forged is not None
-    # the other host's Delta table claims rows no verified archive gives: never read by a merge
-    dl.write_archive(other, "cells", "00000000000000ff", forged.set_column(
-        forged.schema.get_field_index("archive_id"), "archive_id", pa.array(["00000000000000ff"] * forged.num_rows)))
+    fake = "00000000000000ff"  # the other host's Delta table claims rows no verified archive gives
+    dl.append_archive(other, "cells", fake, forged.set_column(
+        forged.schema.get_field_index("archive_id"), "archive_id", pa.array([fake] * forged.num_rows)))
     res = merge_workspace(here, other)
     assert res.archives == [theirs.archive_id]
-    cells = dl.read(here, "cells")
+    assert any(r.file.endswith(f"cells#{fake}") and f"no verified archive {fake}" in r.reason for r in res.refusals)
+    cells = read_table(here, "cells")
     assert cells is not None
     assert Counter(cells.column("archive_id").to_pylist()) == {mine.archive_id: 2, theirs.archive_id: 4}
-    assert _counts(dl.read, here) == _counts(read_table, here)
     versions = {t: dl.history(here, t)[0]["version"] for t in ("cells", "runs")}
     again = merge_workspace(here, other)
     assert again.archives == [] and again.present == 1
     assert {t: dl.history(here, t)[0]["version"] for t in ("cells", "runs")} == versions  # nothing written
+    assert not list(ledger_dir(here).glob(".foreign-*"))  # the checked copies are gone
+
+
+def test_a_hostile_delta_log_naming_a_file_outside_is_refused_unread(tmp_path: Path) -> None:
+    from harness.run.merge import merge_workspace
+
+    here, other = tmp_path / "here", tmp_path / "other"
+    ingest_archive(here, write_formal_archive(here, tiers=(1,)))
+    ingest_archive(other, write_formal_archive(other, tiers=(1,), seed=2))
+    secret = tmp_path / "secret.parquet"
+    pq.write_table(pa.table({"archive_id": ["a" * 16]}), secret)
+    log = dl.table_path(other, "cells") / "_delta_log"
+    last = sorted(log.glob("*.json"))[-1]
+    n = int(last.stem) + 1
+    add = {"add": {"path": str(secret), "size": secret.stat().st_size, "partitionValues": {},
+                   "modificationTime": 0, "dataChange": True}}
+    (log / f"{n:020d}.json").write_text(json.dumps(add) + "\n")
+    res = merge_workspace(here, other)
+    assert any(r.file == str(dl.table_path(other, "cells")) and "never opened" in r.reason for r in res.refusals)
+    cells = read_table(here, "cells")
+    assert cells is not None and "a" * 16 not in cells.column("archive_id").to_pylist()

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
+from ledger_helpers import ledger_df
 from testkit import quick_decode_run
 
 from harness.measure import latency as L
@@ -17,7 +17,7 @@ from harness.measure import latency as L
 @pytest.mark.slow
 def test_requests_ledger_recomputes_latency_and_http_rate(tmp_path: Path) -> None:
     out, ws = quick_decode_run(tmp_path, "lat", 4)
-    req = pd.read_parquet(ws / "ledgers" / "requests")
+    req = ledger_df(ws, "requests")
     req = req[req.archive_id == out.archive.archive_id]
     assert (req.anchor_wall.dt.year >= 2026).all() and (req.anchor_perf_ns > 0).all()
     assert set(req.count_method) == {"server-cumulative"}
@@ -35,17 +35,17 @@ def test_requests_ledger_recomputes_latency_and_http_rate(tmp_path: Path) -> Non
     tpot = ((measured.last_token_ns - measured.first_token_ns) / 1e9 / after)[after > 0]
     assert sorted(tpot) == pytest.approx(sorted(L.tpot(recs)))
     # whole-wave HTTP rate of each wave from the ledger alone equals the waves table's
-    waves = pd.read_parquet(ws / "ledgers" / "waves")
+    waves = ledger_df(ws, "waves")
     for wid, g in measured.groupby("wave_id"):
         rate = g.n_tokens.sum() / ((g.done_ns.max() - g.send_ns.min()) / 1e9)
         assert rate == pytest.approx(float(waves[waves.wave_id == wid].http_output_tok_s.iloc[0]), rel=1e-9)
 
-    cells = pd.read_parquet(ws / "ledgers" / "cells")
+    cells = ledger_df(ws, "cells")
     cell = cells[cells.archive_id == out.archive.archive_id].iloc[0]
     for col in ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "ttft_mean_s", "ttft_max_s", "ttft_n", "itl_p99_s",
                 "tpot_p50_s", "e2e_p99_s", "itl_bench_p50_s", "tpot_bench_p50_s"):
         assert col in cells.columns, col
     assert cell.ttft_n == len(measured)
     assert cell.ttft_p50_s == pytest.approx(float(np.percentile(L.ttft(recs), 50)))
-    rounds = pd.read_parquet(ws / "ledgers" / "rounds")
+    rounds = ledger_df(ws, "rounds")
     assert {"ttft_p99_s", "itl_n"} <= set(rounds.columns) and {"ttft_p99_s", "itl_n"} <= set(waves.columns)

@@ -1,6 +1,6 @@
-"""Ledger schema 3 (issue 15.4, issue 17): one directory per table, one file per archive, one canonical
-schema per table (typed timestamps, rates named with units), ingest and evidence touching only the
-archive's own files."""
+"""Ledger layout (issue 15.4, issue 17; schema 5, issue 29): one Delta table per ledger table, one
+transaction per archive, one canonical schema per table (typed timestamps, rates named with units),
+ingest and evidence writing only the archive's own rows."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
+from ledger_helpers import ledger_df
 from testkit import run_block
 
 from harness.evidence.findings import Finding
@@ -24,6 +25,7 @@ from harness.records import RequestRecord
 from harness.store import archive as archive_module
 from harness.store.archive import ArchiveWriter, open_archive
 from harness.store.archive_legacy import upgrade_table
+from harness.store.ledger import delta as dl
 from harness.store.ledger import ingest_archive, read_table
 from harness.store.ledger.layout import SCHEMAS, WALL, canonical
 
@@ -54,37 +56,38 @@ def make(ws: Path, campaign: str = "m", resumed_from: str | None = None, median:
                       run=run_block(campaign=campaign, resumed_from=resumed_from, plan_id="p", created_wall=wall))
 
 
-def test_one_directory_per_table_and_one_file_per_archive(tmp_path: Path) -> None:
+def test_one_delta_table_per_ledger_table_and_one_data_file_per_archive(tmp_path: Path) -> None:
     a = make(tmp_path, "a")
     b = make(tmp_path, "b")
     for p in (a, b):
         ingest_archive(tmp_path, open_archive(p))
     led = tmp_path / "ledgers"
     for table in TABLES_OF_ONE:
-        assert sorted(f.name for f in (led / table).glob("*.parquet")) == sorted([f"{a.name}.parquet",
-                                                                                  f"{b.name}.parquet"]), table
-    assert not list(led.glob("*.parquet"))  # no single-file tables: a glob cannot mix tables
+        dt = DeltaTable(str(led / "delta" / table))
+        assert len(dt.file_uris()) == 2, table  # one transaction, one data file, per archive
+        ids = {pq.read_table(f, columns=["archive_id"]).column("archive_id")[0].as_py() for f in dt.file_uris()}
+        assert ids == {a.name, b.name}, table
+    assert not list(led.glob("*.parquet")) and not (led / "cells").exists()  # nothing outside the Delta tables
+    assert (led / ".schema").read_text().strip() == "5"
 
 
-def test_every_file_of_a_table_has_the_canonical_schema_and_globs_read(tmp_path: Path) -> None:
+def test_every_table_has_the_canonical_schema_and_reads_through_arrow(tmp_path: Path) -> None:
     for k in range(3):
         ingest_archive(tmp_path, open_archive(make(tmp_path, f"m{k}", median=100.0 + k, anchor=k == 1)))
-    apply_findings(tmp_path, open_archive(make(tmp_path, "x")).archive_id, [])  # findings of a non-ingested id
     for table in (*TABLES_OF_ONE, "findings"):
-        files = sorted((tmp_path / "ledgers" / table).glob("*.parquet"))
-        assert files, table
-        for f in files:
-            schema = pq.read_schema(f)
-            assert schema.equals(SCHEMAS[table]), (table, f.name)
-            assert schema.metadata[b"dsv4h.ledger_schema_version"] == b"4"
-            assert schema.metadata[b"dsv4h.table"] == table.encode()
-        glob = str(tmp_path / "ledgers" / table / "*.parquet")
-        rel = duckdb.sql(f"SELECT count(*) FROM '{glob}'")
-        assert rel is not None and pl.read_parquet(glob).height == rel.fetchall()[0][0]
-    cells = pl.read_parquet(str(tmp_path / "ledgers" / "cells" / "*.parquet"))
-    assert cells.schema["created_wall"] == pl.Datetime("ns", "UTC")
-    assert cells.schema["concurrency"] == pl.Int64 and cells.schema["ledger_schema_version"] == pl.Int64
-    assert sorted(cells.filter(pl.col("cell_id") == "c1")["median_tok_s"].to_list()) == [100.0, 101.0, 102.0]
+        dt = DeltaTable(str(dl.table_path(tmp_path, table)))
+        assert pa.schema(dt.schema().to_arrow()).names == SCHEMAS[table].names, table
+        t = read_table(tmp_path, table)
+        if table != "findings":
+            assert t is not None and t.schema.equals(SCHEMAS[table]), table
+        arrow = dt.to_pyarrow_dataset()
+        rel = duckdb.sql("SELECT count(*) FROM arrow")
+        assert rel is not None and pl.scan_pyarrow_dataset(arrow).collect().height == rel.fetchall()[0][0]
+    cells = read_table(tmp_path, "cells")
+    assert cells is not None and cells.schema.field("created_wall").type == WALL
+    assert cells.schema.field("concurrency").type == pa.int64()
+    assert sorted(r["median_tok_s"] for r in cells.to_pylist() if r["cell_id"] == "c1") == [100.0, 101.0, 102.0]
+    assert set(cells.column("ledger_schema_version").to_pylist()) == {5}
 
 
 @pytest.mark.parametrize("first_names", [False, True])
@@ -103,9 +106,9 @@ def test_rates_carry_units_and_archives_keep_their_names(tmp_path: Path, monkeyp
     assert "median" not in table.column_names and "http_rate" not in table.column_names
     assert json.loads(cells["c1"]["extra"]) == {"new_thing": "kept"}  # nothing outside the schema is lost
     assert cells["c2"]["extra"] is None
-    rounds = pd.read_parquet(tmp_path / "ledgers" / "rounds")
+    rounds = ledger_df(tmp_path, "rounds")
     assert rounds.rate_tok_s.tolist() == [88.5] and rounds.ttft_n.tolist() == [4]
-    assert pd.read_parquet(tmp_path / "ledgers" / "waves").resident_output_tok_s.tolist() == [88.5]
+    assert ledger_df(tmp_path, "waves").resident_output_tok_s.tolist() == [88.5]
     names = pq.read_schema(path / "cells.parquet").names  # the archive is unchanged
     assert ("median" in names) == first_names and ("median_tok_s" in names) != first_names
 
@@ -126,46 +129,46 @@ def test_wall_anchors_are_utc_timestamps(tmp_path: Path) -> None:
     runs = read_table(tmp_path, "runs")
     assert runs is not None and runs.schema.field("created_wall").type == WALL
     assert runs.column("created_wall")[0].as_py() == datetime(2026, 11, 30, 1, 2, 3, tzinfo=UTC)
-    req = pd.read_parquet(tmp_path / "ledgers" / "requests")
+    req = ledger_df(tmp_path, "requests")
     assert str(req.anchor_wall.iloc[0]) == "2025-11-30 01:02:03+00:00"  # wall_ns 1764464523 s
     assert (req.send_ns == 5).all() and req.send_ns.dtype == "int64"
     plan = tmp_path / "plan.md"
     plan.write_text("prediction\n")
     freeze_file(plan, tmp_path, now=datetime(2026, 11, 30, 4, 5, 6, 789, tzinfo=UTC))
-    (f,) = (tmp_path / "ledgers" / "freezes").glob("*.parquet")
-    assert pq.read_schema(f).field("at").type == WALL
+    freezes = read_table(tmp_path, "freezes")
+    assert freezes is not None and freezes.schema.field("at").type == WALL
     assert table_rows(tmp_path, "freezes")[0]["at"] == "2026-11-30T04:05:06.000789+00:00"  # rules compare text
 
 
-def _snapshot(ws: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(ws)): p.read_bytes() for p in (ws / "ledgers").rglob("*.parquet")}
+def _data_files(ws: Path) -> dict[str, bytes]:
+    """Every data file of every Delta table (Delta never rewrites one: a change adds files)."""
+    return {str(p.relative_to(ws)): p.read_bytes() for p in (ws / "ledgers" / "delta").rglob("*.parquet")
+            if "_delta_log" not in p.parts}
 
 
-def _garble(ws: Path, keep: set[str]) -> dict[str, bytes]:
-    """Overwrite every ledger file of archives not in ``keep`` with bytes no Parquet reader accepts."""
-    out = {}
-    for p in (ws / "ledgers").rglob("*.parquet"):
-        if p.stem not in keep:
-            p.write_bytes(b"not parquet: ingest must not read me")
-            out[str(p.relative_to(ws))] = p.read_bytes()
-    return out
+def _archives_of(ws: Path, names: set[str]) -> set[str]:
+    ids: set[str] = set()
+    for rel in names:
+        ids |= {str(a) for a in pq.read_table(ws / rel, columns=["archive_id"]).column("archive_id").to_pylist()}
+    return ids
 
 
-def test_ingest_reads_and_writes_no_other_archive_file(tmp_path: Path) -> None:
+def test_ingest_writes_only_its_own_rows_and_the_resumed_archives(tmp_path: Path) -> None:
     others = [make(tmp_path, f"o{k}", median=10.0 + k) for k in range(3)]
     for p in others:
         ingest_archive(tmp_path, open_archive(p))
     old = make(tmp_path, "old")
     ingest_archive(tmp_path, open_archive(old))
-    garbled = _garble(tmp_path, keep={old.name})
+    before = _data_files(tmp_path)
     new = make(tmp_path, "old", resumed_from=old.name, median=101.0)
-    added = ingest_archive(tmp_path, open_archive(new))  # would raise if it opened a garbled file
+    added = ingest_archive(tmp_path, open_archive(new))
     assert added == {"cells": 2, "rounds": 1, "waves": 1, "requests": 1, "runs": 1}
-    after = _snapshot(tmp_path)
-    assert {k: after[k] for k in garbled} == garbled  # untouched
-    cells = pq.read_table(tmp_path / "ledgers" / "cells" / f"{old.name}.parquet").to_pylist()
-    assert {(c["valid"], c["superseded_by"]) for c in cells} == {(False, new.name)}  # only the resumed one rewritten
-    assert (tmp_path / "ledgers" / ".resumes" / old.name).read_text() == new.name
+    after = _data_files(tmp_path)
+    assert {k: after[k] for k in before} == before  # no data file rewritten
+    assert _archives_of(tmp_path, set(after) - set(before)) == {old.name, new.name}  # only theirs written
+    cells = [c for c in (read_table(tmp_path, "cells") or pa.table({})).to_pylist() if c["archive_id"] == old.name]
+    assert {(c["valid"], c["superseded_by"]) for c in cells} == {(False, new.name)}
+    assert not (tmp_path / "ledgers" / ".resumes").exists()  # the successor is found in runs, no marker
 
 
 def test_apply_findings_rewrites_only_that_archive(tmp_path: Path) -> None:
@@ -173,16 +176,18 @@ def test_apply_findings_rewrites_only_that_archive(tmp_path: Path) -> None:
     for p in paths:
         ingest_archive(tmp_path, open_archive(p))
     target = paths[1].name
-    garbled = _garble(tmp_path, keep={target})
+    before = _data_files(tmp_path)
     blocking = Finding(rule="r", severity="blocking", message="m", remedy="x", rows=("c1.r0.w000",))
     changed = apply_findings(tmp_path, target, [blocking])
     assert changed == {"waves": 1, "requests": 1, "rounds": 1, "runs": 1}
-    after = _snapshot(tmp_path)
-    assert {k: after[k] for k in garbled} == garbled
-    rounds = pq.read_table(tmp_path / "ledgers" / "rounds" / f"{target}.parquet").to_pylist()
+    after = _data_files(tmp_path)
+    assert {k: after[k] for k in before} == before
+    assert _archives_of(tmp_path, set(after) - set(before)) == {target}
+    rounds = [r for r in (read_table(tmp_path, "rounds") or pa.table({})).to_pylist() if r["archive_id"] == target]
     assert [r["valid"] for r in rounds] == [False]
-    (finding,) = pq.read_table(tmp_path / "ledgers" / "findings" / f"{target}.parquet").to_pylist()
-    assert finding["rule"] == "r" and finding["ledger_schema_version"] == 4
+    (finding,) = [f for f in (read_table(tmp_path, "findings") or pa.table({})).to_pylist()
+                  if f["archive_id"] == target]
+    assert finding["rule"] == "r" and finding["ledger_schema_version"] == 5
 
 
 @pytest.mark.parametrize("table", ["nope", "cells.parquet"])

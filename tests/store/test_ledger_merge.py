@@ -23,7 +23,7 @@ from harness.governance.io import freeze_file, table_rows
 from harness.records import RequestRecord
 from harness.run.merge import merge_workspace
 from harness.store.archive import ArchiveWriter, open_archive, open_verified
-from harness.store.ledger import ingest_archive, ingested_ids, ledger_dir, locked, read_table
+from harness.store.ledger import ensure_current, ingest_archive, ingested_ids, read_table, successor_of
 from harness.store.ledger.layout import SCHEMAS, WALL
 
 TABLES_OF_ONE = ("cells", "rounds", "waves", "requests", "runs")
@@ -157,7 +157,7 @@ def check_schema2_cells(cells: pa.Table | None) -> None:
     assert cells is not None
     df = cells.to_pandas()
     assert df.median_tok_s.tolist() == [100.0, 101.0] and df.http_output_tok_s.tolist() == [50.0, 50.0]
-    assert df.ttft_n.tolist() == [3, 3] and (df.ledger_schema_version == 4).all()
+    assert df.ttft_n.tolist() == [3, 3] and (df.ledger_schema_version == 5).all()
     assert cells.schema.field("created_wall").type == WALL
     assert df.created_wall.iloc[0] == pd.Timestamp("2026-11-29T10:00:00Z")
     assert df.valid.tolist() == [False, True] and cells.column("superseded_by").to_pylist() == ["b" * 16, None]
@@ -179,31 +179,28 @@ def test_reading_an_old_ledger_never_rewrites_it(tmp_path: Path, version: int) -
     findings = read_table(tmp_path, "findings")
     assert findings is not None and findings.column("rule").to_pylist() == ["r"]
     assert ingested_ids(tmp_path) == {"a" * 16, "b" * 16}
-    with pytest.raises(LedgerError, match="schema-2 ledger"):  # a Dataset cannot cast: told to migrate
-        hl.read(tmp_path, "cells")
+    assert hl.read(tmp_path, "cells").median_tok_s.tolist() == [100.0, 101.0]  # the notebook alias too
     assert every_file(tmp_path) == before  # byte-identical: no file written, moved or created
 
 
 def test_a_schema2_ledger_is_migrated_once_on_first_write(tmp_path: Path) -> None:
     schema2_ledger(tmp_path)
-    with locked(ledger_dir(tmp_path)):  # what every write (and 'dsv4h ledger migrate') takes first
-        pass
+    assert ensure_current(tmp_path) == {"cells": 2, "runs": 2, "findings": 1, "closures": 1}  # what every write does
     cells = read_table(tmp_path, "cells")
     led = tmp_path / "ledgers"
-    assert sorted(p.name for p in (led / ".schema2-backup").iterdir()) == [
+    (backup,) = (led / ".parquet-backup").iterdir()
+    assert sorted(p.name for p in backup.iterdir()) == [
         "cells.parquet", "closures.parquet", "findings.parquet", "runs.parquet"]
     assert not list(led.glob("*.parquet"))
-    assert sorted(p.stem for p in (led / "cells").glob("*.parquet")) == ["a" * 16, "b" * 16]
     for table in ("cells", "runs", "findings", "closures"):
-        for f in (led / table).glob("*.parquet"):
-            assert pq.read_schema(f).equals(SCHEMAS[table]), table
+        t = read_table(tmp_path, table)
+        assert t is not None and t.schema.equals(SCHEMAS[table]), table
     check_schema2_cells(cells)
     assert hl.read(tmp_path, "cells").median_tok_s.tolist() == [100.0, 101.0]
-    assert (led / ".resumes" / ("a" * 16)).read_text() == "b" * 16  # supersede state carried over
+    assert successor_of(tmp_path, "a" * 16) == "b" * 16  # supersede state carried over (runs.resumed_from)
     assert table_rows(tmp_path, "closures")[0]["at"] == "2026-11-29T12:00:00.000001+00:00"
     before = files(tmp_path)
-    with locked(ledger_dir(tmp_path)):
-        pass
+    assert ensure_current(tmp_path) == {}
     assert read_table(tmp_path, "runs") is not None and files(tmp_path) == before  # once only
 
 

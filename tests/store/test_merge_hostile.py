@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from ledger_helpers import as_parquet_host
 from synthetic_archives import synthetic_historical_entries, write_historical_ledger
 from testkit import run_block, run_cli
 
@@ -166,6 +167,7 @@ def world(tmp_path: Path) -> World:
     secret.chmod(0o600)
     mine = make(here, "mine").name
     theirs = make(other, "theirs", median=200.0).name
+    as_parquet_host(other)  # a host on the older Parquet layout: its files are what the hostile cases forge
     return World(tmp_path, here, other, outside, mine, theirs)
 
 
@@ -260,7 +262,7 @@ def test_migrate_refuses_a_value_that_is_not_an_archive_id(tmp_path: Path, archi
     code, _, err = run_cli("ledger", "migrate", "-w", str(ws))
     assert code == 6 and str(path) in " ".join(err.split()) and what in err and "not an archive id" in err
     assert tree(outside) == before and sorted(p.name for p in tmp_path.iterdir()) == top
-    assert path.is_file() and sorted(p.name for p in (ws / "ledgers").iterdir()) == [".lock", "runs.parquet"]
+    assert path.is_file() and sorted(p.name for p in (ws / "ledgers").iterdir()) == [".migrate.lock", "runs.parquet"]
     with pytest.raises(LedgerError, match="not an archive id"):
         read_table(ws, "runs")
 
@@ -304,6 +306,7 @@ def test_a_file_holding_its_rows_three_times_gives_them_once(world: World) -> No
 
 def test_a_cell_invalid_on_its_host_stays_invalid(world: World) -> None:
     bad = make(world.other, "short", ok_rounds=0).name
+    as_parquet_host(world.other)
     path = world.other / "ledgers" / "cells" / f"{bad}.parquet"
     cells = pq.read_table(path)
     assert cells.column("valid").to_pylist() == [False]
@@ -426,21 +429,25 @@ def test_a_symlinked_archives_directory_is_an_error(world: World) -> None:
     "not a list",
 ])
 def test_a_hostile_journal_of_the_target_is_an_error_and_renames_nothing(world: World, renames: Any) -> None:
+    """A target still on the Parquet layout (schema 4) with a hostile commit journal: the move into the
+    Delta tables checks the journal first and renames nothing (reads never replay it)."""
+    as_parquet_host(world.here)
     led = world.here / "ledgers"
-    (led / ".staging").mkdir(exist_ok=True)
     (led / ".staging" / "00000000-0.parquet").write_bytes(b"staged")
     (led / ".commit.json").write_text(json.dumps({"renames": renames}))
     world.before = {"outside": tree(world.outside), "other": tree(world.other),
                     "top": sorted(p.name for p in world.root.iterdir())}
     ledger_before = tree(led)
+    assert read_table(world.here, "cells") is not None  # read as it is, the journal not replayed
     with pytest.raises(LedgerError, match=r"commit\.json"):
-        read_table(world.here, "cells")
-    assert tree(led) == ledger_before
+        ingest_archive(world.here, open_archive(world.here / "archives" / world.mine))
+    assert {k: v for k, v in tree(led).items() if k != ".migrate.lock"} == ledger_before
     assert tree(world.outside) == world.before["outside"] and tree(world.other) == world.before["other"]
     assert sorted(p.name for p in world.root.iterdir()) == world.before["top"]
 
 
 def test_a_staging_symlink_of_the_target_deletes_nothing(world: World) -> None:
+    as_parquet_host(world.here)
     led = world.here / "ledgers"
     (led / ".staging").rmdir()
     (led / ".staging").symlink_to(world.outside / "victimdir", target_is_directory=True)
@@ -485,24 +492,27 @@ def test_governance_rows_written_by_dsv4h_merge_whole_and_in_order(world: World,
     world.check(merged={world.theirs, newer})
 
 
-def test_a_symlinked_lock_file_of_the_target_is_never_truncated(world: World) -> None:
+def test_a_symlinked_migration_lock_of_the_target_is_never_truncated(world: World) -> None:
+    as_parquet_host(world.here)
     led = world.here / "ledgers"
-    (led / ".lock").unlink()
-    (led / ".lock").symlink_to(world.outside / "victim1" / "important.txt")
+    (led / ".migrate.lock").symlink_to(world.outside / "victim1" / "important.txt")
     before = tree(world.outside)
-    with pytest.raises(LedgerError, match="ledger lock"):
+    with pytest.raises(LedgerError, match="migration lock"):
         ingest_archive(world.here, open_archive(world.here / "archives" / world.mine))
     assert tree(world.outside) == before
 
 
-def test_a_resume_marker_naming_a_path_is_an_error(world: World) -> None:
+def test_a_resume_marker_naming_a_path_is_never_used(world: World) -> None:
+    """A target on the Parquet layout whose resume marker names a path: the marker is never read as
+    one (only an archive id is), the other host's archive merges valid, nothing outside changes."""
+    as_parquet_host(world.here)
     resumes = world.here / "ledgers" / ".resumes"
     resumes.mkdir(exist_ok=True)
     (resumes / world.theirs).write_text("../../outside/victim1")
     res = world.merge()
-    assert any(r.file.endswith(world.theirs) and "not an archive id" in r.reason for r in res.refusals), refusals(res)
-    assert res.archives == [] and not (world.here / "archives" / world.theirs).exists()  # the copy was removed
-    world.check(merged=set())
+    assert res.archives == [world.theirs] and not res.refusals, refusals(res)
+    assert {r["valid"] for r in rows_of(world.here, world.theirs)["cells"]} == {True}
+    world.check(merged={world.theirs})
 
 
 def test_a_self_consistent_archive_naming_the_targets_archive_as_resumed_is_refused(world: World) -> None:

@@ -1,11 +1,12 @@
-"""Parquet ledgers (edge: files): one file per archive or append, committed all or nothing.
+"""Ledgers (edge: files): Delta Lake tables, one per ledger table, appended per archive.
 
-- :mod:`.core`: locking, the commit journal, ingesting archives, appending governance rows and
-  reading tables back; its module docstring keeps the ledger schema history. Its public names used
+- :mod:`.core`: ingesting archives, appending governance rows, reading tables back, and the one-time
+  move of an older ledger; its module docstring keeps the ledger schema history. Its public names used
   elsewhere are re-exported here (``from harness.store.ledger import ingest_archive``).
-- :mod:`.layout`: where ledger files live and the canonical schema of every table, derived from the
-  row models of ``harness.measure.rows`` (pure, except listing a table's files).
-- :mod:`.migrate`: the one-time migrations of schema-1/2/3 ledgers to the current schema (4).
+- :mod:`.delta`: the Delta tables themselves (transactions, versions, optimize).
+- :mod:`.layout`: the canonical schema of every table, derived from the row models of
+  ``harness.measure.rows`` (pure).
+- :mod:`.parquet_layout` and :mod:`.migrate`: the Parquet layout of schemas 2-4, read to move it.
 - :mod:`.merge`: merging another host's workspace into this one (storage pieces; the driver is
   :mod:`harness.run.merge`).
 """
@@ -13,18 +14,19 @@
 from __future__ import annotations
 
 from harness.store.ledger.core import (
-    JOURNAL,
+    Mark,
+    append_checked,
     append_rows,
     archive_rows,
-    commit_files,
     data_origin,
+    ensure_current,
     ingest_archive,
     ingest_view,
     ingested,
     ingested_ids,
-    locked,
+    is_current,
     read_table,
-    recover,
+    replace_archive_rows,
     request_rows,
     rows_iso,
     successor_of,
@@ -33,20 +35,21 @@ from harness.store.ledger.layout import ARCHIVE_TABLES, TABLES, ledger_dir
 
 __all__ = [
     "ARCHIVE_TABLES",
-    "JOURNAL",
     "TABLES",
+    "Mark",
+    "append_checked",
     "append_rows",
     "archive_rows",
-    "commit_files",
     "data_origin",
+    "ensure_current",
     "ingest_archive",
     "ingest_view",
     "ingested",
     "ingested_ids",
+    "is_current",
     "ledger_dir",
-    "locked",
     "read_table",
-    "recover",
+    "replace_archive_rows",
     "request_rows",
     "rows_iso",
     "successor_of",

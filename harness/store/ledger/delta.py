@@ -1,35 +1,39 @@
-"""Ledger tables as Delta Lake tables (delta-rs, ``deltalake``) (edge module: files).
+"""The ledger tables as Delta Lake tables (delta-rs, ``deltalake``) (edge module: files).
 
 ``<workspace>/ledgers/delta/<table>/`` holds one Delta table per ledger table (``_delta_log/`` and
-its Parquet data files), every table with its canonical columns (``harness.store.ledger.layout.SCHEMAS``;
-Delta keeps wall-clock anchors as ``timestamp[us, UTC]``, read back as the canonical ``ns``). Every
-write is one Delta transaction on one table, so appends from several processes or hosts sharing the
-directory need no lock or journal of ours: delta-rs commits a version by creating its log entry only
-if absent and retries an append that lost the race. Schema changes go through Delta's schema
-evolution (every write uses ``schema_mode="merge"``: a column a newer row model adds is added).
+its Parquet data files), every one with its table's canonical columns
+(``harness.store.ledger.layout.SCHEMAS``; Delta has no nanosecond timestamp, so wall-clock anchors are
+kept as ``timestamp[us, UTC]`` and read back as the canonical ``ns``). Every write is one Delta
+transaction on one table: delta-rs commits version N+1 by creating its log entry only if it is absent,
+and on losing that race re-checks the winner's actions for a conflict and retries. So writers on
+several processes or hosts sharing the directory need no lock or journal of ours:
 
-- :func:`write_archive`: one archive's rows of one table, replacing whatever rows of that archive
-  the table had (``predicate archive_id = '<id>'``), so writing an archive again adds nothing.
+- :func:`append_archive`: an archive's rows of one table, appended with the Delta *application
+  transaction* ``(app id = archive id, version 1)``. A table that already holds that transaction is
+  not written again, and two writers racing to append the same archive conflict (delta-rs refuses
+  the second: ``CommitFailedError``), so an archive's rows land at most once per table, whoever
+  writes them and however often.
+- :func:`append_checked`: a read-check-write of a governance table (a record, a closure, a freeze):
+  the rows are decided on the table as read at version V and committed as version V+1 or not at all
+  (``max_commit_retries=0``); a writer that lost the race reads again and decides again.
+- :func:`append_rows`: a governance append that checks nothing (a gate evaluation).
+- :func:`replace_archive`: an archive's rows replaced (``overwrite`` with the predicate
+  ``archive_id = '<id>'``: one transaction), for the evidence rules run again on an archive.
 - :func:`supersede`: an archive resumed by another: its rows of every archive table get
-  ``valid = false``, ``superseded_by`` = the newer id (a Delta ``UPDATE`` per table; the rows stay,
-  and ``--as-of`` an earlier version still shows them valid).
-- :func:`migrate_to_delta`: the Parquet-layout ledger of the workspace (schema 3, read as 4 in memory,
-  or 4) into the Delta tables: archives missing or whose rows differ (count or validity) are
-  (re)written per table in one transaction, governance rows not yet present (by content) appended;
-  every row kept (counted before and after: ``LedgerError`` when they differ). Running it again adds
-  nothing.
-- :func:`read` / :func:`dataset`: a table at its latest version or ``as_of`` an earlier one.
-- :func:`optimize`: compaction (``optimize.compact``), a checkpoint, then ``vacuum`` of files
-  unreferenced for longer than ``retention_hours`` (default :data:`RETENTION_HOURS`, Delta's own 7 days,
-  so ``--as-of`` reaches back at least that far).
+  ``valid = false``, ``superseded_by`` = the newer id (a Delta ``UPDATE`` per table; the rows stay, and
+  ``as_of`` an earlier version still shows them valid).
 
+Schema changes go through Delta's schema evolution (every write uses ``schema_mode="merge"``: a
+column a newer row model adds is added; older rows read it null). :func:`read` / :func:`dataset`
+read a table at its latest version or ``as_of`` an earlier one; :func:`optimize` compacts
+(``optimize.compact``), checkpoints and vacuums files unreferenced for longer than ``retention_hours``
+(default :data:`RETENTION_HOURS`, Delta's own 7 days, so ``as_of`` reaches back at least that far).
 Only an archive id (16 hex digits) is ever put into a predicate.
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,8 +41,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from harness.errors import LedgerError
 from harness.store.archive import is_archive_id
@@ -46,9 +50,11 @@ from harness.store.ledger.layout import ARCHIVE_TABLES, GOVERNANCE_TABLES, PER_A
 
 DELTA_DIR = "delta"
 RETENTION_HOURS = 168  # Delta's default (delta.deletedFileRetentionDuration = 7 days)
+ATTEMPTS = 50  # commits lost to other writers before a write gives up (each loss means another writer progressed)
 
-__all__ = ["DELTA_DIR", "RETENTION_HOURS", "dataset", "delta_dir", "history", "migrate_to_delta", "optimize",
-           "read", "supersede", "table_path", "write_archive"]
+__all__ = ["DELTA_DIR", "RETENTION_HOURS", "append_archive", "append_checked", "append_rows", "archive_ids",
+           "archive_rows", "create_tables", "dataset", "delta_dir", "has_archive", "history", "optimize", "read",
+           "replace_archive", "successors", "supersede", "table_path"]
 
 
 def delta_dir(workspace: Path) -> Path:
@@ -70,73 +76,187 @@ def _aid(value: str) -> str:
     return value
 
 
-def _open(workspace: Path, table: str, as_of: int | None = None) -> DeltaTable | None:
+def _flat(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+def open_table(workspace: Path, table: str, as_of: int | None = None) -> DeltaTable | None:
+    """A table's Delta table (latest, or version ``as_of``), None when it was never created
+    (``LedgerError`` when it cannot be opened, or ``as_of`` names no version it keeps)."""
     path = table_path(workspace, table)
     if not (path / "_delta_log").is_dir():
         if as_of is not None:
             raise LedgerError(f"{path}: no Delta table, so no version {as_of}",
-                              hint="run 'dsv4h ledger migrate --delta' (or ingest) first")
+                              hint="nothing was written to this table yet")
         return None
     try:
         return DeltaTable(str(path), version=as_of)
     except (DeltaError, TableNotFoundError, OSError, ValueError) as exc:
         raise LedgerError(f"{path}: cannot open the Delta table{'' if as_of is None else f' at version {as_of}'}: "
-                          f"{' '.join(str(exc).split())[:300]}",
+                          f"{_flat(exc)}",
                           hint="'dsv4h ledger history' lists the versions; a version older than the vacuum "
                           "retention may be gone") from None
 
 
+def _stored_type(t: pa.DataType) -> pa.DataType:
+    return pa.timestamp("us", tz="UTC") if pa.types.is_timestamp(t) else t
+
+
+def stored_schema(table: str) -> pa.Schema:
+    """The Delta table's schema: the canonical one, wall times in microseconds."""
+    return pa.schema([pa.field(f.name, _stored_type(f.type)) for f in SCHEMAS[table]])
+
+
 def _stored(t: pa.Table) -> pa.Table:
-    """``t`` as written: no schema metadata (Delta keeps its own)."""
-    return t.replace_schema_metadata(None)
+    """``t`` as written: no schema metadata (Delta keeps its own), wall times in microseconds."""
+    t = t.replace_schema_metadata(None)
+    for i, f in enumerate(t.schema):
+        if pa.types.is_timestamp(f.type) and f.type.unit != "us":
+            t = t.set_column(i, f.name, pc.cast(t.column(i), _stored_type(f.type), safe=False))
+    return t
 
 
-def _write(workspace: Path, table: str, t: pa.Table, predicate: str | None) -> None:
-    path = table_path(workspace, table)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    dt = _open(workspace, table)
-    target: Any = dt if dt is not None else str(path)
-    if predicate is None or dt is None:
-        write_deltalake(target, _stored(t), mode="append", schema_mode="merge")
+def create_tables(workspace: Path) -> None:
+    """Create every ledger table's (empty) Delta table that does not exist yet, so later writers only
+    ever append to an existing table (two creating one at once: the loser finds it made)."""
+    delta_dir(workspace).mkdir(parents=True, exist_ok=True)
+    for table in TABLES:
+        path = table_path(workspace, table)
+        if (path / "_delta_log").is_dir():
+            continue
+        try:
+            DeltaTable.create(str(path), stored_schema(table), mode="ignore")
+        except (CommitFailedError, DeltaError) as exc:
+            if not (path / "_delta_log").is_dir() or not DeltaTable.is_deltatable(str(path)):
+                raise LedgerError(f"{path}: cannot create the Delta table: {_flat(exc)}",
+                                  hint="check the directory is writable") from None
+
+
+def _must_open(workspace: Path, table: str) -> DeltaTable:
+    dt = open_table(workspace, table)
+    if dt is None:
+        create_tables(workspace)
+        dt = open_table(workspace, table)
+    assert dt is not None
+    return dt
+
+
+def _lost(attempt: int) -> None:
+    time.sleep(min(0.2, 0.005 * (attempt + 1)))
+
+
+def _write(dt: DeltaTable, t: pa.Table, *, predicate: str | None = None,
+           props: CommitProperties | None = None) -> None:
+    """One transaction: an append, or (``predicate``) an overwrite of the rows it selects."""
+    if predicate is None:
+        write_deltalake(dt, _stored(t), mode="append", schema_mode="merge", commit_properties=props)
     else:
-        write_deltalake(target, _stored(t), mode="overwrite", predicate=predicate, schema_mode="merge")
+        write_deltalake(dt, _stored(t), mode="overwrite", predicate=predicate, schema_mode="merge",
+                        commit_properties=props)
 
 
-def write_archive(workspace: Path, table: str, archive_id: str, t: pa.Table) -> None:
-    """Replace archive ``archive_id``'s rows of per-archive table ``table`` with ``t`` (every row of
-    ``t`` must carry that id), in one transaction; an archive written again adds nothing."""
+def has_archive(dt: DeltaTable, archive_id: str) -> bool:
+    """Whether ``dt`` holds archive ``archive_id``'s rows (its application transaction)."""
+    return dt.transaction_version(archive_id) is not None
+
+
+def append_archive(workspace: Path, table: str, archive_id: str, t: pa.Table) -> bool:
+    """Append archive ``archive_id``'s rows of per-archive table ``table`` (every row carries that id)
+    with the archive's application transaction; False (nothing written) when the table holds them
+    already. Idempotent and safe against concurrent writers (module docstring)."""
+    return append_archives(workspace, table, {archive_id: t}) > 0
+
+
+def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table]) -> int:
+    """:func:`append_archive` of several archives in one transaction (archive id -> its rows); the
+    archives the table holds already are left out. Returns the rows written."""
     if table not in PER_ARCHIVE:
         raise LedgerError(f"'{table}' is not an archive table", hint=f"one of {', '.join(PER_ARCHIVE)}")
-    ids = set(t.column("archive_id").to_pylist()) if t.num_rows else set()
-    if ids - {archive_id}:
-        raise LedgerError(f"rows for archive {archive_id} claim other archives: {sorted(map(str, ids))[:3]}",
-                          hint="an archive's rows carry its own id")
-    _write(workspace, table, t, f"archive_id = '{_aid(archive_id)}'")
+    for archive_id, t in parts.items():
+        ids = set(t.column("archive_id").to_pylist()) if t.num_rows else set()
+        if ids - {_aid(archive_id)}:
+            raise LedgerError(f"rows for archive {archive_id} claim other archives: {sorted(map(str, ids))[:3]}",
+                              hint="an archive's rows carry its own id")
+    for attempt in range(ATTEMPTS):
+        dt = _must_open(workspace, table)
+        todo = {a: t for a, t in parts.items() if not has_archive(dt, a)}
+        if not todo:
+            return 0
+        props = CommitProperties(app_transactions=[Transaction(a, 1) for a in todo])
+        rows = pa.concat_tables([t.replace_schema_metadata(None) for t in todo.values()], promote_options="permissive")
+        try:
+            _write(dt, rows, props=props)
+            return int(rows.num_rows)
+        except CommitFailedError:
+            _lost(attempt)
+    raise LedgerError(f"{table_path(workspace, table)}: {len(parts)} archive(s) not appended: {ATTEMPTS} commits "
+                      "lost to other writers", hint="run the command again (nothing of it was written)")
 
 
-def append(workspace: Path, table: str, t: pa.Table) -> None:
-    """Append rows to a governance table (one transaction)."""
+def append_rows(workspace: Path, table: str, t: pa.Table) -> None:
+    """Append rows to a governance table (one transaction; concurrent appends all land)."""
     if table not in GOVERNANCE_TABLES:
         raise LedgerError(f"'{table}' is not a governance table", hint=f"one of {', '.join(GOVERNANCE_TABLES)}")
     if t.num_rows:
-        _write(workspace, table, t, None)
+        _write(_must_open(workspace, table), t)
+
+
+def append_checked(workspace: Path, table: str, decide: Callable[[pa.Table], pa.Table | None]) -> pa.Table | None:
+    """Read governance table ``table``, let ``decide`` (its canonical rows -> rows to append, or None
+    for nothing; it may raise) choose, and commit those rows only if nobody committed since the read;
+    otherwise read and decide again. Returns what was appended."""
+    if table not in GOVERNANCE_TABLES:
+        raise LedgerError(f"'{table}' is not a governance table", hint=f"one of {', '.join(GOVERNANCE_TABLES)}")
+    for attempt in range(ATTEMPTS):
+        dt = _must_open(workspace, table)
+        new = decide(_canonical_read(table, dt.to_pyarrow_table()))
+        if new is None or not new.num_rows:
+            return None
+        try:
+            _write(dt, new, props=CommitProperties(max_commit_retries=0))
+            return new
+        except CommitFailedError:
+            _lost(attempt)
+    raise LedgerError(f"{table_path(workspace, table)}: {ATTEMPTS} commits lost to other writers",
+                      hint="run the command again (nothing of it was written)")
+
+
+def replace_archive(workspace: Path, table: str, archive_id: str, t: pa.Table) -> None:
+    """Replace archive ``archive_id``'s rows of per-archive table ``table`` with ``t`` (one transaction)."""
+    if table not in PER_ARCHIVE:
+        raise LedgerError(f"'{table}' is not an archive table", hint=f"one of {', '.join(PER_ARCHIVE)}")
+    pred = f"archive_id = '{_aid(archive_id)}'"
+    for attempt in range(ATTEMPTS):
+        try:
+            _write(_must_open(workspace, table), t, predicate=pred)
+            return
+        except CommitFailedError:
+            _lost(attempt)
+    raise LedgerError(f"{table_path(workspace, table)}: archive {archive_id} not rewritten: {ATTEMPTS} commits "
+                      "lost to other writers", hint="run the command again")
 
 
 def supersede(workspace: Path, old_id: str, new_id: str) -> dict[str, int]:
     """Mark every row of archive ``old_id`` in the archive tables ``valid = false``, ``superseded_by =
-    new_id`` (one ``UPDATE`` transaction per table holding rows of it); rows updated per table."""
+    new_id`` (one ``UPDATE`` transaction per table holding such rows not yet marked); rows updated per table."""
     old, new = _aid(old_id), _aid(new_id)
     out: dict[str, int] = {}
+    pred = (f"archive_id = '{old}' AND (valid OR valid IS NULL OR superseded_by IS NULL "
+            f"OR superseded_by <> '{new}')")
     for table in ARCHIVE_TABLES:
-        dt = _open(workspace, table)
-        if dt is None:
-            continue
-        done = dt.update(predicate=f"archive_id = '{old}' AND (valid OR valid IS NULL OR superseded_by IS NULL "
-                         f"OR superseded_by <> '{new}')",
-                         new_values={"valid": False, "superseded_by": new})
-        n = int(done.get("num_updated_rows", 0))
-        if n:
-            out[table] = n
+        for attempt in range(ATTEMPTS):
+            dt = open_table(workspace, table)
+            if dt is None:
+                break
+            try:
+                done = dt.update(predicate=pred, new_values={"valid": False, "superseded_by": new})
+            except CommitFailedError:
+                _lost(attempt)
+                continue
+            n = int(done.get("num_updated_rows", 0))
+            if n:
+                out[table] = n
+            break
     return out
 
 
@@ -155,27 +275,63 @@ def _canonical_read(table: str, t: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))
 
 
-def read(workspace: Path, table: str, as_of: int | None = None) -> pa.Table | None:
+def ordered(t: pa.Table) -> pa.Table:
+    """Archive rows by ``created_wall`` then archive id; governance rows by ``append_key``."""
+    if not t.num_rows:
+        return t
+    if "created_wall" in t.column_names:
+        return t.take(pc.sort_indices(t, sort_keys=[("created_wall", "ascending"), ("archive_id", "ascending")]))
+    if "append_key" in t.column_names:
+        return t.take(pc.sort_indices(pc.fill_null(t.column("append_key"), "")))  # keyless (older) rows first
+    return t
+
+
+def read(workspace: Path, table: str, as_of: int | None = None, *, filter: Any = None) -> pa.Table | None:
     """A ledger table from its Delta table (latest version, or version ``as_of``), in the canonical
-    schema, archive tables ordered by ``created_wall`` then ``archive_id``; None when it does not exist."""
-    dt = _open(workspace, table, as_of)
+    schema and order (:func:`ordered`); ``filter``: a pyarrow dataset expression. None when the table
+    does not exist."""
+    dt = open_table(workspace, table, as_of)
     if dt is None:
         return None
-    t = _canonical_read(table, dt.to_pyarrow_table())
-    if t.num_rows and "created_wall" in t.column_names:
-        t = t.take(pc.sort_indices(t, sort_keys=[("created_wall", "ascending"), ("archive_id", "ascending")]))
-    return t
+    raw = dt.to_pyarrow_table() if filter is None else dt.to_pyarrow_dataset().to_table(filter=filter)
+    return ordered(_canonical_read(table, raw))
+
+
+def archive_rows(workspace: Path, table: str, archive_id: str) -> pa.Table | None:
+    """One archive's rows of an archive table (None when it has none)."""
+    t = read(workspace, table, filter=pc.field("archive_id") == _aid(archive_id))
+    return t if t is not None and t.num_rows else None
+
+
+def archive_ids(workspace: Path, table: str = "runs") -> set[str]:
+    """The archive ids ``table`` holds rows of."""
+    dt = open_table(workspace, table)
+    if dt is None:
+        return set()
+    col = dt.to_pyarrow_dataset().to_table(columns=["archive_id"]).column("archive_id")
+    return {str(a) for a in col.to_pylist() if a is not None}
+
+
+def successors(workspace: Path, archive_id: str) -> list[str]:
+    """Archives whose ``runs`` row says they resumed ``archive_id``, oldest first."""
+    dt = open_table(workspace, "runs")
+    if dt is None:
+        return []
+    t = dt.to_pyarrow_dataset().to_table(columns=["archive_id", "created_wall"],
+                                         filter=pc.field("resumed_from") == _aid(archive_id))
+    t = t.take(pc.sort_indices(t, sort_keys=[("created_wall", "ascending"), ("archive_id", "ascending")]))
+    return [str(a) for a in t.column("archive_id").to_pylist() if is_archive_id(str(a))]
 
 
 def dataset(workspace: Path, table: str, as_of: int | None = None) -> ds.Dataset | None:
     """The Arrow dataset of a table's Delta version (what DuckDB and polars read, offline)."""
-    dt = _open(workspace, table, as_of)
+    dt = open_table(workspace, table, as_of)
     return None if dt is None else dt.to_pyarrow_dataset()
 
 
 def history(workspace: Path, table: str) -> list[dict[str, Any]]:
     """A table's versions, newest first (version, timestamp ms, operation)."""
-    dt = _open(workspace, table)
+    dt = open_table(workspace, table)
     if dt is None:
         return []
     return [{"version": h.get("version"), "timestamp": h.get("timestamp"), "operation": h.get("operation")}
@@ -185,12 +341,14 @@ def history(workspace: Path, table: str) -> list[dict[str, Any]]:
 def optimize(workspace: Path, retention_hours: int = RETENTION_HOURS) -> dict[str, dict[str, int]]:
     """Compact every Delta table of the workspace, checkpoint it, then vacuum files unreferenced for
     more than ``retention_hours`` (below Delta's 7 days only when asked: versions older than that can
-    no longer be read ``as_of``). Per table: files before and after, files removed by vacuum, rows."""
+    no longer be read ``as_of``). Per table: files before and after, files removed by vacuum, rows.
+    Safe beside writers: a compaction that loses to a concurrent commit is retried by delta-rs or
+    fails without changing the table."""
     if retention_hours < 0:
         raise LedgerError(f"retention {retention_hours} h is negative", hint="give hours >= 0 (default 168)")
     out: dict[str, dict[str, int]] = {}
     for table in TABLES:
-        dt = _open(workspace, table)
+        dt = open_table(workspace, table)
         if dt is None:
             continue
         before = len(dt.file_uris())
@@ -202,79 +360,3 @@ def optimize(workspace: Path, retention_hours: int = RETENTION_HOURS) -> dict[st
         out[table] = {"files_before": before, "files_after": len(dt.file_uris()), "vacuumed": len(removed),
                       "rows": int(dt.count()), "version": int(dt.version())}
     return out
-
-
-def _row_key(row: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in row.items() if k != "ledger_schema_version"}, sort_keys=True, default=str)
-
-
-def _per_archive(t: pa.Table | None) -> Counter[tuple[str, int]]:
-    """(archive id, valid rows) -> rows: what tells whether an archive's rows are the same."""
-    if t is None or not t.num_rows:
-        return Counter()
-    valid = t.column("valid").to_pylist() if "valid" in t.column_names else [True] * t.num_rows
-    c: Counter[tuple[str, int]] = Counter()
-    n_valid: Counter[str] = Counter()
-    for aid, v in zip(t.column("archive_id").to_pylist(), valid, strict=True):
-        c[(str(aid), 0)] += 1
-        n_valid[str(aid)] += bool(v)
-    for aid, n in n_valid.items():
-        c[(aid, 1)] = n
-    return c
-
-
-def migrate_to_delta(workspace: Path, source: Callable[[Path, str], pa.Table | None]) -> dict[str, int]:
-    """Bring the Parquet-layout ledger into the Delta tables (module docstring); rows written per table.
-    ``source``: the Parquet layout's reader (``harness.store.ledger.read_table``, schema 3 cast in
-    memory). Every row it gives is then in the Delta tables (checked: ``LedgerError`` otherwise)."""
-    written: dict[str, int] = {}
-    for table in TABLES:
-        src = source(workspace, table)
-        if src is None or not src.num_rows:
-            continue
-        have = read(workspace, table)
-        if table in PER_ARCHIVE:
-            want, got = _per_archive(src), _per_archive(have)
-            ids = sorted({a for key, n in want.items() if got.get(key, 0) != n for a in key[:1]})
-            if ids:
-                for a in ids:
-                    _aid(a)
-                mine = src.filter(pc.is_in(src.column("archive_id"), pa.array(ids, pa.string())))
-                quoted = ", ".join(f"'{a}'" for a in ids)
-                _write(workspace, table, mine, f"archive_id IN ({quoted})")
-                written[table] = mine.num_rows
-        else:
-            seen = Counter(_row_key(r) for r in (have.select(src.column_names).to_pylist() if have else []))
-            keep = []
-            for i, r in enumerate(src.to_pylist()):
-                k = _row_key(r)
-                if seen[k]:
-                    seen[k] -= 1
-                else:
-                    keep.append(i)
-            if keep:
-                append(workspace, table, src.take(pa.array(keep, pa.int64())))
-                written[table] = len(keep)
-        after = read(workspace, table)
-        n_after = 0 if after is None else after.num_rows
-        mine_after = _per_archive(after)
-        if n_after < src.num_rows or (table in PER_ARCHIVE and any(mine_after.get(k, 0) != n
-                                                                     for k, n in _per_archive(src).items())):
-            raise LedgerError(f"{table}: {src.num_rows} rows in the Parquet ledger, {n_after} in the Delta table "
-                              "after migration", hint="nothing was deleted; run 'dsv4h ledger migrate --delta' again")
-    return written
-
-
-def mirror(workspace: Path, files: dict[str, Any]) -> None:
-    """Apply a Parquet-layout commit (``harness.store.ledger.commit_files``: ``<table>/<key>.parquet`` ->
-    table) to the Delta tables: an archive file replaces that archive's rows (a superseded archive's
-    rewritten files included), a governance file is appended; other entries (resume markers) are not
-    table rows. Called only once the workspace has Delta tables (``ledgers/delta/``)."""
-    for rel, content in files.items():
-        table, _, name = rel.partition("/")
-        if not isinstance(content, pa.Table) or table not in TABLES or not name.endswith(".parquet"):
-            continue
-        if table in PER_ARCHIVE:
-            write_archive(workspace, table, name.removesuffix(".parquet"), content)
-        else:
-            append(workspace, table, content)

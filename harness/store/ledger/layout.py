@@ -31,7 +31,7 @@ from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
 
 __all__ = ["WALL"]  # re-exported: tests and notebooks name the ledger's wall-clock type here
 
-LEDGER_SCHEMA_VERSION = 4
+LEDGER_SCHEMA_VERSION = 5
 ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons",
                   "matched_sd", "acceptance", "energy", "replay_runs", "sla_probes")
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")

@@ -49,17 +49,17 @@ from harness.store.archive_foreign import FOREIGN_MANIFEST_MAX_BYTES, foreign_ar
 from harness.store.ledger.core import (
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
-    JOURNAL,
     PER_ARCHIVE,
     TABLES,
+    append_checked,
     archive_rows,
-    commit_files,
     ingested_ids,
-    locked,
-    read_table,
     rows_iso,
 )
-from harness.store.ledger.layout import ARCHIVE_FILE_TABLES, SCHEMAS, canonical, ledger_dir, table_dir
+from harness.store.ledger.delta import DELTA_DIR
+from harness.store.ledger.foreign_delta import read_foreign_delta
+from harness.store.ledger.layout import ARCHIVE_FILE_TABLES, SCHEMAS, canonical, ledger_dir
+from harness.store.ledger.parquet_layout import JOURNAL
 
 GOVERNANCE_MAX_BYTES = 64 * 2**20
 LEDGER_FILE_MAX_BYTES = 64 * 2**20
@@ -284,6 +284,57 @@ def ledger_refusals(workspace: Path, other: Path, merged: set[str], refused: set
             reason = _archive_file_problem(workspace, table, Path(e.path), merged)
             if reason:
                 out.append(Refusal(e.path, reason))
+    for table, t in _delta_tables(workspace, led, PER_ARCHIVE, out):
+        out += _delta_archive_problems(workspace, table, led / DELTA_DIR / table, t, merged, refused)
+    return out
+
+
+def _delta_tables(workspace: Path, led: Path, tables: Iterable[str],
+                  refused: list[Refusal]) -> Iterator[tuple[str, pa.Table]]:
+    """(table, rows) of each of the other host's Delta tables (``ledgers/delta/<table>``), read from a
+    checked copy (``harness.store.ledger.foreign_delta``); one that cannot be read safely is refused."""
+    root = led / DELTA_DIR
+    kind = _real_dir(root)
+    if kind is None:
+        return
+    if not kind:
+        refused.append(Refusal(str(root), "not a directory (a symlink?); never followed"))
+        return
+    for table in tables:
+        d = root / table
+        if _lstat(d) is None:
+            continue
+        try:
+            yield table, read_foreign_delta(d, ledger_dir(workspace))
+        except ValueError as exc:
+            refused.append(Refusal(str(d), one_line(exc)[:400]))
+
+
+def _delta_archive_problems(workspace: Path, table: str, where: Path, t: pa.Table, merged: set[str],
+                            refused: set[str]) -> list[Refusal]:
+    """What of one Delta table of the other host is not merged: rows of archives not merged (or not
+    archive ids), per archive; rows whose number differs from what the merged archive gives."""
+    if "archive_id" not in t.column_names:
+        return [Refusal(str(where), "no archive_id column: not a ledger table; not merged")]
+    out: list[Refusal] = []
+    counts = pc.value_counts(pc.cast(t.column("archive_id"), pa.string())).to_pylist()
+    for item in counts:
+        aid, n = item["values"], int(item["counts"])
+        if aid in refused:
+            continue
+        if aid is None or not is_archive_id(str(aid)):
+            out.append(Refusal(str(where), f"{n} row(s) with archive_id {str(aid)[:40]!r}, not an archive id: "
+                               "not merged"))
+        elif aid not in merged:
+            out.append(Refusal(f"{where}#{aid}", f"no verified archive {aid} was merged from the other host's "
+                               "archives/: its rows are not merged (ledger rows only ever come from verified "
+                               "archives)"))
+        elif table in ARCHIVE_TABLES:
+            mine = archive_rows(workspace, table, aid)
+            want = 0 if mine is None else mine.num_rows
+            if n != want:
+                out.append(Refusal(f"{where}#{aid}", f"{n} rows where archive {aid} gives {want}: not merged "
+                                   "(its rows are re-derived from it)"))
     return out
 
 
@@ -334,7 +385,8 @@ def _archive_file_problem(workspace: Path, table: str, path: Path, merged: set[s
 
 
 def _row_key(row: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in row.items() if k != "ledger_schema_version"}, sort_keys=True, default=str)
+    return json.dumps({k: v for k, v in row.items() if k not in ("ledger_schema_version", "append_key")},
+                      sort_keys=True, default=str)
 
 
 def _non_null(col: pa.ChunkedArray | pa.Array) -> int:
@@ -367,55 +419,77 @@ def governance_problems(table: str, raw: pa.Table, t: pa.Table, archives: set[st
 
 def merge_governance(workspace: Path, other: Path) -> tuple[dict[str, int], list[Refusal]]:
     """Add the other host's valid governance rows that this workspace lacks (module docstring):
-    (rows added per table, refusals). One commit; call after the archives are merged."""
+    (rows added per table, refusals). Rows come from its Parquet files (schema 4) and from its Delta
+    tables (read from a checked copy), each validated; per table one read-check-write, so merging
+    twice, or beside another writer, adds each row once. Call after the archives are merged."""
     led = other / "ledgers"
     if not _real_dir(led):
         return {}, []
-    added: dict[str, int] = {}
     refused: list[Refusal] = []
-    files: dict[str, pa.Table | bytes] = {}
-    with locked(ledger_dir(workspace)):
-        archives = ingested_ids(workspace)
-        seen: dict[str, set[str]] = {}
-        for table, e in _table_entries(led, GOVERNANCE_TABLES, refused):
-            if table not in seen:
-                seen[table] = {_row_key(r) for r in rows_iso(read_table(workspace, table))}
-            try:
-                rel, new = _governance_file(workspace, table, Path(e.path), archives, seen[table])
-            except (OSError, ValueError) as exc:
-                refused.append(Refusal(e.path, one_line(exc)[:400]))
-                continue
-            if new is not None and new.num_rows:
-                files[rel] = new
-                added[table] = added.get(table, 0) + new.num_rows
-        commit_files(workspace, files)
+    archives = ingested_ids(workspace)
+    found: dict[str, list[pa.Table]] = {}
+    for table, e in _table_entries(led, GOVERNANCE_TABLES, refused):
+        try:
+            found.setdefault(table, []).append(_governance_file(table, Path(e.path), archives))
+        except (OSError, ValueError) as exc:
+            refused.append(Refusal(e.path, one_line(exc)[:400]))
+    for table, raw in _delta_tables(workspace, led, GOVERNANCE_TABLES, refused):
+        good, bad = _governance_rows(table, raw, archives)
+        found.setdefault(table, []).extend(good)
+        refused += [Refusal(f"{led / DELTA_DIR / table}#row{i}", why) for i, why in bad]
+    added: dict[str, int] = {}
+    for table, parts in found.items():
+        rows = [r for part in parts for r in rows_iso(part)]
+
+        def decide(current: list[dict[str, Any]], rows: list[dict[str, Any]] = rows) -> list[dict[str, Any]]:
+            seen = {_row_key(r) for r in current}
+            keep = []
+            for r in rows:
+                if (k := _row_key(r)) not in seen:
+                    seen.add(k)
+                    keep.append(r)
+            return keep
+
+        n = len(append_checked(workspace, table, decide))
+        if n:
+            added[table] = n
     return added, refused
 
 
-def _governance_file(workspace: Path, table: str, path: Path, archives: set[str],
-                     seen: set[str]) -> tuple[str, pa.Table | None]:
-    """(where it lands, its rows this workspace lacks) for one governance file of the other host;
-    ``ValueError`` naming the reason it is refused. Adds the rows' keys to ``seen``."""
+def _canonical_or_refuse(table: str, raw: pa.Table, archives: set[str]) -> pa.Table:
+    try:
+        t = canonical(table, raw.drop_columns([c for c in ("append_key",) if c in raw.column_names]))
+    except (pa.ArrowException, ValueError, TypeError) as exc:
+        raise ValueError(f"not a {table} table: {one_line(exc)[:200]}") from None
+    if "append_key" in raw.column_names:  # kept as the other host wrote it: the rows' order there
+        t = t.set_column(t.column_names.index("append_key"), "append_key",
+                         pc.cast(raw.column("append_key"), pa.string()))
+    problems = governance_problems(table, raw, t, archives)
+    if problems:
+        raise ValueError(f"refused ({len(problems)} problem(s)): " + "; ".join(problems[:6]))
+    return t
+
+
+def _governance_file(table: str, path: Path, archives: set[str]) -> pa.Table:
+    """One governance file of the other host's Parquet layout, canonical and validated (its rows keep
+    the file's name as ``append_key``); ``ValueError`` naming the reason it is refused."""
     m = GOVERNANCE_FILE_RE.fullmatch(path.name)
     if m is None:
         raise ValueError(f"not a {table} file name (<yyyymmddThhmmssffffff>-<8 hex>.parquet); not read")
     raw = _read_foreign_table(path, GOVERNANCE_MAX_BYTES)
-    try:
-        t = canonical(table, raw)
-    except (pa.ArrowException, ValueError, TypeError) as exc:
-        raise ValueError(f"not a {table} table: {one_line(exc)[:200]}") from None
-    problems = governance_problems(table, raw, t, archives)
-    if problems:
-        raise ValueError(f"refused ({len(problems)} problem(s)): " + "; ".join(problems[:6]))
-    keep = []
-    for i, row in enumerate(rows_iso(t)):
-        key = _row_key(row)
-        if key not in seen:
-            seen.add(key)
-            keep.append(i)
-    if not keep:
-        return "", None
-    name = path.name
-    if (table_dir(workspace, table) / name).exists():
-        name = f"{m.group('key')}-{secrets.token_hex(4)}.parquet"
-    return f"{table}/{name}", t.take(pa.array(keep, pa.int64()))
+    raw = raw.drop_columns([c for c in ("append_key",) if c in raw.column_names])
+    raw = raw.append_column("append_key", pa.array([path.name.removesuffix(".parquet")] * raw.num_rows, pa.string()))
+    return _canonical_or_refuse(table, raw, archives)
+
+
+def _governance_rows(table: str, raw: pa.Table, archives: set[str]) -> tuple[list[pa.Table], list[tuple[int, str]]]:
+    """The other host's Delta governance rows, each validated on its own: (valid rows, (row index,
+    reason) of each refused one)."""
+    good: list[pa.Table] = []
+    bad: list[tuple[int, str]] = []
+    for i in range(raw.num_rows):
+        try:
+            good.append(_canonical_or_refuse(table, raw.slice(i, 1), archives))
+        except ValueError as exc:
+            bad.append((i, one_line(exc)[:400]))
+    return good, bad
