@@ -1,25 +1,31 @@
-"""Benchmark: a ledger table as Delta Lake (delta-rs) vs the Parquet-per-archive layout (issue 29.3).
+"""Benchmark: ingest and query of the Delta Lake ledgers (schema 5) at 1,000 to 100,000 archives (issue 29.3).
 
 Synthetic archives with realistic columns: each archive is 8 ``cells`` rows (the canonical schema of
-``harness.store.ledger.layout.SCHEMAS['cells']``, 73 columns, the measured ones filled) and one
-``runs`` row. At each size N (ascending, given as arguments) the ledger is grown to N archives, the
-last ``--probe`` of them by timed single-archive ingests, then the query "median of ``median_tok_s``
-per cell (workload, concurrency) over valid rows" is timed through DuckDB over the Arrow dataset
-(``DeltaTable.to_pyarrow_dataset()`` for Delta, ``pyarrow.dataset`` over the directory for the old
-layout), for Delta before and after ``optimize.compact()`` + ``vacuum(retention_hours=0)``; then
-(Delta) ``--probe`` more single-archive ingests are timed on the compacted table (they count towards
-the next size).
+``harness.store.ledger.layout.SCHEMAS['cells']``, the measured columns filled) and one ``runs`` row.
+At each size N (ascending, given as arguments) the ledger is grown to N archives, the last ``--probe``
+of them by timed single-archive ingests, then the query "median of ``median_tok_s`` per cell
+(workload, concurrency) over valid rows" is timed through DuckDB over the Arrow dataset
+(``DeltaTable.to_pyarrow_dataset()``); then ``optimize`` (harness.store.ledger.delta.optimize:
+compaction, checkpoint, vacuum) runs, the query is timed again, and ``--probe`` more single-archive
+ingests are timed on the compacted tables (they count towards the next size).
 
-Ingest per archive, Delta: two transactions (``cells`` then ``runs``, each ``write_deltalake(...,
-mode="append")`` on a freshly opened table, as a new process would). Old layout: one commit of the two
-files through ``harness.store.ledger.commit_files`` under the ledger lock (journal and renames included).
+Ingest per archive is the ledger half of a real ingest, ``harness.store.ledger.core.append_tables``
+(what ``ingest_view`` does once the archive is verified and its rows built): the ``ingested`` check
+(the runs table's application transaction), the successor lookup in ``runs``, one transaction per
+table with the archive's application transaction, ``runs`` last, and the successor check after;
+each on freshly opened tables, as a new process does. Reading and hashing the archive is left out
+(it depends on the archive, not on the ledger).
 
 Growing between probes: with ``--fill bulk`` (default) archives before the probe window are added
-many per transaction (Delta: ``--fill-batch`` archives' files, one file per archive, one commit;
-the old layout: one file per archive written directly), so the table has one data file per archive as
-after N separate appends, but a shorter log (fewer JSON commits; checkpoints every 100 commits keep
-the log replay short either way). ``--fill real`` grows by single appends only (slow: what 100,000
-separate appends cost is measured only when run so). The JSON records which fill was used.
+``--fill-batch`` per transaction, one data file and one application transaction per archive, then
+the table is compacted as the ingests' own auto-compaction would have done
+(``harness.store.ledger.delta.AUTO_COMPACT_FILES``; ``--no-auto-compact``: not, leaving one file per
+archive, what ingests without it left), with a shorter log than N ingests (fewer JSON commits).
+``--fill real`` grows by single ingests only (slow). The JSON records which fill was used.
+
+The figures of the older Parquet layout (schema 4: one file per archive, journal and lock) were
+measured by this script's previous version at commit d916eb0 and are kept in
+``benchmarks/results/ledger_parquet_layout_d916eb0.json``; this run prints them beside its own.
 
     .venv/bin/python benchmarks/bench_ledger_delta.py 1000 10000 [100000] [--probe 50] [--fill bulk|real]
 
@@ -41,14 +47,14 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.transaction import AddAction, RemoveAction
 
 from harness.formats import dump_json
-from harness.store.ledger import commit_files, locked
-from harness.store.ledger.layout import SCHEMAS, canonical, ledger_dir
+from harness.store.ledger import delta, ensure_current, ingested, successor_of
+from harness.store.ledger.core import append_tables
+from harness.store.ledger.layout import canonical
 
 QUERY = ("SELECT workload, concurrency, median(median_tok_s) AS m, count(*) AS n FROM cells "
          "WHERE valid GROUP BY workload, concurrency ORDER BY workload, concurrency")
@@ -75,81 +81,48 @@ def archive_tables(k: int) -> tuple[str, pa.Table, pa.Table]:
 class DeltaLedger:
     name = "delta"
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def ingest(self, k: int) -> None:
-        _, cells, run = archive_tables(k)
-        for table, t in (("cells", cells), ("runs", run)):
-            path = self.root / table
-            target: Any = DeltaTable(str(path)) if (path / "_delta_log").is_dir() else str(path)
-            write_deltalake(target, t, mode="append")
-
-    def fill(self, start: int, stop: int, batch: int) -> None:
-        """Add archives ``start..stop`` as one Parquet file each, ``batch`` files per transaction."""
-        for table in ("cells", "runs"):  # the table exists (first commit) before files are added
-            if not (self.root / table / "_delta_log").is_dir():
-                first = archive_tables(start)[1 if table == "cells" else 2]
-                assert isinstance(first, pa.Table)
-                write_deltalake(str(self.root / table), first.slice(0, 0), mode="append")
-        for lo in range(start, stop, batch):
-            for table, idx in (("cells", 1), ("runs", 2)):
-                dt = DeltaTable(str(self.root / table))
-                actions: list[AddAction | RemoveAction] = []
-                for k in range(lo, min(stop, lo + batch)):
-                    t = archive_tables(k)[idx]
-                    assert isinstance(t, pa.Table)
-                    name = f"fill-{k:08d}.parquet"
-                    pq.write_table(t, self.root / table / name)
-                    st = (self.root / table / name).stat()
-                    actions.append(AddAction(name, st.st_size, {}, int(st.st_mtime * 1000), True,
-                                             json.dumps({"numRecords": t.num_rows})))
-                dt.create_write_transaction(actions, mode="append", schema=dt.schema())
-
-    def query(self) -> list[tuple[Any, ...]]:
-        cells = DeltaTable(str(self.root / "cells")).to_pyarrow_dataset()  # noqa: F841 - DuckDB reads it
-        return duckdb.execute(QUERY).fetchall()
-
-    def files(self) -> int:
-        return len(DeltaTable(str(self.root / "cells")).file_uris())
-
-    def optimize(self) -> None:
-        for table in ("cells", "runs"):
-            dt = DeltaTable(str(self.root / table))
-            dt.optimize.compact()
-            dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
-            dt.create_checkpoint()
-
-
-class ParquetLedger:
-    name = "parquet"
-
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, auto: bool = True) -> None:
         self.ws = root
+        self.auto = auto
 
     def ingest(self, k: int) -> None:
         aid, cells, run = archive_tables(k)
-        with locked(ledger_dir(self.ws)):
-            commit_files(self.ws, {f"cells/{aid}.parquet": cells, f"runs/{aid}.parquet": run})
+        if ingested(self.ws, aid):
+            return
+        append_tables(self.ws, aid, {"cells": cells, "runs": run}, None, successor_of(self.ws, aid))
 
     def fill(self, start: int, stop: int, batch: int) -> None:
-        for k in range(start, stop):
-            aid, cells, run = archive_tables(k)
-            for table, t in (("cells", cells), ("runs", run)):
-                d = ledger_dir(self.ws) / table
-                d.mkdir(parents=True, exist_ok=True)
-                pq.write_table(t, d / f"{aid}.parquet")
+        """Add archives ``start..stop`` as one Parquet file each, with their application transactions,
+        ``batch`` archives per transaction."""
+        ensure_current(self.ws)
+        for lo in range(start, stop, batch):
+            ks = range(lo, min(stop, lo + batch))
+            for table, idx in (("cells", 1), ("runs", 2)):
+                path = delta.table_path(self.ws, table)
+                dt = DeltaTable(str(path))
+                actions: list[AddAction | RemoveAction] = []
+                for k in ks:
+                    t = archive_tables(k)[idx]
+                    assert isinstance(t, pa.Table)
+                    name = f"fill-{k:08d}.parquet"
+                    pq.write_table(delta._stored(t), path / name)
+                    st = (path / name).stat()
+                    actions.append(AddAction(name, st.st_size, {}, int(st.st_mtime * 1000), True,
+                                             json.dumps({"numRecords": t.num_rows})))
+                props = CommitProperties(app_transactions=[Transaction(f"{k:016x}", 1) for k in ks])
+                dt.create_write_transaction(actions, mode="append", schema=dt.schema(), commit_properties=props)
+                if self.auto and len(DeltaTable(str(path)).file_uris()) >= delta.AUTO_COMPACT_FILES:
+                    delta.compact(self.ws, table)  # what the ingests' own auto-compaction would have done
 
     def query(self) -> list[tuple[Any, ...]]:
-        cells = ds.dataset(str(ledger_dir(self.ws) / "cells"), format="parquet",  # noqa: F841
-                           schema=SCHEMAS["cells"].remove_metadata())
+        cells = delta.dataset(self.ws, "cells")  # noqa: F841 - DuckDB reads it by name
         return duckdb.execute(QUERY).fetchall()
 
     def files(self) -> int:
-        return len(list((ledger_dir(self.ws) / "cells").glob("*.parquet")))
+        return len(DeltaTable(str(delta.table_path(self.ws, "cells"))).file_uris())
 
-    def optimize(self) -> None:  # the old layout has no compaction
-        return None
+    def optimize(self) -> None:
+        delta.optimize(self.ws, retention_hours=0)
 
 
 def timed(fn: Any, repeat: int) -> float:
@@ -212,28 +185,29 @@ def main() -> None:
     p.add_argument("--fill", choices=("bulk", "real"), default="bulk")
     p.add_argument("--fill-batch", type=int, default=1000, help="archives per fill transaction (Delta)")
     p.add_argument("--repeat", type=int, default=3, help="query repetitions (median)")
-    p.add_argument("--stores", default="delta,parquet")
+    p.add_argument("--no-auto-compact", action="store_true", help="bulk fill leaves one file per archive")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "ledger_delta_bench.json")
     a = p.parse_args()
     sizes = sorted(a.sizes)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-delta-") as tmp:
-        for name in a.stores.split(","):
-            root = Path(tmp) / name
-            root.mkdir()
-            store = DeltaLedger(root) if name == "delta" else ParquetLedger(root)
-            results += run(store, sizes, a.probe, a.fill, a.fill_batch, a.repeat)
+        results += run(DeltaLedger(Path(tmp), auto=not a.no_auto_compact), sizes, a.probe, a.fill, a.fill_batch,
+                       a.repeat)
+    old = Path(__file__).parent / "results" / "ledger_parquet_layout_d916eb0.json"
+    earlier = [r | {"store": "parquet (d916eb0)"} for r in json.loads(old.read_text())["results"]
+               if r["store"] == "parquet"] if old.is_file() else []
     import deltalake
 
     doc = {"command": " ".join(["benchmarks/bench_ledger_delta.py", *sys.argv[1:]]), "sizes": sizes,
-           "probe": a.probe, "fill": a.fill, "deltalake": deltalake.__version__, "duckdb": duckdb.__version__,
+           "probe": a.probe, "fill": a.fill, "auto_compact": not a.no_auto_compact,
+           "deltalake": deltalake.__version__, "duckdb": duckdb.__version__,
            "cpus": os.cpu_count(), "python": platform.python_version(), "results": results}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_bytes(dump_json(doc))
     cols = ["store", "archives", "fill", "ingest_median_ms", "ingest_p90_ms", "files_before", "query_s",
             "optimize_s", "files_after", "query_after_optimize_s", "ingest_after_optimize_median_ms"]
     print(" | ".join(cols))
-    for r in results:
+    for r in results + earlier:
         print(" | ".join(str(r.get(c, "-")) for c in cols))
     print(f"wrote {a.out}")
 

@@ -242,7 +242,8 @@ def merge_cmd(
     ingested and checked by the evidence rules, so its rows and their validity are re-derived here;
     governance rows (records, closures, gates, freezes, historical) are parsed and validated, their
     archive references included, before they land. The other directory is only read: its commit
-    journal is never replayed, no link in it is followed, no ledger row of it is copied. Idempotent:
+    journal is never replayed, its Delta tables are read only from a checked copy, no link in it is
+    followed, no ledger row of it is copied. Idempotent:
     merging the same workspace again adds nothing.
 
     Prints what was added and one line per refusal (file: reason). Exit 0 when nothing was refused;

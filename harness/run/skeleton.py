@@ -11,9 +11,9 @@ sweeps and quick screens, and the recovery of what a killed run left.
 3. one critical section, the only one of the run's end: clean up (services stopped, memory samples
    stored), :func:`record_end` (the ``interrupted``/``failed`` and ``run-end`` events), then the
    runner's finalize, which writes its result tables and calls :func:`finish` (finalize the archive,
-   ingest it into the ledgers, run the evidence rules). A signal that arrives meanwhile is held: the
-   outcome's error then says the run ended after its archive and ledger rows were complete, with
-   the signal's exit status.
+   run the evidence rules, ingest its rows with their validity decided). A signal that arrives
+   meanwhile is held: the outcome's error then says the run ended after its archive and ledger rows
+   were complete, with the signal's exit status.
 
 :func:`finish` opens no critical section of its own: it must run inside one (``drive``'s, or the
 recovery's :func:`finish_alone`), so sections never nest.
@@ -125,9 +125,9 @@ def finish_alone(step: Callable[[], Finished]) -> Finished:
 
 
 def settle(workspace: Path, path: Path) -> Finished:
-    """Append a finalized archive already on disk to the ledgers, run the evidence rules and mark the
-    rows its blocking findings concern (the part of :func:`finish` after the archive exists): every
-    file verified once, the records read once, one critical section."""
+    """Run the evidence rules on a finalized archive already on disk and append its rows to the
+    ledgers, those its blocking findings concern invalid (the part of :func:`finish` after the
+    archive exists): every file verified once, the records read once, one critical section."""
     view = load_finished(path)
     with critical():
         return _settle(workspace, view)

@@ -5,8 +5,8 @@
   ``<workspace>/jobs/<jobid>.json`` (:class:`JobRecord`).
 - :func:`end_job` (``dsv4h campaign job-end``, the script's last step, idempotent): every finalized
   archive of the job's own workspace is copied into the workspace, checked and ingested into its
-  ledgers (``run.merge.merge_archive``: verified copy, evidence rules, the public ledger ingest; the
-  ledger lock makes jobs that end at once append one after the other, losing nothing); the job's
+  ledgers (``run.merge.merge_archive``: verified copy, evidence rules, the public ledger ingest; every
+  append is a Delta transaction, so jobs that end at once all land, losing nothing); the job's
   end is recorded in ``<workspace>/jobs/<jobid>.end.json`` (:class:`JobEnd`).
 - :func:`job_states`: each job's state from ``squeue``, then ``sacct``, then ``scontrol show job``
   (a finished job stays there MinJobAge seconds), then the job's own end record.

@@ -136,10 +136,7 @@ def invalid_rows(ws: Path) -> Invalid:
     """Ledger rows with valid = false: ids per table, a count for requests (runs left out)."""
     out: Invalid = {}
     for table, key in (("cells", "cell_id"), ("rounds", "round_id"), ("waves", "wave_id"), ("requests", "rid")):
-        path = ws / "ledgers" / table
-        if not path.exists():
-            continue
-        df = pd.read_parquet(path)
+        df = ledger_df(ws, table)
         bad = df[~df["valid"].astype(bool)]
         if len(bad):
             out[table] = len(bad) if table == "requests" else set(bad[key])

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 import yaml
+from ledger_helpers import ledger_df
 
 from harness.errors import SpecError
 from harness.inputs.spec import load_spec
@@ -58,11 +58,11 @@ def test_the_break_even_verdict_follows_the_profile(tmp_path: Path, speculative:
     pids = [s["pid"] for s in out.leg_services.values()]
     assert len(set(pids)) == 4  # every leg on a freshly started service
     assert verify_archive(out.archive.path) == []
-    ws = tmp_path / "ws" / "ledgers"
-    row = pd.read_parquet(ws / "matched_sd").iloc[0]
+    ws = tmp_path / "ws"
+    row = ledger_df(ws, "matched_sd").iloc[0]
     assert row.verdict == verdict and bool(row.valid) and row.protocol_class == "matched-sd"
-    assert not (ws / "cells").exists() and not (ws / "comparisons").exists()  # never a cell or a screen
-    acc = pd.read_parquet(ws / "acceptance")
+    assert ledger_df(ws, "cells").empty and ledger_df(ws, "comparisons").empty  # never a cell or a screen
+    acc = ledger_df(ws, "acceptance")
     assert set(acc.cell_id) == {"SD1", "SD2"}
     # the final meta_info counts and the server's /metrics counter deltas are two sources of one
     # quantity: per wave they must agree exactly
@@ -70,7 +70,7 @@ def test_the_break_even_verdict_follows_the_profile(tmp_path: Path, speculative:
                                                                      "drafts_proposed"])
     for col in ("verify_steps", "drafts_accepted", "drafts_proposed"):
         assert (by[col]["sglang-meta-info"] == by[col]["vllm-metrics-delta"]).all(), by
-    runs = pd.read_parquet(ws / "runs")
+    runs = ledger_df(ws, "runs")
     assert list(runs.kind) == ["matched-sd"] and list(runs.claim_class) == ["speculative-full-target"]
 
 

@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,10 +52,8 @@ request_timeout_s: 30
 def late_cells(ws: Path, archive_id: str) -> set[str]:
     """Row ids a blocking ``sim-lateness`` finding of the archive names (from the findings ledger): a
     busy machine's simulator lost 1% of a window or more there, so those cells are rightly invalid."""
-    path = ws / "ledgers" / "findings" / f"{archive_id}.parquet"
-    if not path.exists():
-        return set()
-    df = pd.read_parquet(path)
+    df = ledger_df(ws, "findings")
+    df = df[df.archive_id == archive_id]
     hit = df[(df.rule == "sim-lateness") & (df.severity == "blocking")]
     return {str(r) for rows in hit.rows for r in json.loads(rows)}
 

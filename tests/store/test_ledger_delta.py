@@ -286,3 +286,31 @@ def test_a_hostile_delta_log_naming_a_file_outside_is_refused_unread(tmp_path: P
     assert any(r.file == str(dl.table_path(other, "cells")) and "never opened" in r.reason for r in res.refusals)
     cells = read_table(here, "cells")
     assert cells is not None and "a" * 16 not in cells.column("archive_id").to_pylist()
+
+
+def test_appends_compact_a_table_once_it_has_many_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dl, "AUTO_COMPACT_FILES", 3)
+    ws = tmp_path / "ws"
+    archives = [write_formal_archive(ws, tiers=(1,), seed=s) for s in range(5)]
+    for a in archives:
+        ingest_archive(ws, a)
+    dt = dl.open_table(ws, "cells")
+    assert dt is not None and len(dt.file_uris()) < 3  # compacted on the way, by the ingests themselves
+    assert "OPTIMIZE" in [h["operation"] for h in dl.history(ws, "cells")]
+    cells = read_table(ws, "cells")
+    assert cells is not None and Counter(cells.column("archive_id").to_pylist()) == {a.archive_id: 2 for a in archives}
+    assert ingest_archive(ws, archives[0]) == {}  # the archives' transactions survive the compaction
+
+
+def test_delta_tables_an_earlier_mirror_left_are_set_aside_not_doubled(tmp_path: Path) -> None:
+    ws = _schema4(tmp_path)
+    cells = read_table(ws, "cells")
+    assert cells is not None
+    from deltalake import write_deltalake
+
+    write_deltalake(str(dl.table_path(ws, "cells")), dl._stored(cells), mode="append")  # the old mirror's copy
+    code, _, err = run_cli("ledger", "migrate", "-w", str(ws))
+    assert code == 0, err
+    assert _counts(read_table, ws) == Counter(ROWS) + Counter({("closures", ""): 1})  # each row once
+    (backup,) = (ws / "ledgers" / ".parquet-backup").iterdir()
+    assert (backup / "delta" / "cells" / "_delta_log").is_dir() and (backup / "cells").is_dir()

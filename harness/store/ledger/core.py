@@ -177,6 +177,12 @@ def _move_old(workspace: Path) -> dict[str, int]:
     is not there yet; counted before and after, then the old files moved aside."""
     directory = ledger_dir(workspace)
     old.roll_forward(directory)  # a commit an interrupted schema-4 writer decided is kept
+    dest = directory / BACKUP / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    if os.path.lexists(delta.delta_dir(workspace)):
+        # Delta tables made beside the old layout (an earlier mirror, or a move cut short): their rows
+        # carry no archive transactions, so they are set aside and every row is taken from the old files
+        dest.mkdir(parents=True)
+        os.replace(delta.delta_dir(workspace), dest / delta.DELTA_DIR)
     sources = {t: src for t in TABLES if (src := old.read_table(directory, t)) is not None and src.num_rows}
     grouped = {t: _groups(src, str(directory / t)) for t, src in sources.items() if t in PER_ARCHIVE}
     delta.create_tables(workspace)  # only once every old table was read and every archive id checked
@@ -185,7 +191,10 @@ def _move_old(workspace: Path) -> dict[str, int]:
         where = str(directory / table)
         if table in PER_ARCHIVE:
             groups = grouped[table]
-            moved[table] = delta.append_archives(workspace, table, groups)
+            pairs = zip(src.column("archive_id").to_pylist(), src.column("resumed_from").to_pylist(), strict=True) \
+                if table == "runs" else ()
+            resumed = {a: r for a, r in pairs if r and is_archive_id(str(r)) and r != a}
+            moved[table] = delta.append_archives(workspace, table, groups, resumed)
             got = delta.read(workspace, table)
             have = {} if got is None else {a: n for a, n in _counts(got).items()}
             short = [a for a, part in groups.items() if have.get(a, 0) != part.num_rows]
@@ -204,7 +213,7 @@ def _move_old(workspace: Path) -> dict[str, int]:
                 raise LedgerError(f"{where}: {src.num_rows} rows in the old ledger, "
                                   f"{0 if after is None else after.num_rows} in its Delta table; the old files "
                                   "were kept", hint="run 'dsv4h ledger migrate' again")
-    _set_aside(directory)
+    _set_aside(directory, dest)
     return {t: n for t, n in moved.items() if n}
 
 
@@ -213,10 +222,9 @@ def _counts(t: pa.Table) -> dict[str, int]:
     return {str(v["values"]): int(v["counts"]) for v in vc.to_pylist()}
 
 
-def _set_aside(directory: Path) -> None:
-    """Move the older layout's files into ``.parquet-backup/<UTC time>/`` (kept, never read again)."""
-    dest = directory / BACKUP / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    dest.mkdir(parents=True)
+def _set_aside(directory: Path, dest: Path) -> None:
+    """Move the older layout's files into ``dest`` (``.parquet-backup/<UTC time>/``; kept, never read again)."""
+    dest.mkdir(parents=True, exist_ok=True)
     names = [*TABLES, *(f"{t}.parquet" for t in TABLES), old.RESUMES, old.STAGING, old.JOURNAL, ".lock",
              ".schema2-backup", ".schema3-backup"]
     for name in names:
@@ -302,7 +310,9 @@ def successor_of(workspace: Path, archive_id: str) -> str | None:
         raise LedgerError(f"archive id {archive_id[:80]!r} is not 16 hex digits; it is never used as a file name",
                           hint="archive ids come from verified manifests; this value was forged or damaged")
     if is_current(workspace):
-        found = delta.successors(workspace, archive_id)
+        dt = delta.open_table(workspace, "runs")
+        later = None if dt is None else delta.successor(dt, archive_id)
+        found = [] if later is None else [later]
     else:
         t = read_table(workspace, "runs")
         found = [] if t is None else [str(r["archive_id"]) for r in t.to_pylist()
@@ -476,16 +486,28 @@ def ingest_view(workspace: Path, view: FinishedArchive, mark: Mark | None = None
     tables["runs"] = canonical("runs", with_common(pa.table({"plan_id": [run_row["plan_id"]]}), run_row))
     if mark is not None:
         tables = mark(tables)
+    return append_tables(workspace, aid, tables, prev, successor)
+
+
+def append_tables(workspace: Path, archive_id: str, tables: Mapping[str, pa.Table], resumed_from: str | None,
+                  successor: str | None) -> dict[str, int]:
+    """The ledger half of :func:`ingest_view`: an archive's canonical rows per table (``runs``
+    included) appended, ``runs`` last, then the supersession of the archive it resumed and, should a
+    successor have been ingested meanwhile (another host), its own. ``successor``: the one found
+    before the rows were built. Rows added per table."""
     added: dict[str, int] = {}
     for name in sorted(tables, key=lambda n: n == "runs"):  # runs last: it commits the archive
-        if delta.append_archive(workspace, name, aid, tables[name]) and name != "findings":
+        prev = resumed_from if name == "runs" else None
+        if delta.append_archive(workspace, name, archive_id, tables[name], resumed_from=prev) and name != "findings":
             added[name] = tables[name].num_rows
         fault_point("ledger:appended")
-    if prev is not None and ingested(workspace, prev):
-        delta.supersede(workspace, prev, aid)
-    later = successor_of(workspace, aid)  # a successor ingested meanwhile, on another host
+    runs = delta.open_table(workspace, "runs")  # after our runs row: what other hosts committed meanwhile
+    assert runs is not None
+    if resumed_from is not None and delta.has_archive(runs, resumed_from):
+        delta.supersede(workspace, resumed_from, archive_id)
+    later = delta.successor(runs, archive_id)  # a successor ingested meanwhile, on another host
     if later is not None and later != successor:
-        delta.supersede(workspace, aid, later)
+        delta.supersede(workspace, archive_id, later)
     return added
 
 

@@ -17,6 +17,12 @@ several processes or hosts sharing the directory need no lock or journal of ours
   the rows are decided on the table as read at version V and committed as version V+1 or not at all
   (``max_commit_retries=0``); a writer that lost the race reads again and decides again.
 - :func:`append_rows`: a governance append that checks nothing (a gate evaluation).
+- :func:`successor`: the archive that resumed another, read from the ``runs`` table's application
+  transaction ``resumed-from:<older id>`` (its version is the newer id), written with the newer
+  archive's ``runs`` row: a lookup in the table's snapshot, no scan of its files.
+- :func:`compact`: the table's small files rewritten into few (one transaction; no row changes). An
+  archive append that leaves :data:`AUTO_COMPACT_FILES` data files runs it, so the files a writer
+  must list stay bounded without anyone running ``dsv4h ledger optimize``.
 - :func:`replace_archive`: an archive's rows replaced (``overwrite`` with the predicate
   ``archive_id = '<id>'``: one transaction), for the evidence rules run again on an archive.
 - :func:`supersede`: an archive resumed by another: its rows of every archive table get
@@ -50,11 +56,18 @@ from harness.store.ledger.layout import ARCHIVE_TABLES, GOVERNANCE_TABLES, PER_A
 
 DELTA_DIR = "delta"
 RETENTION_HOURS = 168  # Delta's default (delta.deletedFileRetentionDuration = 7 days)
+RESUMED = "resumed-from:"  # runs: the application transaction naming an archive's successor
+# an append that leaves this many data files compacts the table: opening a table reads a list of its
+# files, so this bounds what an ingest costs however many archives the ledger holds
+AUTO_COMPACT_FILES = 128
+# ... into files of at most this size, so a compaction rewrites a bounded amount (an older, full file stays)
+AUTO_COMPACT_BYTES = 16 * 2**20
 ATTEMPTS = 50  # commits lost to other writers before a write gives up (each loss means another writer progressed)
 
-__all__ = ["DELTA_DIR", "RETENTION_HOURS", "append_archive", "append_checked", "append_rows", "archive_ids",
-           "archive_rows", "create_tables", "dataset", "delta_dir", "has_archive", "history", "optimize", "read",
-           "replace_archive", "successors", "supersede", "table_path"]
+__all__ = ["AUTO_COMPACT_FILES", "DELTA_DIR", "RETENTION_HOURS", "append_archive", "append_archives",
+           "append_checked", "append_rows", "archive_ids", "archive_rows", "compact", "create_tables", "dataset",
+           "delta_dir", "has_archive", "history", "optimize", "read", "replace_archive", "successor", "supersede",
+           "table_path"]
 
 
 def delta_dir(workspace: Path) -> Path:
@@ -160,16 +173,32 @@ def has_archive(dt: DeltaTable, archive_id: str) -> bool:
     return dt.transaction_version(archive_id) is not None
 
 
-def append_archive(workspace: Path, table: str, archive_id: str, t: pa.Table) -> bool:
+def append_archive(workspace: Path, table: str, archive_id: str, t: pa.Table, *, resumed_from: str | None = None
+                   ) -> bool:
     """Append archive ``archive_id``'s rows of per-archive table ``table`` (every row carries that id)
     with the archive's application transaction; False (nothing written) when the table holds them
-    already. Idempotent and safe against concurrent writers (module docstring)."""
-    return append_archives(workspace, table, {archive_id: t}) > 0
+    already. Idempotent and safe against concurrent writers (module docstring). ``resumed_from``
+    (``runs`` only): the archive it resumed, recorded as the transaction :func:`successor` reads."""
+    return append_archives(workspace, table, {archive_id: t},
+                           {archive_id: resumed_from} if resumed_from else None) > 0
 
 
-def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table]) -> int:
+def _resume_txn(old_id: str, new_id: str) -> Transaction:
+    """``resumed-from:<old>`` with the newer id as its version (64 bits as a signed long)."""
+    return Transaction(RESUMED + _aid(old_id), int(_aid(new_id), 16) - 2**63)
+
+
+def successor(dt: DeltaTable, archive_id: str) -> str | None:
+    """The archive that resumed ``archive_id``, from the ``runs`` table's resume transaction (no scan)."""
+    v = dt.transaction_version(RESUMED + _aid(archive_id))
+    return None if v is None else f"{int(v) + 2**63:016x}"
+
+
+def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table],
+                    resumed: dict[str, str | None] | None = None) -> int:
     """:func:`append_archive` of several archives in one transaction (archive id -> its rows); the
-    archives the table holds already are left out. Returns the rows written."""
+    archives the table holds already are left out. ``resumed``: archive id -> the archive it resumed
+    (``runs``). Returns the rows written."""
     if table not in PER_ARCHIVE:
         raise LedgerError(f"'{table}' is not an archive table", hint=f"one of {', '.join(PER_ARCHIVE)}")
     for archive_id, t in parts.items():
@@ -182,13 +211,18 @@ def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table]) -> 
         todo = {a: t for a, t in parts.items() if not has_archive(dt, a)}
         if not todo:
             return 0
-        props = CommitProperties(app_transactions=[Transaction(a, 1) for a in todo])
+        txns = [Transaction(a, 1) for a in todo]
+        txns += [_resume_txn(prev, a) for a in todo if (prev := (resumed or {}).get(a))]
         rows = pa.concat_tables([t.replace_schema_metadata(None) for t in todo.values()], promote_options="permissive")
+        files = len(dt.file_uris())
         try:
-            _write(dt, rows, props=props)
-            return int(rows.num_rows)
+            _write(dt, rows, props=CommitProperties(app_transactions=txns))
         except CommitFailedError:
             _lost(attempt)
+            continue
+        if files + 1 >= AUTO_COMPACT_FILES:
+            compact(workspace, table)
+        return int(rows.num_rows)
     raise LedgerError(f"{table_path(workspace, table)}: {len(parts)} archive(s) not appended: {ATTEMPTS} commits "
                       "lost to other writers", hint="run the command again (nothing of it was written)")
 
@@ -219,6 +253,20 @@ def append_checked(workspace: Path, table: str, decide: Callable[[pa.Table], pa.
             _lost(attempt)
     raise LedgerError(f"{table_path(workspace, table)}: {ATTEMPTS} commits lost to other writers",
                       hint="run the command again (nothing of it was written)")
+
+
+def compact(workspace: Path, table: str) -> bool:
+    """Compact one table's small files into files of up to :data:`AUTO_COMPACT_BYTES`
+    (``optimize.compact``: one transaction; rows unchanged, nothing vacuumed, every version still
+    readable); False when a concurrent compaction won (nothing changed)."""
+    dt = open_table(workspace, table)
+    if dt is None:
+        return False
+    try:
+        dt.optimize.compact(target_size=AUTO_COMPACT_BYTES)
+    except CommitFailedError:
+        return False
+    return True
 
 
 def replace_archive(workspace: Path, table: str, archive_id: str, t: pa.Table) -> None:
@@ -310,17 +358,6 @@ def archive_ids(workspace: Path, table: str = "runs") -> set[str]:
         return set()
     col = dt.to_pyarrow_dataset().to_table(columns=["archive_id"]).column("archive_id")
     return {str(a) for a in col.to_pylist() if a is not None}
-
-
-def successors(workspace: Path, archive_id: str) -> list[str]:
-    """Archives whose ``runs`` row says they resumed ``archive_id``, oldest first."""
-    dt = open_table(workspace, "runs")
-    if dt is None:
-        return []
-    t = dt.to_pyarrow_dataset().to_table(columns=["archive_id", "created_wall"],
-                                         filter=pc.field("resumed_from") == _aid(archive_id))
-    t = t.take(pc.sort_indices(t, sort_keys=[("created_wall", "ascending"), ("archive_id", "ascending")]))
-    return [str(a) for a in t.column("archive_id").to_pylist() if is_archive_id(str(a))]
 
 
 def dataset(workspace: Path, table: str, as_of: int | None = None) -> ds.Dataset | None:

@@ -1,7 +1,9 @@
 """Merging another host's workspace into this one: the storage pieces (edge module: files).
 
-The other host's directory is untrusted, read-only input. Nothing in it is written, renamed or
-deleted: its commit journal is never replayed, its ``.staging`` never touched, it is never migrated;
+The other host's directory is untrusted, read-only input, of either ledger layout (Delta tables of
+schema 5, or the Parquet files of schema 4 an older dsv4h writes). Nothing in it is written, renamed or
+deleted: its commit journal is never replayed, its ``.staging`` never touched, it is never migrated,
+its Delta tables are read only from a checked copy (``harness.store.ledger.foreign_delta``);
 no symlink in it is followed (every entry is checked with ``lstat``, files are opened with
 ``O_NOFOLLOW``) and no value read from it becomes a path unless it is an archive id (16 hex digits)
 or a governance file name of the ledger's own grammar.
@@ -17,12 +19,13 @@ host's ledger files of archive tables are only read to report what is not merged
 (:func:`ledger_refusals`): a file for an archive that was not merged, rows claiming another archive,
 more or fewer rows than its archive gives.
 
-Governance files (:func:`merge_governance`) are parsed (regular files of at most
-:data:`GOVERNANCE_MAX_BYTES`, named by the ledger's grammar), cast to the canonical schema and
-validated (required columns present, every column castable, references to archives naming archives
-of this workspace); a valid file's rows not already here (by content) land in a file of the same
-name (or, when that name is taken, the same time key with a new suffix), so merging twice adds
-nothing. Every refusal is a :class:`Refusal` naming the file and the reason.
+Governance rows (:func:`merge_governance`: Parquet files, regular and at most
+:data:`GOVERNANCE_MAX_BYTES`, named by the ledger's grammar; or rows of the other host's Delta
+tables, each validated on its own) are cast to the canonical schema and validated (required columns
+present, every column castable, references to archives naming archives of this workspace); valid rows
+not already here (by content) are appended in one read-check-write per table, keeping their append
+key (their order), so merging twice adds nothing. Every refusal is a :class:`Refusal` naming the file
+(a Delta table's rows: ``<table dir>#<archive id>`` or ``#row<n>``) and the reason.
 """
 
 from __future__ import annotations

@@ -119,7 +119,6 @@ def roll_forward(directory: Path) -> None:
         for stray in staging.iterdir():
             if not stray.is_dir() or stray.is_symlink():
                 stray.unlink(missing_ok=True)
-        staging.rmdir() if not any(staging.iterdir()) else None
     for stray in directory.glob(".stage-*"):  # staged by a schema-2 writer that never reached its journal
         if not stray.is_dir() or stray.is_symlink():
             stray.unlink(missing_ok=True)
