@@ -297,11 +297,7 @@ def _delta_tables(workspace: Path, led: Path, tables: Iterable[str],
     """(table, rows) of each of the other host's Delta tables (``ledgers/delta/<table>``), read from a
     checked copy (``harness.store.ledger.foreign_delta``); one that cannot be read safely is refused."""
     root = led / DELTA_DIR
-    kind = _real_dir(root)
-    if kind is None:
-        return
-    if not kind:
-        refused.append(Refusal(str(root), "not a directory (a symlink?); never followed"))
+    if not _dir_or_refuse(root, refused):
         return
     for table in tables:
         d = root / table
@@ -341,16 +337,21 @@ def _delta_archive_problems(workspace: Path, table: str, where: Path, t: pa.Tabl
     return out
 
 
+def _dir_or_refuse(path: Path, refused: list[Refusal]) -> bool:
+    """Whether ``path`` is a real directory of the other host to read; a link or other file there is
+    refused (never followed), an absent one is simply not there."""
+    kind = _real_dir(path)
+    if kind is False:
+        refused.append(Refusal(str(path), "not a directory (a symlink?); never followed"))
+    return bool(kind)
+
+
 def _table_entries(led: Path, tables: Iterable[str], refused: list[Refusal]) -> Iterator[tuple[str, os.DirEntry[str]]]:
     """(table, entry) of every visible file entry of the other host's table directories, in name
     order; a table directory that is a link (or not a directory) is refused, never followed."""
     for table in tables:
         d = led / table
-        kind = _real_dir(d)
-        if kind is None:
-            continue
-        if not kind:
-            refused.append(Refusal(str(d), "not a directory (a symlink?); never followed"))
+        if not _dir_or_refuse(d, refused):
             continue
         for e in sorted(os.scandir(d), key=lambda e: e.name):
             if not e.name.startswith((".", "_")):
