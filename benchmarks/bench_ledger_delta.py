@@ -10,10 +10,10 @@ compaction, checkpoint, vacuum) runs, the query is timed again, and ``--probe`` 
 ingests are timed on the compacted tables (they count towards the next size).
 
 Ingest per archive is the ledger half of a real ingest, ``harness.store.ledger.core.append_tables``
-(what ``ingest_view`` does once the archive is verified and its rows built): the ``ingested`` check
-(the runs table's application transaction), the successor lookup in ``runs``, one transaction per
-table with the archive's application transaction, ``runs`` last, and the successor check after;
-each on freshly opened tables, as a new process does. Reading and hashing the archive is left out
+(what ``ingest_view`` does once the archive is verified and its rows built): the runs table opened
+once for the ``ingested`` check (its application transaction) and the successor lookup (its resume
+transaction), one transaction per table with the archive's application transaction, ``runs`` last,
+and the successor check after; tables freshly opened, as a new process does. Reading and hashing the archive is left out
 (it depends on the archive, not on the ledger).
 
 Growing between probes: with ``--fill bulk`` (default) archives before the probe window are added
@@ -52,7 +52,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.transaction import AddAction, RemoveAction
 
 from harness.formats import dump_json
-from harness.store.ledger import delta, ensure_current, ingested, successor_of
+from harness.store.ledger import delta, ensure_current
 from harness.store.ledger.core import append_tables
 from harness.store.ledger.layout import canonical
 
@@ -87,9 +87,11 @@ class DeltaLedger:
 
     def ingest(self, k: int) -> None:
         aid, cells, run = archive_tables(k)
-        if ingested(self.ws, aid):
+        runs = delta.open_table(self.ws, "runs")  # as ingest_view: one snapshot for both lookups
+        if runs is not None and delta.has_archive(runs, aid):
             return
-        append_tables(self.ws, aid, {"cells": cells, "runs": run}, None, successor_of(self.ws, aid))
+        append_tables(self.ws, aid, {"cells": cells, "runs": run}, None,
+                      None if runs is None else delta.successor(runs, aid), runs)
 
     def fill(self, start: int, stop: int, batch: int) -> None:
         """Add archives ``start..stop`` as one Parquet file each, with their application transactions,

@@ -75,6 +75,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable
 
 from harness.errors import LedgerError
 from harness.formats import atomic_write, fsync_dir
@@ -310,16 +311,22 @@ def successor_of(workspace: Path, archive_id: str) -> str | None:
         raise LedgerError(f"archive id {archive_id[:80]!r} is not 16 hex digits; it is never used as a file name",
                           hint="archive ids come from verified manifests; this value was forged or damaged")
     if is_current(workspace):
-        dt = delta.open_table(workspace, "runs")
-        later = None if dt is None else delta.successor(dt, archive_id)
-        found = [] if later is None else [later]
-    else:
-        t = read_table(workspace, "runs")
-        found = [] if t is None else [str(r["archive_id"]) for r in t.to_pylist()
-                                      if r.get("resumed_from") == archive_id]
-        found += [v for k, v in old.resume_markers(ledger_dir(workspace)).items() if k == archive_id]
-    if found:
-        return found[0]
+        return _successor(workspace, archive_id, delta.open_table(workspace, "runs"))
+    t = read_table(workspace, "runs")
+    found = [] if t is None else [str(r["archive_id"]) for r in t.to_pylist() if r.get("resumed_from") == archive_id]
+    found += [v for k, v in old.resume_markers(ledger_dir(workspace)).items() if k == archive_id]
+    return found[0] if found else _claimed(workspace, archive_id)
+
+
+def _successor(workspace: Path, archive_id: str, runs: DeltaTable | None) -> str | None:
+    """:func:`successor_of` in a current ledger, from an open ``runs`` table."""
+    later = None if runs is None else delta.successor(runs, archive_id)
+    return later if later is not None else _claimed(workspace, archive_id)
+
+
+def _claimed(workspace: Path, archive_id: str) -> str | None:
+    """The finalized archive on disk that says it resumed ``archive_id``, only when a resume of it
+    was claimed in this workspace."""
     if not (workspace / STATE_DIR / "resumed" / archive_id).is_file():
         return None
     on_disk = resumed_by(workspace, archive_id)
@@ -467,10 +474,11 @@ def ingest_view(workspace: Path, view: FinishedArchive, mark: Mark | None = None
     ensure_current(workspace)
     archive, run = view.archive, view.run
     aid = archive.archive_id
-    if ingested(workspace, aid):
+    runs = delta.open_table(workspace, "runs")  # one snapshot: is it in, who resumed it (no scans)
+    if runs is not None and delta.has_archive(runs, aid):
         return {}
     prev = _resumed_from(aid, run.resumed_from)
-    successor = successor_of(workspace, aid)
+    successor = _successor(workspace, aid, runs)
     common = {
         "archive_id": aid, "ledger_schema_version": LEDGER_SCHEMA_VERSION, "campaign": run.campaign,
         "claim_class": run.claim_class, "protocol_class": run.protocol_class, "backend": run.backend,
@@ -486,23 +494,27 @@ def ingest_view(workspace: Path, view: FinishedArchive, mark: Mark | None = None
     tables["runs"] = canonical("runs", with_common(pa.table({"plan_id": [run_row["plan_id"]]}), run_row))
     if mark is not None:
         tables = mark(tables)
-    return append_tables(workspace, aid, tables, prev, successor)
+    return append_tables(workspace, aid, tables, prev, successor, runs)
 
 
 def append_tables(workspace: Path, archive_id: str, tables: Mapping[str, pa.Table], resumed_from: str | None,
-                  successor: str | None) -> dict[str, int]:
+                  successor: str | None, runs: DeltaTable | None = None) -> dict[str, int]:
     """The ledger half of :func:`ingest_view`: an archive's canonical rows per table (``runs``
     included) appended, ``runs`` last, then the supersession of the archive it resumed and, should a
     successor have been ingested meanwhile (another host), its own. ``successor``: the one found
-    before the rows were built. Rows added per table."""
+    before the rows were built; ``runs``: the runs table as opened then (kept up to date here, so it
+    is opened once). Rows added per table."""
     added: dict[str, int] = {}
+    runs = runs if runs is not None else delta.open_table(workspace, "runs")
     for name in sorted(tables, key=lambda n: n == "runs"):  # runs last: it commits the archive
-        prev = resumed_from if name == "runs" else None
-        if delta.append_archive(workspace, name, archive_id, tables[name], resumed_from=prev) and name != "findings":
+        prev, dt = (resumed_from, runs) if name == "runs" else (None, None)
+        if delta.append_archive(workspace, name, archive_id, tables[name], resumed_from=prev, dt=dt) \
+                and name != "findings":
             added[name] = tables[name].num_rows
         fault_point("ledger:appended")
-    runs = delta.open_table(workspace, "runs")  # after our runs row: what other hosts committed meanwhile
+    runs = runs if runs is not None else delta.open_table(workspace, "runs")
     assert runs is not None
+    runs.update_incremental()  # after our runs row: what other hosts committed meanwhile
     if resumed_from is not None and delta.has_archive(runs, resumed_from):
         delta.supersede(workspace, resumed_from, archive_id)
     later = delta.successor(runs, archive_id)  # a successor ingested meanwhile, on another host

@@ -173,14 +173,15 @@ def has_archive(dt: DeltaTable, archive_id: str) -> bool:
     return dt.transaction_version(archive_id) is not None
 
 
-def append_archive(workspace: Path, table: str, archive_id: str, t: pa.Table, *, resumed_from: str | None = None
-                   ) -> bool:
+def append_archive(workspace: Path, table: str, archive_id: str, t: pa.Table, *, resumed_from: str | None = None,
+                   dt: DeltaTable | None = None) -> bool:
     """Append archive ``archive_id``'s rows of per-archive table ``table`` (every row carries that id)
     with the archive's application transaction; False (nothing written) when the table holds them
     already. Idempotent and safe against concurrent writers (module docstring). ``resumed_from``
-    (``runs`` only): the archive it resumed, recorded as the transaction :func:`successor` reads."""
+    (``runs`` only): the archive it resumed, recorded as the transaction :func:`successor` reads.
+    ``dt``: the table already open (brought up to date first; it is left at the new version)."""
     return append_archives(workspace, table, {archive_id: t},
-                           {archive_id: resumed_from} if resumed_from else None) > 0
+                           {archive_id: resumed_from} if resumed_from else None, dt=dt) > 0
 
 
 def _resume_txn(old_id: str, new_id: str) -> Transaction:
@@ -195,7 +196,7 @@ def successor(dt: DeltaTable, archive_id: str) -> str | None:
 
 
 def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table],
-                    resumed: dict[str, str | None] | None = None) -> int:
+                    resumed: dict[str, str | None] | None = None, *, dt: DeltaTable | None = None) -> int:
     """:func:`append_archive` of several archives in one transaction (archive id -> its rows); the
     archives the table holds already are left out. ``resumed``: archive id -> the archive it resumed
     (``runs``). Returns the rows written."""
@@ -207,7 +208,10 @@ def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table],
             raise LedgerError(f"rows for archive {archive_id} claim other archives: {sorted(map(str, ids))[:3]}",
                               hint="an archive's rows carry its own id")
     for attempt in range(ATTEMPTS):
-        dt = _must_open(workspace, table)
+        if dt is None:
+            dt = _must_open(workspace, table)
+        else:  # reading only the log entries since its version costs less than opening the table again
+            dt.update_incremental()
         todo = {a: t for a, t in parts.items() if not has_archive(dt, a)}
         if not todo:
             return 0
