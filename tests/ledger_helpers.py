@@ -19,7 +19,8 @@ def ledger_table(workspace: Path, table: str) -> pa.Table:
 
 def ledger_df(workspace: Path, table: str) -> pd.DataFrame:
     """:func:`ledger_table` as a pandas DataFrame."""
-    return ledger_table(workspace, table).to_pandas()
+    df: pd.DataFrame = ledger_table(workspace, table).to_pandas()
+    return df
 
 
 def as_parquet_host(workspace: Path) -> None:
