@@ -26,6 +26,7 @@ import pyarrow.dataset as ds
 
 from harness.errors import LedgerError
 from harness.store.ledger import read_table
+from harness.store.ledger.delta import DELTA_DIR
 from harness.store.ledger.layout import GOVERNANCE_TABLES, SCHEMAS, TABLES
 
 if TYPE_CHECKING:
@@ -33,12 +34,11 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMAS", "TABLES", "open_dataset", "open_delta", "read", "read_table"]
 
-DELTA_NAME = "delta"  # harness.store.ledger.delta.DELTA_DIR
 
 
 def _workspace(path: Path, table: str) -> Path:
     """The workspace a workspace, ``ledgers`` directory or table directory stands for."""
-    if path.name in TABLES and path.parent.name == DELTA_NAME and path.parent.parent.name == "ledgers":
+    if path.name in TABLES and path.parent.name == DELTA_DIR and path.parent.parent.name == "ledgers":
         return path.parent.parent.parent
     if path.name in TABLES and path.parent.name == "ledgers":
         if path.name != table:

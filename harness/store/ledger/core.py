@@ -197,7 +197,7 @@ def _move_old(workspace: Path) -> dict[str, int]:
             resumed = {a: r for a, r in pairs if r and is_archive_id(str(r)) and r != a}
             moved[table] = delta.append_archives(workspace, table, groups, resumed)
             got = delta.read(workspace, table)
-            have = {} if got is None else {a: n for a, n in _counts(got).items()}
+            have = {} if got is None else _counts(got)
             short = [a for a, part in groups.items() if have.get(a, 0) != part.num_rows]
             if short:
                 raise LedgerError(f"{where}: archive {short[0]} has {groups[short[0]].num_rows} rows in the old "

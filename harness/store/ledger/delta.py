@@ -42,7 +42,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,6 +54,7 @@ from harness.errors import LedgerError
 from harness.store.archive import is_archive_id
 from harness.store.ledger.layout import ARCHIVE_TABLES, GOVERNANCE_TABLES, PER_ARCHIVE, SCHEMAS, TABLES, ledger_dir
 
+T = TypeVar("T")
 DELTA_DIR = "delta"
 RETENTION_HOURS = 168  # Delta's default (delta.deletedFileRetentionDuration = 7 days)
 RESUMED = "resumed-from:"  # runs: the application transaction naming an archive's successor
@@ -154,8 +155,22 @@ def _must_open(workspace: Path, table: str) -> DeltaTable:
     return dt
 
 
-def _lost(attempt: int) -> None:
-    time.sleep(min(0.2, 0.005 * (attempt + 1)))
+def _retrying(workspace: Path, table: str, what: str, step: Callable[[], T]) -> T:
+    """``step()`` (one commit attempt) until it commits: a ``CommitFailedError`` means another writer
+    took the version (it progressed), so wait a little and try again, :data:`ATTEMPTS` times at most
+    (then ``LedgerError``; a lost attempt wrote nothing)."""
+    for attempt in range(ATTEMPTS):
+        try:
+            return step()
+        except CommitFailedError:
+            time.sleep(min(0.2, 0.005 * (attempt + 1)))
+    raise LedgerError(f"{table_path(workspace, table)}: {what}: {ATTEMPTS} commits lost to other writers",
+                      hint="run the command again (nothing of it was written)")
+
+
+def _of_kind(table: str, kinds: tuple[str, ...], what: str) -> None:
+    if table not in kinds:
+        raise LedgerError(f"'{table}' is not {what}", hint=f"one of {', '.join(kinds)}")
 
 
 def _write(dt: DeltaTable, t: pa.Table, *, predicate: str | None = None,
@@ -200,41 +215,38 @@ def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table],
     """:func:`append_archive` of several archives in one transaction (archive id -> its rows); the
     archives the table holds already are left out. ``resumed``: archive id -> the archive it resumed
     (``runs``). Returns the rows written."""
-    if table not in PER_ARCHIVE:
-        raise LedgerError(f"'{table}' is not an archive table", hint=f"one of {', '.join(PER_ARCHIVE)}")
+    _of_kind(table, PER_ARCHIVE, "an archive table")
     for archive_id, t in parts.items():
         ids = set(t.column("archive_id").to_pylist()) if t.num_rows else set()
         if ids - {_aid(archive_id)}:
             raise LedgerError(f"rows for archive {archive_id} claim other archives: {sorted(map(str, ids))[:3]}",
                               hint="an archive's rows carry its own id")
-    for attempt in range(ATTEMPTS):
-        if dt is None:
-            dt = _must_open(workspace, table)
+    handle = [dt]
+
+    def attempt() -> int:
+        d = handle[0]
+        if d is None:
+            d = handle[0] = _must_open(workspace, table)
         else:  # reading only the log entries since its version costs less than opening the table again
-            dt.update_incremental()
-        todo = {a: t for a, t in parts.items() if not has_archive(dt, a)}
+            d.update_incremental()
+        todo = {a: t for a, t in parts.items() if not has_archive(d, a)}
         if not todo:
             return 0
         txns = [Transaction(a, 1) for a in todo]
         txns += [_resume_txn(prev, a) for a in todo if (prev := (resumed or {}).get(a))]
         rows = pa.concat_tables([t.replace_schema_metadata(None) for t in todo.values()], promote_options="permissive")
-        files = len(dt.file_uris())
-        try:
-            _write(dt, rows, props=CommitProperties(app_transactions=txns))
-        except CommitFailedError:
-            _lost(attempt)
-            continue
+        files = len(d.file_uris())
+        _write(d, rows, props=CommitProperties(app_transactions=txns))
         if files + 1 >= AUTO_COMPACT_FILES:
             compact(workspace, table)
         return int(rows.num_rows)
-    raise LedgerError(f"{table_path(workspace, table)}: {len(parts)} archive(s) not appended: {ATTEMPTS} commits "
-                      "lost to other writers", hint="run the command again (nothing of it was written)")
+
+    return _retrying(workspace, table, f"{len(parts)} archive(s) not appended", attempt)
 
 
 def append_rows(workspace: Path, table: str, t: pa.Table) -> None:
     """Append rows to a governance table (one transaction; concurrent appends all land)."""
-    if table not in GOVERNANCE_TABLES:
-        raise LedgerError(f"'{table}' is not a governance table", hint=f"one of {', '.join(GOVERNANCE_TABLES)}")
+    _of_kind(table, GOVERNANCE_TABLES, "a governance table")
     if t.num_rows:
         _write(_must_open(workspace, table), t)
 
@@ -243,20 +255,17 @@ def append_checked(workspace: Path, table: str, decide: Callable[[pa.Table], pa.
     """Read governance table ``table``, let ``decide`` (its canonical rows -> rows to append, or None
     for nothing; it may raise) choose, and commit those rows only if nobody committed since the read;
     otherwise read and decide again. Returns what was appended."""
-    if table not in GOVERNANCE_TABLES:
-        raise LedgerError(f"'{table}' is not a governance table", hint=f"one of {', '.join(GOVERNANCE_TABLES)}")
-    for attempt in range(ATTEMPTS):
+    _of_kind(table, GOVERNANCE_TABLES, "a governance table")
+
+    def attempt() -> pa.Table | None:
         dt = _must_open(workspace, table)
         new = decide(_canonical_read(table, dt.to_pyarrow_table()))
         if new is None or not new.num_rows:
             return None
-        try:
-            _write(dt, new, props=CommitProperties(max_commit_retries=0))
-            return new
-        except CommitFailedError:
-            _lost(attempt)
-    raise LedgerError(f"{table_path(workspace, table)}: {ATTEMPTS} commits lost to other writers",
-                      hint="run the command again (nothing of it was written)")
+        _write(dt, new, props=CommitProperties(max_commit_retries=0))  # on the version read, or not at all
+        return new
+
+    return _retrying(workspace, table, "nothing appended", attempt)
 
 
 def compact(workspace: Path, table: str) -> bool:
@@ -275,17 +284,10 @@ def compact(workspace: Path, table: str) -> bool:
 
 def replace_archive(workspace: Path, table: str, archive_id: str, t: pa.Table) -> None:
     """Replace archive ``archive_id``'s rows of per-archive table ``table`` with ``t`` (one transaction)."""
-    if table not in PER_ARCHIVE:
-        raise LedgerError(f"'{table}' is not an archive table", hint=f"one of {', '.join(PER_ARCHIVE)}")
+    _of_kind(table, PER_ARCHIVE, "an archive table")
     pred = f"archive_id = '{_aid(archive_id)}'"
-    for attempt in range(ATTEMPTS):
-        try:
-            _write(_must_open(workspace, table), t, predicate=pred)
-            return
-        except CommitFailedError:
-            _lost(attempt)
-    raise LedgerError(f"{table_path(workspace, table)}: archive {archive_id} not rewritten: {ATTEMPTS} commits "
-                      "lost to other writers", hint="run the command again")
+    _retrying(workspace, table, f"archive {archive_id} not rewritten",
+              lambda: _write(_must_open(workspace, table), t, predicate=pred))
 
 
 def supersede(workspace: Path, old_id: str, new_id: str) -> dict[str, int]:
@@ -296,19 +298,18 @@ def supersede(workspace: Path, old_id: str, new_id: str) -> dict[str, int]:
     pred = (f"archive_id = '{old}' AND (valid OR valid IS NULL OR superseded_by IS NULL "
             f"OR superseded_by <> '{new}')")
     for table in ARCHIVE_TABLES:
-        for attempt in range(ATTEMPTS):
+        if not (table_path(workspace, table) / "_delta_log").is_dir():
+            continue
+
+        def attempt(table: str = table) -> int:
             dt = open_table(workspace, table)
-            if dt is None:
-                break
-            try:
-                done = dt.update(predicate=pred, new_values={"valid": False, "superseded_by": new})
-            except CommitFailedError:
-                _lost(attempt)
-                continue
-            n = int(done.get("num_updated_rows", 0))
-            if n:
-                out[table] = n
-            break
+            assert dt is not None
+            done = dt.update(predicate=pred, new_values={"valid": False, "superseded_by": new})
+            return int(done.get("num_updated_rows", 0))
+
+        n = _retrying(workspace, table, f"archive {old} not superseded", attempt)
+        if n:
+            out[table] = n
     return out
 
 

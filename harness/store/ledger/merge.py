@@ -461,13 +461,10 @@ def merge_governance(workspace: Path, other: Path) -> tuple[dict[str, int], list
 
 
 def _canonical_or_refuse(table: str, raw: pa.Table, archives: set[str]) -> pa.Table:
-    try:
-        t = canonical(table, raw.drop_columns([c for c in ("append_key",) if c in raw.column_names]))
+    try:  # the append key is kept as the other host wrote it: the rows' order there
+        t = canonical(table, raw)
     except (pa.ArrowException, ValueError, TypeError) as exc:
         raise ValueError(f"not a {table} table: {one_line(exc)[:200]}") from None
-    if "append_key" in raw.column_names:  # kept as the other host wrote it: the rows' order there
-        t = t.set_column(t.column_names.index("append_key"), "append_key",
-                         pc.cast(raw.column("append_key"), pa.string()))
     problems = governance_problems(table, raw, t, archives)
     if problems:
         raise ValueError(f"refused ({len(problems)} problem(s)): " + "; ".join(problems[:6]))
