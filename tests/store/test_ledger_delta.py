@@ -314,3 +314,88 @@ def test_delta_tables_an_earlier_mirror_left_are_set_aside_not_doubled(tmp_path:
     assert _counts(read_table, ws) == Counter(ROWS) + Counter({("closures", ""): 1})  # each row once
     (backup,) = (ws / "ledgers" / ".parquet-backup").iterdir()
     assert (backup / "delta" / "cells" / "_delta_log").is_dir() and (backup / "cells").is_dir()
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every entry under ``root`` (links not followed): a link's target or a file's bytes, hashed."""
+    import hashlib
+
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        out[rel] = f"link:{p.readlink()}" if p.is_symlink() else (
+            "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def _add(log: Path, action: object) -> None:
+    n = int(sorted(log.glob("*.json"))[-1].stem) + 1
+    (log / f"{n:020d}.json").write_text(action if isinstance(action, str) else json.dumps(action) + "\n")
+
+
+def _hostile_data_link(table: Path, outside: Path) -> str:
+    data = next(p for p in sorted(table.glob("*.parquet")))
+    data.unlink()
+    data.symlink_to(outside / "secret.parquet")
+    return "not a regular file"
+
+
+def _hostile_log_link(table: Path, outside: Path) -> str:
+    shutil.copytree(table / "_delta_log", outside / "log")
+    shutil.rmtree(table / "_delta_log")
+    (table / "_delta_log").symlink_to(outside / "log", target_is_directory=True)
+    return "not a directory"
+
+
+def _hostile_path(path: str) -> object:
+    def build(table: Path, outside: Path) -> str:
+        _add(table / "_delta_log", {"add": {"path": path.format(outside=outside), "size": 1, "partitionValues": {},
+                                            "modificationTime": 0, "dataChange": True}})
+        return "never opened"
+    return build
+
+
+def _hostile_dv(table: Path, outside: Path) -> str:
+    _add(table / "_delta_log", {"add": {"path": "part-x.parquet", "size": 1, "partitionValues": {},
+                                        "modificationTime": 0, "dataChange": True,
+                                        "deletionVector": {"storageType": "p", "pathOrInlineDv": str(outside),
+                                                           "sizeInBytes": 1, "cardinality": 1}}})
+    return "deletion vector"
+
+
+def _hostile_json(table: Path, outside: Path) -> str:
+    _add(table / "_delta_log", '{"add": {"path": "part-x.parquet", \n')
+    return "cannot be read"
+
+
+@pytest.mark.parametrize("hostile", [
+    _hostile_data_link, _hostile_log_link, _hostile_path("{outside}/secret.parquet"),
+    _hostile_path("../../../../outside/secret.parquet"), _hostile_path("file://{outside}/secret.parquet"),
+    _hostile_dv, _hostile_json,
+], ids=["data-file-link", "log-dir-link", "absolute-path", "dotdot-path", "url-path", "deletion-vector", "bad-json"])
+def test_a_hostile_delta_table_of_the_other_host_is_one_refusal_and_reads_nothing_outside(
+        tmp_path: Path, hostile: object) -> None:
+    """Whatever the other host's Delta table holds (links, paths leaving the table, deletion
+    vectors, a broken log): merge ends (no hang) with one refusal naming the table, writes nothing
+    outside this workspace, changes nothing there, and no value of the file outside lands here."""
+    from harness.run.merge import merge_workspace
+
+    here, other, outside = tmp_path / "here", tmp_path / "other", tmp_path / "outside"
+    outside.mkdir()
+    pq.write_table(pa.table({"archive_id": ["a" * 16], "median_tok_s": [12345.0]}), outside / "secret.parquet")
+    ingest_archive(here, write_formal_archive(here, tiers=(1,)))
+    theirs = write_formal_archive(other, tiers=(1,), seed=2)
+    ingest_archive(other, theirs)
+    table = dl.table_path(other, "cells")
+    reason = hostile(table, outside)  # type: ignore[operator]
+    before = {"outside": _tree(outside), "other": _tree(other), "top": sorted(p.name for p in tmp_path.iterdir())}
+    res = merge_workspace(here, other)
+    assert res.archives == [theirs.archive_id]  # its verified archive still merges
+    mine = [r for r in res.refusals if r.file == str(table)]
+    assert len(mine) == 1 and reason in mine[0].reason, [str(r) for r in res.refusals]
+    assert {"outside": _tree(outside), "other": _tree(other), "top": sorted(p.name for p in tmp_path.iterdir())} \
+        == before
+    cells = read_table(here, "cells")
+    assert cells is not None and 12345.0 not in cells.column("median_tok_s").to_pylist()
+    assert "a" * 16 not in cells.column("archive_id").to_pylist()
+    assert not list(ledger_dir(here).glob(".foreign-*"))
