@@ -19,11 +19,8 @@ HEAVY = ("pyarrow", "pandas", "matplotlib", "aiohttp", "numpy")
 _CHILD = """
 import sys
 sys.argv = ["dsv4h", *sys.argv[1:]]
-from harness.cli import main
-try:
-    main()
-except SystemExit:
-    pass
+from harness.cli import run
+run()
 heavy = [m for m in {heavy!r} if m in sys.modules]
 cmds = sorted(m for m in sys.modules if m.startswith("harness.cli.") and m.endswith("_cmd"))
 print("LOADED", heavy, cmds)
