@@ -42,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,10 @@ from harness.store.ledger.layout import canonical
 QUERY = ("SELECT workload, concurrency, median(median_tok_s) AS m, count(*) AS n FROM cells "
          "WHERE valid GROUP BY workload, concurrency ORDER BY workload, concurrency")
 CONC = (1, 2, 4, 8)
+# the synthetic runs start now: an ingest of a new archive trusts its missing transaction
+NOW_WALL = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+# --aged: what the fill stands for was ingested this long ago (past both retentions)
+AGED_DAYS = delta.TXN_RETENTION_DAYS + 10
 
 
 def archive_tables(k: int) -> tuple[str, pa.Table, pa.Table]:
@@ -68,7 +73,7 @@ def archive_tables(k: int) -> tuple[str, pa.Table, pa.Table]:
              "median_tok_s": 1000.0 + (k % 97) + c, "http_output_tok_s": 990.0 + c, "rounds_ok": 3,
              "campaign": "bench", "claim_class": "formal", "protocol_class": "formal-matrix",
              "backend": "sglang", "data_origin": "simulated", "archive_status": "complete",
-             "created_wall": "2026-12-02T10:00:00+00:00", "identity_hash": "ab" * 32, "valid": True,
+             "created_wall": NOW_WALL, "identity_hash": "ab" * 32, "valid": True,
              "superseded_by": None} for w in ("decode", "prefill") for c in CONC]
     cells = canonical("cells", pa.Table.from_pylist(rows)).replace_schema_metadata(None)
     run = canonical("runs", pa.Table.from_pylist([{k2: rows[0][k2] for k2 in (
@@ -81,22 +86,25 @@ def archive_tables(k: int) -> tuple[str, pa.Table, pa.Table]:
 class DeltaLedger:
     name = "delta"
 
-    def __init__(self, root: Path, auto: bool = True) -> None:
+    def __init__(self, root: Path, auto: bool = True, aged: bool = False) -> None:
         self.ws = root
         self.auto = auto
+        self.aged = aged
 
     def ingest(self, k: int) -> None:
         aid, cells, run = archive_tables(k)
         runs = delta.open_table(self.ws, "runs")  # as ingest_view: one snapshot for both lookups
-        if runs is not None and delta.has_archive(runs, aid):
+        if runs is not None and delta.has_archive(runs, aid, datetime.fromisoformat(NOW_WALL)):
             return
         append_tables(self.ws, aid, {"cells": cells, "runs": run}, None,
                       None if runs is None else delta.successor(runs, aid), runs)
 
     def fill(self, start: int, stop: int, batch: int) -> None:
         """Add archives ``start..stop`` as one Parquet file each, with their application transactions,
-        ``batch`` archives per transaction."""
+        ``batch`` archives per transaction; ``aged``: as if ingested :data:`AGED_DAYS` ago
+        (:meth:`age`)."""
         ensure_current(self.ws)
+        stamp = datetime.now(UTC) - (timedelta(days=AGED_DAYS) if self.aged else timedelta(0))
         for lo in range(start, stop, batch):
             ks = range(lo, min(stop, lo + batch))
             for table, idx in (("cells", 1), ("runs", 2)):
@@ -111,10 +119,25 @@ class DeltaLedger:
                     st = (path / name).stat()
                     actions.append(AddAction(name, st.st_size, {}, int(st.st_mtime * 1000), True,
                                              json.dumps({"numRecords": t.num_rows})))
-                props = CommitProperties(app_transactions=[Transaction(f"{k:016x}", 1) for k in ks])
+                props = CommitProperties(app_transactions=[
+                    Transaction(f"{k:016x}", 1, last_updated=int(stamp.timestamp() * 1000)) for k in ks])
                 dt.create_write_transaction(actions, mode="append", schema=dt.schema(), commit_properties=props)
                 if self.auto and len(DeltaTable(str(path)).file_uris()) >= delta.AUTO_COMPACT_FILES:
                     delta.compact(self.ws, table)  # what the ingests' own auto-compaction would have done
+        if self.aged:
+            self.age()
+
+    def age(self) -> None:
+        """Checkpoint each table as it would be checkpointed once the fill is past Delta's retentions:
+        the fill's transactions are stamped :data:`AGED_DAYS` back (delta-rs leaves them out), and
+        the tombstones its compactions left (stamped now by delta-rs) are dropped by a checkpoint
+        taken under a one-second ``delta.deletedFileRetentionDuration``, which is then set back."""
+        for table in ("cells", "runs"):
+            path = str(delta.table_path(self.ws, table))
+            DeltaTable(path).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 1 seconds"})
+            time.sleep(1.1)
+            DeltaTable(path).create_checkpoint()
+            DeltaTable(path).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 7 days"})
 
     def query(self) -> list[tuple[Any, ...]]:
         cells = delta.dataset(self.ws, "cells")  # noqa: F841 - DuckDB reads it by name
@@ -188,20 +211,22 @@ def main() -> None:
     p.add_argument("--fill-batch", type=int, default=1000, help="archives per fill transaction (Delta)")
     p.add_argument("--repeat", type=int, default=3, help="query repetitions (median)")
     p.add_argument("--no-auto-compact", action="store_true", help="bulk fill leaves one file per archive")
+    p.add_argument("--aged", action="store_true",
+                   help=f"bulk fill as if ingested {AGED_DAYS} days ago (past the transaction, tombstone retentions)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "ledger_delta_bench.json")
     a = p.parse_args()
     sizes = sorted(a.sizes)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-delta-") as tmp:
-        results += run(DeltaLedger(Path(tmp), auto=not a.no_auto_compact), sizes, a.probe, a.fill, a.fill_batch,
-                       a.repeat)
+        store = DeltaLedger(Path(tmp), auto=not a.no_auto_compact, aged=a.aged)
+        results += run(store, sizes, a.probe, a.fill, a.fill_batch, a.repeat)
     old = Path(__file__).parent / "results" / "ledger_parquet_layout_d916eb0.json"
     earlier = [r | {"store": "parquet (d916eb0)"} for r in json.loads(old.read_text())["results"]
                if r["store"] == "parquet"] if old.is_file() else []
     import deltalake
 
     doc = {"command": " ".join(["benchmarks/bench_ledger_delta.py", *sys.argv[1:]]), "sizes": sizes,
-           "probe": a.probe, "fill": a.fill, "auto_compact": not a.no_auto_compact,
+           "probe": a.probe, "fill": a.fill, "auto_compact": not a.no_auto_compact, "aged": a.aged,
            "deltalake": deltalake.__version__, "duckdb": duckdb.__version__,
            "cpus": os.cpu_count(), "python": platform.python_version(), "results": results}
     a.out.parent.mkdir(parents=True, exist_ok=True)

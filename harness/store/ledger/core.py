@@ -78,7 +78,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from harness.errors import LedgerError
-from harness.formats import atomic_write, fsync_dir
+from harness.formats import atomic_write, fsync_dir, parse_wall
 from harness.interrupts import critical, fault_point
 from harness.measure.energy_rows import energy_rows
 from harness.service.origin import backends_of, run_is_simulated
@@ -288,7 +288,8 @@ def rows_iso(table: pa.Table | None) -> list[dict[str, Any]]:
 
 
 def ingested(workspace: Path, archive_id: str) -> bool:
-    """Whether the archive's ``runs`` row is committed (the runs table's transaction for it: no scan)."""
+    """Whether the archive's ``runs`` row is committed (the runs table's transaction for it; when that
+    is missing, which it is for an archive older than its retention, the table's ``archive_id`` column)."""
     if not is_current(workspace):
         return archive_id in ingested_ids(workspace)
     dt = delta.open_table(workspace, "runs")
@@ -475,7 +476,7 @@ def ingest_view(workspace: Path, view: FinishedArchive, mark: Mark | None = None
     archive, run = view.archive, view.run
     aid = archive.archive_id
     runs = delta.open_table(workspace, "runs")  # one snapshot: is it in, who resumed it (no scans)
-    if runs is not None and delta.has_archive(runs, aid):
+    if runs is not None and delta.has_archive(runs, aid, _started(run.created_wall)):
         return {}
     prev = _resumed_from(aid, run.resumed_from)
     successor = _successor(workspace, aid, runs)
@@ -495,6 +496,15 @@ def ingest_view(workspace: Path, view: FinishedArchive, mark: Mark | None = None
     if mark is not None:
         tables = mark(tables)
     return append_tables(workspace, aid, tables, prev, successor, runs)
+
+
+def _started(created_wall: str) -> datetime | None:
+    """A run block's start as an instant, None when it cannot be read as one (the ledger then
+    looks for the archive's rows rather than trust a missing transaction)."""
+    try:
+        return parse_wall(created_wall)
+    except (ValueError, OverflowError):
+        return None
 
 
 def append_tables(workspace: Path, archive_id: str, tables: Mapping[str, pa.Table], resumed_from: str | None,

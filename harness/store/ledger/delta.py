@@ -12,7 +12,10 @@ several processes or hosts sharing the directory need no lock or journal of ours
   transaction* ``(app id = archive id, version 1)``. A table that already holds that transaction is
   not written again, and two writers racing to append the same archive conflict (delta-rs refuses
   the second: ``CommitFailedError``), so an archive's rows land at most once per table, whoever
-  writes them and however often.
+  writes them and however often. The transaction carries its time and expires after
+  :data:`TXN_RETENTION_DAYS` (the table property ``delta.setTransactionRetentionDuration``), so the
+  snapshot every writer reads holds the last weeks' archives, not every archive ever ingested; an
+  archive older than that is looked for in the table's rows instead (:func:`has_archive`).
 - :func:`append_checked`: a read-check-write of a governance table (a record, a closure, a freeze):
   the rows are decided on the table as read at version V and committed as version V+1 or not at all
   (``max_commit_retries=0``); a writer that lost the race reads again and decides again.
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,12 +67,19 @@ RESUMED = "resumed-from:"  # runs: the application transaction naming an archive
 AUTO_COMPACT_FILES = 128
 # ... into files of at most this size, so a compaction rewrites a bounded amount (an older, full file stays)
 AUTO_COMPACT_BYTES = 16 * 2**20
+# An archive's application transaction expires this long after its ingest (Delta's
+# delta.setTransactionRetentionDuration; delta-rs leaves it out of the snapshot it reads) ...
+TXN_RETENTION_DAYS = 30
+TXN_PROPERTY = "delta.setTransactionRetentionDuration"
+# ... so its absence proves an archive absent only for one whose run started less than this ago (the
+# difference covers clock skew between hosts)
+TXN_TRUSTED_DAYS = TXN_RETENTION_DAYS - 7
 ATTEMPTS = 50  # commits lost to other writers before a write gives up (each loss means another writer progressed)
 
-__all__ = ["AUTO_COMPACT_FILES", "DELTA_DIR", "RETENTION_HOURS", "append_archive", "append_archives",
-           "append_checked", "append_rows", "archive_ids", "archive_rows", "compact", "create_tables", "dataset",
-           "delta_dir", "has_archive", "history", "optimize", "read", "replace_archive", "successor", "supersede",
-           "table_path"]
+__all__ = ["AUTO_COMPACT_FILES", "DELTA_DIR", "RETENTION_HOURS", "TXN_RETENTION_DAYS", "append_archive",
+           "append_archives", "append_checked", "append_rows", "archive_ids", "archive_rows", "compact",
+           "create_tables", "dataset", "delta_dir", "has_archive", "history", "optimize", "read", "replace_archive",
+           "successor", "supersede", "table_path"]
 
 
 def delta_dir(workspace: Path) -> Path:
@@ -138,8 +149,9 @@ def create_tables(workspace: Path) -> None:
         path = table_path(workspace, table)
         if (path / "_delta_log").is_dir():
             continue
+        config = {TXN_PROPERTY: f"interval {TXN_RETENTION_DAYS} days"} if table in PER_ARCHIVE else None
         try:
-            DeltaTable.create(str(path), stored_schema(table), mode="ignore")
+            DeltaTable.create(str(path), stored_schema(table), mode="ignore", configuration=config)
         except (CommitFailedError, DeltaError) as exc:
             if not (path / "_delta_log").is_dir() or not DeltaTable.is_deltatable(str(path)):
                 raise LedgerError(f"{path}: cannot create the Delta table: {_flat(exc)}",
@@ -183,9 +195,50 @@ def _write(dt: DeltaTable, t: pa.Table, *, predicate: str | None = None,
                         commit_properties=props)
 
 
-def has_archive(dt: DeltaTable, archive_id: str) -> bool:
-    """Whether ``dt`` holds archive ``archive_id``'s rows (its application transaction)."""
-    return dt.transaction_version(archive_id) is not None
+def has_archive(dt: DeltaTable, archive_id: str, created: datetime | None = None) -> bool:
+    """Whether ``dt`` holds archive ``archive_id``'s rows: its application transaction, or else (it
+    may have expired, :data:`TXN_RETENTION_DAYS`) a row with its id. ``created``: when the archive's
+    run started (its rows' ``created_wall``); for one that started less than :data:`TXN_TRUSTED_DAYS`
+    ago the missing transaction is the answer and no row is read."""
+    if dt.transaction_version(archive_id) is not None:
+        return True
+    if not is_archive_id(archive_id) or (created is not None and _recent(created)):
+        return False  # (what is not an archive id is in no ledger)
+    return int(dt.to_pyarrow_dataset().count_rows(filter=ds.field("archive_id") == archive_id)) > 0
+
+
+def _recent(created: datetime) -> bool:
+    """Started less than :data:`TXN_TRUSTED_DAYS` ago, and not in the future beyond the margin (a
+    host whose clock is far off gets the row check)."""
+    age = datetime.now(UTC) - (created if created.tzinfo else created.replace(tzinfo=UTC))
+    return -timedelta(days=TXN_RETENTION_DAYS - TXN_TRUSTED_DAYS) < age < timedelta(days=TXN_TRUSTED_DAYS)
+
+
+def _created(t: pa.Table) -> datetime | None:
+    """An archive's start from its rows (every archive row carries ``created_wall``); None if unknown."""
+    if not t.num_rows or "created_wall" not in t.column_names:
+        return None
+    value = t.column("created_wall")[0].as_py()
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _archive_txn(archive_id: str, created: datetime | None) -> Transaction:
+    """``(archive id, 1)`` stamped now, or at the archive's start should that be later: a writer whose
+    clock runs behind must not stamp a transaction that expires before :func:`has_archive` stops
+    trusting its absence."""
+    stamp = datetime.now(UTC) if created is None else max(datetime.now(UTC), created)
+    return Transaction(archive_id, 1, last_updated=int(stamp.timestamp() * 1000))
+
+
+def _expiring(d: DeltaTable) -> DeltaTable:
+    """``d`` with :data:`TXN_PROPERTY` set: a table made before archive transactions expired gets it
+    (one commit, once; the transactions it already holds carry no time and are kept)."""
+    if TXN_PROPERTY not in d.metadata().configuration:
+        d.alter.set_table_properties({TXN_PROPERTY: f"interval {TXN_RETENTION_DAYS} days"})
+        d.update_incremental()
+    return d
 
 
 def append_archive(workspace: Path, table: str, archive_id: str, t: pa.Table, *, resumed_from: str | None = None,
@@ -229,10 +282,11 @@ def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table],
             d = handle[0] = _must_open(workspace, table)
         else:  # reading only the log entries since its version costs less than opening the table again
             d.update_incremental()
-        todo = {a: t for a, t in parts.items() if not has_archive(d, a)}
+        d = _expiring(d)
+        todo = {a: t for a, t in parts.items() if not has_archive(d, a, _created(t))}
         if not todo:
             return 0
-        txns = [Transaction(a, 1) for a in todo]
+        txns = [_archive_txn(a, _created(t)) for a, t in todo.items()]
         txns += [_resume_txn(prev, a) for a in todo if (prev := (resumed or {}).get(a))]
         rows = pa.concat_tables([t.replace_schema_metadata(None) for t in todo.values()], promote_options="permissive")
         files = len(d.file_uris())
