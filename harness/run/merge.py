@@ -45,8 +45,9 @@ def merge_workspace(workspace: Path, other: Path) -> MergeResult:
     root = other_root(workspace, other)
     out = MergeResult()
     dirs, out.refusals = foreign_archive_dirs(root)
+    have = ingested_ids(workspace)  # one read of the runs ids; the ingest itself checks again, race-free
     for src in dirs:
-        if ingested(workspace, src.name):
+        if src.name in have:
             out.present += 1
             continue
         try:
