@@ -136,3 +136,20 @@ def test_a_table_made_before_expiry_gets_the_property_once(tmp_path: Path) -> No
     assert dt.metadata().configuration[dl.TXN_PROPERTY] == f"interval {dl.TXN_RETENTION_DAYS} days"
     assert dt.version() == v + 1
     assert dl._expiring(dt).version() == v + 1  # present: nothing committed
+
+
+def test_the_benchmark_runs_both_fills_at_small_sizes(tmp_path: Path) -> None:
+    """benchmarks/bench_ledger_delta.py end to end at 30 and 60 archives (its figures are measured
+    there, not here): recent and aged fills, every archive counted by the query."""
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ledger_delta.py"
+    for aged in (False, True):
+        out = tmp_path / f"bench-{aged}.json"
+        args = [sys.executable, str(bench), "30", "60", "--probe", "3", "--fill-batch", "10", "--repeat", "1",
+                "--out", str(out), *(["--aged"] if aged else [])]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=240, check=False)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        doc = json.loads(out.read_text())
+        assert doc["aged"] is aged and [r["archives"] for r in doc["results"]] == [30, 60]
