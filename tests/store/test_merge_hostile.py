@@ -40,7 +40,7 @@ GOOD = "2026-12-01T00:00:00.000001+00:00"
 
 
 def make(ws: Path, campaign: str, *, median: float = 100.0, ok_rounds: int = 1,
-         resumed_from: str | None = None, ingest: bool = True) -> Path:
+         resumed_from: str | None = None, ingest: bool = True, created_wall: str | None = None) -> Path:
     """A small archive, ingested into ``ws``'s ledgers with its evidence applied (as a run leaves it)
     unless ``ingest`` is false. ``ok_rounds`` below 1 makes its cell invalid (blocking ``formal-rounds``
     finding on c1)."""
@@ -59,8 +59,9 @@ def make(ws: Path, campaign: str, *, median: float = 100.0, ok_rounds: int = 1,
                                                            "status": "ok"}]))
     w.write_table("waves.parquet", pa.Table.from_pylist([{"wave_id": "c1.r0.w000", "cell_id": "c1",
                                                           "phase": "measured"}]))
+    extra = {} if created_wall is None else {"created_wall": created_wall}
     path = w.finalize(status="complete", run=run_block(campaign=campaign, plan_id="p", labels=["simulated"],
-                                                       resumed_from=resumed_from))
+                                                       resumed_from=resumed_from, **extra))
     if ingest:
         archive = open_archive(path)
         ingest_archive(ws, archive)
@@ -550,3 +551,27 @@ def test_an_archive_here_that_claims_a_resume_it_does_not_carry_does_not_superse
     res = merge_workspace(here, host)
     assert res.archives == [] and "claims to have resumed it" in refusals(res), refusals(res)
     assert not (here / "archives" / good.name).exists()
+
+
+@pytest.mark.parametrize(("created_wall", "lands"), [
+    ("9999-12-31T00:00:00+00:00", False),  # beyond what a ledger timestamp holds: one refusal
+    ("2100-01-01T00:00:00+00:00", True), ("1970-01-01T00:00:00+00:00", True),
+    ("yesterday", True), ("2026-12-01T00:00:00", True)])  # not a time, no offset: the row check
+def test_an_archive_dated_far_off_or_not_at_all_lands_once(world: World, created_wall: str, lands: bool) -> None:
+    """The run's start decides whether a missing transaction is trusted (docs/ledger-format.md, "What an
+    ingest reads"): a start in the far future or past, not a time, or without an offset gets the row
+    check (or, out of a timestamp's range, a clean refusal); never a second copy, nothing outside."""
+    odd = make(world.other, "odd", median=300.0, ingest=False, created_wall=created_wall).name
+    first = world.merge()
+    if lands:
+        assert odd in first.archives and first.refusals == [], refusals(first)
+    else:
+        assert [Path(r.file).name for r in first.refusals] == [odd] and "out of bounds" in refusals(first)
+    second = world.merge()
+    assert second.archives == [] and second.present == 1 + int(lands)
+    if lands:
+        archive = open_archive(world.here / "archives" / odd)
+        assert ingest_archive(world.here, archive) == {}  # the ingest's own check, past merge's
+    cells = read_table(world.here, "cells")
+    assert cells is not None
+    assert cells.column("median_tok_s").to_pylist().count(300.0) == int(lands)

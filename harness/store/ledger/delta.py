@@ -71,6 +71,7 @@ AUTO_COMPACT_BYTES = 16 * 2**20
 # delta.setTransactionRetentionDuration; delta-rs leaves it out of the snapshot it reads) ...
 TXN_RETENTION_DAYS = 30
 TXN_PROPERTY = "delta.setTransactionRetentionDuration"
+TXN_INTERVAL = f"interval {TXN_RETENTION_DAYS} days"
 # ... so its absence proves an archive absent only for one whose run started less than this ago (the
 # difference covers clock skew between hosts)
 TXN_TRUSTED_DAYS = TXN_RETENTION_DAYS - 7
@@ -149,7 +150,7 @@ def create_tables(workspace: Path) -> None:
         path = table_path(workspace, table)
         if (path / "_delta_log").is_dir():
             continue
-        config = {TXN_PROPERTY: f"interval {TXN_RETENTION_DAYS} days"} if table in PER_ARCHIVE else None
+        config = {TXN_PROPERTY: TXN_INTERVAL} if table in PER_ARCHIVE else None
         try:
             DeltaTable.create(str(path), stored_schema(table), mode="ignore", configuration=config)
         except (CommitFailedError, DeltaError) as exc:
@@ -198,7 +199,7 @@ def _write(dt: DeltaTable, t: pa.Table, *, predicate: str | None = None,
 def has_archive(dt: DeltaTable, archive_id: str, created: datetime | None = None) -> bool:
     """Whether ``dt`` holds archive ``archive_id``'s rows: its application transaction, or else (it
     may have expired, :data:`TXN_RETENTION_DAYS`) a row with its id. ``created``: when the archive's
-    run started (its rows' ``created_wall``); for one that started less than :data:`TXN_TRUSTED_DAYS`
+    run started (aware; its rows' ``created_wall``); for one that started less than :data:`TXN_TRUSTED_DAYS`
     ago the missing transaction is the answer and no row is read."""
     if dt.transaction_version(archive_id) is not None:
         return True
@@ -208,9 +209,9 @@ def has_archive(dt: DeltaTable, archive_id: str, created: datetime | None = None
 
 
 def _recent(created: datetime) -> bool:
-    """Started less than :data:`TXN_TRUSTED_DAYS` ago, and not in the future beyond the margin (a
-    host whose clock is far off gets the row check)."""
-    age = datetime.now(UTC) - (created if created.tzinfo else created.replace(tzinfo=UTC))
+    """``created`` (aware) less than :data:`TXN_TRUSTED_DAYS` ago, and not in the future beyond the
+    margin (a host whose clock is far off gets the row check)."""
+    age = datetime.now(UTC) - created
     return -timedelta(days=TXN_RETENTION_DAYS - TXN_TRUSTED_DAYS) < age < timedelta(days=TXN_TRUSTED_DAYS)
 
 
@@ -232,13 +233,12 @@ def _archive_txn(archive_id: str, created: datetime | None) -> Transaction:
     return Transaction(archive_id, 1, last_updated=int(stamp.timestamp() * 1000))
 
 
-def _expiring(d: DeltaTable) -> DeltaTable:
-    """``d`` with :data:`TXN_PROPERTY` set: a table made before archive transactions expired gets it
-    (one commit, once; the transactions it already holds carry no time and are kept)."""
+def _make_expiring(d: DeltaTable) -> None:
+    """Set :data:`TXN_PROPERTY` on a table made before archive transactions expired (one commit,
+    once; the transactions it already holds carry no time and are kept); ``d`` is left up to date."""
     if TXN_PROPERTY not in d.metadata().configuration:
-        d.alter.set_table_properties({TXN_PROPERTY: f"interval {TXN_RETENTION_DAYS} days"})
+        d.alter.set_table_properties({TXN_PROPERTY: TXN_INTERVAL})
         d.update_incremental()
-    return d
 
 
 def append_archive(workspace: Path, table: str, archive_id: str, t: pa.Table, *, resumed_from: str | None = None,
@@ -275,6 +275,7 @@ def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table],
             raise LedgerError(f"rows for archive {archive_id} claim other archives: {sorted(map(str, ids))[:3]}",
                               hint="an archive's rows carry its own id")
     handle = [dt]
+    started = {a: _created(t) for a, t in parts.items()}
 
     def attempt() -> int:
         d = handle[0]
@@ -282,11 +283,11 @@ def append_archives(workspace: Path, table: str, parts: dict[str, pa.Table],
             d = handle[0] = _must_open(workspace, table)
         else:  # reading only the log entries since its version costs less than opening the table again
             d.update_incremental()
-        d = _expiring(d)
-        todo = {a: t for a, t in parts.items() if not has_archive(d, a, _created(t))}
+        _make_expiring(d)
+        todo = {a: t for a, t in parts.items() if not has_archive(d, a, started[a])}
         if not todo:
             return 0
-        txns = [_archive_txn(a, _created(t)) for a, t in todo.items()]
+        txns = [_archive_txn(a, started[a]) for a in todo]
         txns += [_resume_txn(prev, a) for a in todo if (prev := (resumed or {}).get(a))]
         rows = pa.concat_tables([t.replace_schema_metadata(None) for t in todo.values()], promote_options="permissive")
         files = len(d.file_uris())
