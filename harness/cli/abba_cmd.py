@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_reap
-from harness.cli.outcome import print_archive, print_energy, print_findings, print_verdict
+from harness.cli.outcome import end_run, print_archive, print_energy, print_findings, print_verdict
 from harness.cli.progress import AbbaLive
 from harness.cli.render import fmt
 from harness.inputs.spec import LoadedSpec, abba_from_files, loaded_abba
@@ -96,5 +96,4 @@ def run_abba_cli(loaded: LoadedSpec, ws: Path) -> None:
     assert isinstance(out, AbbaOutcome)
     render_abba(out)
     print_archive(out.archive, out.status)
-    if out.error is not None:
-        raise out.error
+    end_run(out.verdict, error=out.error, status=out.status, archive_id=out.archive_id)

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace
+from harness.cli.outcome import end_run, print_findings
 from harness.cli.render import latency_grid
 from harness.inputs.spec import ClaimClass
 from harness.load.driver import DEFAULT_TIMEOUT_S
@@ -111,10 +112,5 @@ def bench(
     console.print(f"archive {a.archive_id} ({a.status}) at {esc(a.path)}")
     console.print("protocol class quick-bench: a quick screen, not a formal result "
                   "(formal claims come from 'dsv4h campaign run')")
-    shown = [f for f in out.finished.findings if f.severity != "info"]
-    if shown:
-        from harness.cli.evidence_cmd import findings_table
-
-        console.print(findings_table(shown, "evidence findings"))
-    if out.error is not None:
-        raise out.error
+    print_findings(out.finished.findings)
+    end_run(out.finished.verdict, error=out.error, status=a.status, archive_id=a.archive_id)

@@ -11,10 +11,10 @@ from rich.table import Table
 
 from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_reap
 from harness.cli.listing import CsvOpt, JsonOpt, emit
-from harness.cli.outcome import print_energy
+from harness.cli.outcome import end_run, print_energy, print_findings
 from harness.cli.progress import LiveReporter
 from harness.cli.render import PLAN_COLS, cells_at, fmt, latency_table, pd_table, plan_rows, plan_table
-from harness.errors import ArchiveError, SpecError
+from harness.errors import SpecError
 from harness.inputs.spec import SPEC_KINDS, CampaignSpec, kinds_hint, load_spec
 from harness.measure.latency import parse_percentiles
 from harness.run.campaign import RunOutcome, load_corpora, make_plan
@@ -137,14 +137,15 @@ def run_cmd(
     with LiveReporter(console) as reporter:
         outcome = run_loaded(loaded, ws, reporter, options)
     assert isinstance(outcome, RunOutcome)
-    simulated = outcome.archive.run.simulated
+    verdict = outcome.verdict
+    simulated = verdict.simulated if verdict is not None else outcome.archive.run.simulated
     console.print(pd_table(outcome.results.cells, title=f"{outcome.plan.campaign}: formal native P/D matrix",
-                           simulated=simulated))
+                           simulated=simulated, verdict=verdict))
     cells = outcome.results.cells
     if ps is not None:
         cells = tuple(cells_at(cells, outcome.archive.records(), {r.round_id: r.status for r in outcome.results.rounds},
                                ps))
-    lat = latency_table(cells, title=outcome.plan.campaign, simulated=simulated, percentiles=ps)
+    lat = latency_table(cells, title=outcome.plan.campaign, simulated=simulated, percentiles=ps, verdict=verdict)
     if lat is not None:
         console.print(lat)
     print_energy(outcome.archive, simulated)
@@ -153,15 +154,8 @@ def run_cmd(
     console.print(f"archive {outcome.archive.archive_id} ({outcome.status}) at {outcome.archive.path}")
     if outcome.ledger_rows:
         console.print("ledgers: " + ", ".join(f"{k} +{v}" for k, v in sorted(outcome.ledger_rows.items())))
-    shown = [f for f in outcome.findings if f.severity != "info"]
-    if shown:
-        from harness.cli.evidence_cmd import findings_table
-
-        console.print(findings_table(shown, "evidence findings"))
-    if outcome.error is not None:
-        raise outcome.error
-    if outcome.status != "complete":
-        raise ArchiveError(f"archive {outcome.archive.archive_id} is {outcome.status}")
+    print_findings(outcome.findings)
+    end_run(verdict, error=outcome.error, status=outcome.status, archive_id=outcome.archive.archive_id)
 
 
 @app.command("schema")

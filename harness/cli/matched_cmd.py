@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from harness.cli.common import console, esc, startup_reap
-from harness.cli.outcome import print_archive, print_energy, print_findings, print_verdict
+from harness.cli.outcome import end_run, print_archive, print_energy, print_findings, print_verdict
 from harness.cli.progress import MatchedLive
 from harness.cli.render import fmt
 from harness.inputs.spec import LoadedSpec
@@ -76,5 +76,4 @@ def run_matched_cli(loaded: LoadedSpec, ws: Path) -> None:
     assert isinstance(out, MatchedOutcome)
     render_matched(out)
     print_archive(out.archive, out.status, out.ledger_rows)
-    if out.error is not None:
-        raise out.error
+    end_run(out.verdict, error=out.error, status=out.status, archive_id=out.archive_id)

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from harness.cli.common import console, esc
 from harness.cli.render import fmt
+from harness.errors import ArchiveError, DsvError, EvidenceError
 from harness.evidence.findings import Finding
+from harness.evidence.verdict import Verdict
 from harness.store.archive import Archive
 
 
@@ -46,11 +48,31 @@ def print_energy(archive: Archive, simulated: bool) -> None:
 
 
 def print_findings(findings: Sequence[Finding], *, all_severities: bool = False) -> None:
-    """The evidence findings (those above ``info`` unless ``all_severities``), when there are any."""
+    """The evidence findings (those above ``info`` unless ``all_severities``), when there are any; the
+    count of those left out is said, so the console's count is the ledger's."""
     shown = [f for f in findings if all_severities or f.severity != "info"]
+    hidden = len(findings) - len(shown)
     if shown:
         from harness.cli.evidence_cmd import findings_table
-        console.print(findings_table(shown, "evidence findings"))
+        console.print(findings_table(shown, "evidence findings" + (f", {len(findings)} in all" if hidden else "")))
+    if hidden:
+        console.print(f"{hidden} info finding(s) not shown ('dsv4h evidence check ARCHIVE' lists every one)")
+
+
+def end_run(verdict: Verdict | None, *, error: DsvError | None, status: str, archive_id: str) -> None:
+    """End a run's command the one way every kind ends: raise the run's own ``error``; else
+    ``ArchiveError`` for an archive that is not complete; else, when a blocking finding
+    invalidated rows, ``EvidenceError`` (the exit status of ``dsv4h evidence check``)."""
+    if error is not None:
+        raise error
+    if status != "complete":
+        raise ArchiveError(f"archive {archive_id} is {status}")
+    if verdict is not None and verdict.blocking:
+        rules = ", ".join(sorted({f.rule for f in verdict.blocking}))
+        raise EvidenceError(f"archive {archive_id}: {len(verdict.blocking)} blocking finding(s) ({rules}): the rows "
+                            "they name are invalid in every table, ledger and report",
+                            hint=f"read them above ('dsv4h evidence check {archive_id}' again); the archive is "
+                            "complete and kept, its invalid rows marked")
 
 
 def print_verdict(blocking: Sequence[Finding], verdict: str, reason: str, styles: Mapping[str, str], *,

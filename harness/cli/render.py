@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from rich.table import Table
 
 from harness.cli.listing import Col, table
+from harness.evidence.verdict import Verdict
 from harness.inputs.plan import Plan
 from harness.measure import latency as lat
 from harness.measure.results import CellResult, cell_latency_at
@@ -42,14 +43,37 @@ def plan_table(plan: Plan) -> Table:
     return table(plan_rows(plan), PLAN_COLS, title=f"plan {plan.plan_id} — campaign {plan.campaign}")
 
 
-def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Table:
+INVALID_MARK = " [bold red]INVALID[/]"
+
+
+def invalid_caption(verdict: Verdict | None, ids: Sequence[str]) -> str:
+    """A caption line naming the rows of ``ids`` a blocking finding invalidated, with its rules
+    ('' when none: a valid run's table says nothing more)."""
+    if verdict is None:
+        return ""
+    bad = [(i, verdict.rules_for(i)) for i in ids if verdict.concerns(i)]
+    if not bad:
+        return ""
+    rules = sorted({r for _, rs in bad for r in rs})
+    return (f"\nINVALID ({len(bad)} of {len(ids)}; blocking: {', '.join(rules)}): "
+            + ", ".join(i for i, _ in bad) + ". Kept in the archive, valid = false in the ledgers, "
+            "excluded from every claim ('dsv4h evidence check' explains).")
+
+
+def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool, verdict: Verdict | None = None) -> Table:
     """The report's Table 2: prefill input tok/s, resident output tok/s, HTTP output tok/s per C,
-    three-round medians with every round's value."""
+    three-round medians with every round's value; a cell that ``verdict``'s blocking findings
+    invalidate is marked INVALID and named in the caption with its rules."""
     label = " [bold yellow](SIMULATED)[/]" if simulated else ""
     t = Table(title=f"{title}{label}", title_justify="left",
               caption="P and resident D: median of round rates (each round listed); HTTP: all measured waves. "
                       "Rounds marked * are not ok (failed/short/incomplete) and excluded from medians. "
-                      "Resident and HTTP decode are distinct metrics.", caption_justify="left")
+                      "Resident and HTTP decode are distinct metrics."
+                      + invalid_caption(verdict, [c.cell_id for c in cells]), caption_justify="left")
+
+    def bad(c: CellResult | None) -> str:
+        return INVALID_MARK if c is not None and verdict is not None and verdict.concerns(c.cell_id) else ""
+
     t.add_column("C", justify="right")
     t.add_column("Prefill input tok/s", justify="right")
     t.add_column("rounds", style="dim")
@@ -70,9 +94,10 @@ def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool) -> Tab
         def med(c: CellResult | None) -> str:
             if c is None:
                 return ""
-            return fmt(c.median_tok_s) + ("" if c.status == "complete" else f" ({c.status})")
+            return fmt(c.median_tok_s) + ("" if c.status == "complete" else f" ({c.status})") + bad(c)
 
-        t.add_row(str(conc), med(pre), rounds(pre), med(dec), rounds(dec), fmt(dec.http_output_tok_s) if dec else "")
+        t.add_row(str(conc), med(pre), rounds(pre), med(dec), rounds(dec),
+                  fmt(dec.http_output_tok_s) + bad(dec) if dec else "")
     return t
 
 
@@ -113,7 +138,7 @@ def latency_grid(rows: Sequence[tuple[str, str, Mapping[str, float]]], percentil
 
 
 def latency_table(cells: Sequence[CellResult], *, title: str, simulated: bool,
-                  percentiles: Sequence[float] | None = None) -> Table | None:
+                  percentiles: Sequence[float] | None = None, verdict: Verdict | None = None) -> Table | None:
     """The companion to Table 2: latency percentiles (milliseconds) of each cell's measured requests
     (harness.measure.latency: dsv4h definitions, ITL per token). None when no cell has latency. With
     ``percentiles`` one line per metric and cell (:func:`latency_grid`): those percentiles, mean and n,
@@ -125,16 +150,21 @@ def latency_table(cells: Sequence[CellResult], *, title: str, simulated: bool,
     caption = ("D decode, P prefill cells. Over every measured request of the cell's ok rounds. "
                "TPOT = (last - first token event) "
                "/ tokens after the first event; ITL per token. max is observed, not a bound. "
-               "Peer (bench-serving) ITL/TPOT are in the ledgers as *_bench_*.")
+               "Peer (bench-serving) ITL/TPOT are in the ledgers as *_bench_*. C marked ! is an INVALID cell."
+               + invalid_caption(verdict, [c.cell_id for c in rows]))
     ordered = sorted(rows, key=lambda c: (c.workload, c.concurrency))
+
+    def conc(c: CellResult) -> str:
+        return f"{c.concurrency}" + ("!" if verdict is not None and verdict.concerns(c.cell_id) else "")
+
     if percentiles is not None:
-        return latency_grid([(c.workload[0].upper(), str(c.concurrency), c.latency) for c in ordered], percentiles,
+        return latency_grid([(c.workload[0].upper(), conc(c), c.latency) for c in ordered], percentiles,
                             title=f"{title}: latency (ms){label}", caption=caption)
     t = Table(title=f"{title}: latency (ms){label}", title_justify="left", caption=caption, caption_justify="left")
     for col in ("", "C", "TTFT\np50", "TTFT\np99", "TPOT\np50", "ITL\np50", "ITL\np99", "E2E\np50", "E2E\np99"):
         t.add_column(col, justify="left" if not col else "right", no_wrap=True)
     for c in ordered:
-        t.add_row(c.workload[0].upper(), str(c.concurrency), _ms(c, "ttft_p50_s"), _ms(c, "ttft_p99_s"),
+        t.add_row(c.workload[0].upper(), conc(c), _ms(c, "ttft_p50_s"), _ms(c, "ttft_p99_s"),
                   _ms(c, "tpot_p50_s"), _ms(c, "itl_p50_s"), _ms(c, "itl_p99_s"), _ms(c, "e2e_p50_s"),
                   _ms(c, "e2e_p99_s"))
     return t

@@ -10,7 +10,7 @@ import typer
 
 from harness.cli.common import WorkspaceOpt, console, resolve_workspace, startup_reap
 from harness.cli.listing import ms, num
-from harness.cli.outcome import print_findings
+from harness.cli.outcome import end_run, print_findings
 from harness.errors import SpecError
 from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import LoadedSpec, ReplaySpec, load_spec
@@ -68,9 +68,9 @@ def run_replay_loaded_cli(loaded: LoadedSpec, ws: Path) -> None:
     if out.row is not None:
         console.print(replay_line(out.row))
     print_findings(out.finished.findings, all_severities=True)
-    console.print(f"archive {out.finished.archive.archive_id} ({out.finished.archive.status})")
-    if out.error is not None:
-        raise out.error
+    a = out.finished.archive
+    console.print(f"archive {a.archive_id} ({a.status})")
+    end_run(out.finished.verdict, error=out.error, status=a.status, archive_id=a.archive_id)
 
 
 @app.command("run")

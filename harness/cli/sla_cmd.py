@@ -11,7 +11,7 @@ from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, resolve_workspace, startup_reap
 from harness.cli.listing import ms, num
-from harness.cli.outcome import print_energy, print_findings
+from harness.cli.outcome import end_run, print_energy, print_findings
 from harness.errors import SpecError
 from harness.inputs.spec import LoadedSpec, SlaSpec, load_spec
 from harness.run.events import Event, SlaProbeDone
@@ -59,8 +59,7 @@ def run_sla_loaded_cli(loaded: LoadedSpec, ws: Path) -> None:
     print_energy(archive, archive.run.simulated)
     print_findings(out.finished.findings, all_severities=True)
     console.print(f"archive {archive.archive_id} ({archive.status})")
-    if out.error is not None:
-        raise out.error
+    end_run(out.finished.verdict, error=out.error, status=archive.status, archive_id=archive.archive_id)
 
 
 def _limit(v: Any) -> str:

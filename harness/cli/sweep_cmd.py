@@ -11,7 +11,7 @@ from rich.table import Table
 
 from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_reap
 from harness.cli.listing import Col, CsvOpt, JsonOpt, emit, ms, num
-from harness.cli.outcome import print_energy, print_findings
+from harness.cli.outcome import end_run, print_energy, print_findings
 from harness.cli.render import latency_grid
 from harness.errors import SpecError
 from harness.inputs.corpus import load_corpus
@@ -94,8 +94,10 @@ def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[
     with SweepLive(console) as live:
         out = run_loaded(loaded, ws, live)
     assert isinstance(out, SweepOutcome)
+    verdict = out.finished.verdict
     for c in out.cells:
-        console.print(sweep_cell_line(c))
+        console.print(sweep_cell_line(c) + (f"  {verdict.mark(c.get('cell_id'))}" if verdict is not None
+                                            and verdict.concerns(c.get("cell_id")) else ""))
     if out.stopped is not None:
         not_run = ", ".join(f"{r:g}" for r in out.stopped["not_run"]) or "none"
         console.print(f"stopped at {out.stopped['at_rate_req_s']:g} req/s (over-saturated); not run: {not_run} req/s",
@@ -105,9 +107,9 @@ def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[
                                           title=out.finished.archive.run.campaign))
     print_energy(out.finished.archive, out.finished.archive.run.simulated)
     print_findings(out.finished.findings, all_severities=True)
-    console.print(f"archive {out.finished.archive.archive_id} ({out.finished.archive.status})")
-    if out.error is not None:
-        raise out.error
+    a = out.finished.archive
+    console.print(f"archive {a.archive_id} ({a.status})")
+    end_run(verdict, error=out.error, status=a.status, archive_id=a.archive_id)
 
 
 def sweep_cell_line(c: Mapping[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,18 @@ import pyarrow.compute as pc
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.rules import check
-from harness.measure.results import round_key
+from harness.evidence.verdict import WITHHELD, Verdict, concerned, decide, has_verdict, row_keys
 from harness.store.archive import Archive
 from harness.store.finished import FinishedArchive, view_of
-from harness.store.ledger import Mark, archive_rows, ingest_view, replace_archive_rows
+from harness.store.ledger import (
+    ARCHIVE_TABLES,
+    Mark,
+    archive_rows,
+    data_origin,
+    ingest_view,
+    ledger_dir,
+    replace_archive_rows,
+)
 from harness.store.ledger.layout import canonical
 
 
@@ -64,71 +73,76 @@ def _jsonl(archive: Archive, name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def concerned_rows(findings: list[Finding], waves: list[dict[str, Any]], rounds: list[dict[str, Any]]
-                   ) -> tuple[bool, set[str]]:
-    """(whole archive, row ids) that the blocking ``findings`` invalidate (pure).
-
-    A run-scope finding, or a blocking finding without rows, concerns the whole archive. Row ids
-    spread upward to the figures built from them: a measured wave to its round, a round to its
-    cell when the round is ``ok`` (only ok rounds enter a cell's median). Requests follow their
-    wave (they are matched by wave id)."""
-    blocking = [f for f in findings if f.blocking]
-    if any(f.scope == "run" or not f.rows for f in blocking):
-        return True, set()
-    ids = {r for f in blocking for r in f.rows}
-    round_of = {str(r["round_id"]): r for r in rounds}
-    for w in waves:
-        if str(w.get("wave_id")) in ids and w.get("phase") == "measured":
-            rid = round_key(str(w["wave_id"]))
-            if rid in round_of:
-                ids.add(rid)
-    for rid in [i for i in ids if i in round_of]:
-        if round_of[rid].get("status") == "ok" and round_of[rid].get("cell_id") is not None:
-            ids.add(str(round_of[rid]["cell_id"]))
-    return False, ids
-
-
-_ROW_KEYS = {"cells": "cell_id", "rounds": "round_id", "waves": "wave_id", "requests": "wave_id",
-             "acceptance": "wave_id"}
-# one row per run: any blocking finding hits it
-_WHOLE_RUN_TABLES = ("comparisons", "matched_sd", "replay_runs", "runs")
+concerned_rows = concerned  # the pure decision (harness.evidence.verdict), under its older name
 
 
 def _rows_of(t: pa.Table | None) -> list[dict[str, Any]]:
-    return [] if t is None else list(t.to_pylist())
+    return [] if t is None else list(t.select([c for c in ("wave_id", "round_id", "cell_id", "phase", "status")
+                                               if c in t.column_names]).to_pylist())
+
+
+def _round_rows(tables: Mapping[str, pa.Table]) -> list[dict[str, Any]]:
+    """Every round row of an archive's ledger tables (formal, sweep and SLA rounds)."""
+    return [r for name in ("rounds", "sweep_rounds", "sla_rounds") for r in _rows_of(tables.get(name))]
+
+
+def verdict_of_tables(tables: Mapping[str, pa.Table], archive_id: str, findings: Sequence[Finding],
+                      data_origin: str, superseded_by: str | None = None, source: str = "rules") -> Verdict:
+    """The archive's :class:`Verdict` from its ledger tables (waves and rounds spread) and ``findings``."""
+    return decide(archive_id, data_origin, findings, _rows_of(tables.get("waves")), _round_rows(tables),
+                  superseded_by=superseded_by, source=source)
+
+
+def _hit(t: pa.Table, table: str, verdict: Verdict) -> pa.Array:
+    """Per row of ``t``: whether the verdict's blocking findings concern it (module verdict docstring)."""
+    if not verdict.blocking:
+        return pa.array([False] * t.num_rows)
+    keys = [k for k in row_keys(table) if k in t.column_names]
+    if verdict.whole or not row_keys(table):
+        return pa.array([True] * t.num_rows)
+    hit = pa.array([False] * t.num_rows)
+    ids = pa.array(sorted(verdict.invalid), pa.string())
+    for k in keys:
+        hit = pc.or_(hit, pc.fill_null(pc.is_in(pc.cast(t.column(k), pa.string()), value_set=ids), False))
+    return hit
+
+
+def _withheld(t: pa.Table, hit: pa.Array) -> pa.Table:
+    """``t`` with ``verdict`` withheld on the rows ``hit`` (``verdict_as_measured`` keeps the measured one)."""
+    measured = t.column("verdict_as_measured") if "verdict_as_measured" in t.column_names else None
+    measured = t.column("verdict") if measured is None else pc.coalesce(measured, t.column("verdict"))
+    shown = pc.if_else(pc.and_(hit, pc.is_valid(measured)), pa.scalar(WITHHELD), measured)
+    t = t.set_column(t.column_names.index("verdict"), "verdict", shown)
+    if "verdict_as_measured" in t.column_names:
+        return t.set_column(t.column_names.index("verdict_as_measured"), "verdict_as_measured", measured)
+    return t.append_column("verdict_as_measured", measured)
 
 
 def marked(tables: dict[str, pa.Table], archive_id: str, findings: list[Finding]
            ) -> tuple[dict[str, pa.Table], dict[str, int]]:
-    """An archive's ledger rows (table -> rows) with ``valid`` decided by ``findings`` (pure): rows
-    named by a blocking finding (``concerned_rows``: a run-scope finding, or a blocking one without
-    rows, concerns the whole archive; wave and round ids spread to the figures built from them) are
-    invalid, the others valid unless a resume superseded them; plus the ``findings`` table. Returns
-    (the tables, rows invalidated per table)."""
-    blocking = [f for f in findings if f.blocking]
-    whole, ids = concerned_rows(findings, _rows_of(tables.get("waves")), _rows_of(tables.get("rounds")))
+    """An archive's ledger rows (table -> rows) with ``valid`` decided by ``findings`` (pure): the rows
+    a blocking finding concerns in every table of the archive (:func:`harness.evidence.verdict.decide`;
+    one-row-per-run tables by any blocking finding) are invalid, the others valid unless a resume
+    superseded them; verdicts on an invalid run withheld; plus the ``findings`` table. Returns (the
+    tables, rows invalidated per table)."""
+    verdict = verdict_of_tables(tables, archive_id, findings, "")
     out = dict(tables)
     changed: dict[str, int] = {}
-    for table, key in [*_ROW_KEYS.items(), *((t, "") for t in _WHOLE_RUN_TABLES)]:
-        t = tables.get(table)
-        if t is None:
+    for table, rows in tables.items():
+        if table == "findings" or rows is None or "valid" not in rows.column_names:
             continue
-        if whole or (table in _WHOLE_RUN_TABLES and blocking):
-            hit = pa.array([True] * t.num_rows)
-        elif key:
-            hit = pc.fill_null(pc.is_in(t.column(key), value_set=pa.array(sorted(ids), pa.string())), False)
-        else:
-            continue
-        new = pc.and_(pc.invert(hit), pc.is_null(t.column("superseded_by")))
+        hit = _hit(rows, table, verdict)
+        new = pc.and_(pc.invert(hit), pc.is_null(rows.column("superseded_by")))
         n = int(pc.sum(pc.cast(hit, pa.int64())).as_py() or 0)
-        out[table] = t.set_column(t.column_names.index("valid"), "valid", new)
+        t = rows.set_column(rows.column_names.index("valid"), "valid", new)
+        out[table] = _withheld(t, hit) if has_verdict(table) and "verdict" in t.column_names else t
         if n:
             changed[table] = n
     rows = [{"archive_id": archive_id, "rule": f.rule, "severity": f.severity, "message": f.message,
-             "remedy": f.remedy, "rows": json.dumps(list(f.rows))} for f in findings]
+             "remedy": f.remedy, "rows": json.dumps(list(f.rows)), "scope": f.scope} for f in findings]
     out["findings"] = canonical("findings", pa.Table.from_pylist(
         rows, schema=pa.schema([(n, pa.string()) for n in ("archive_id", "rule", "severity", "message",
-                                                          "remedy", "rows")])))
+                                                          "remedy", "rows", "scope")])))
     return out, changed
 
 
@@ -148,13 +162,68 @@ def apply_findings(workspace: Path, archive_id: str, findings: list[Finding]) ->
     """Decide the validity of an ingested archive's ledger rows again from ``findings`` (:func:`marked`)
     and store the findings (replacing earlier ones of the archive): only its tables whose rows change
     are rewritten, one transaction each. Returns rows invalidated per table."""
-    tables = {t: rows for t in (*_ROW_KEYS, *_WHOLE_RUN_TABLES)
-              if (rows := archive_rows(workspace, t, archive_id)) is not None}
+    tables = {t: rows for t in ARCHIVE_TABLES
+              if (rows := archive_rows(workspace, t, archive_id)) is not None and rows.num_rows}
     new, changed = marked(tables, archive_id, findings)
-    writes = {t: rows for t, rows in new.items()
-              if t == "findings" or rows.column("valid").to_pylist() != tables[t].column("valid").to_pylist()}
+    writes = {t: rows for t, rows in new.items() if t == "findings" or _differs(rows, tables[t])}
     replace_archive_rows(workspace, writes, archive_id)
     return changed
+
+
+def _differs(new: pa.Table, old: pa.Table) -> bool:
+    return any(c in old.column_names and new.column(c).to_pylist() != old.column(c).to_pylist()
+               for c in ("valid", "verdict", "verdict_as_measured"))
+
+
+def _local(archive: Archive, name: str, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Some columns of one of the archive's result files ([] when it has none)."""
+    if not archive.has(name):
+        return []
+    t = archive.table(name)
+    return list(t.select([c for c in columns if c in t.column_names]).to_pylist())
+
+
+def stored_findings(rows: pa.Table) -> list[Finding] | None:
+    """Findings back from their ``findings`` ledger rows; None when a row predates the stored scope
+    (its verdict is then decided by the rules again)."""
+    out: list[Finding] = []
+    for r in rows.to_pylist():
+        if r.get("scope") not in ("rows", "run"):
+            return None
+        out.append(Finding(str(r["rule"]), r["severity"], str(r["message"]), str(r["remedy"]), str(r["archive_id"]),
+                           tuple(json.loads(r["rows"] or "[]")), r["scope"]))
+    return sorted(out)
+
+
+def verdict_of_view(view: FinishedArchive, findings: Sequence[Finding]) -> Verdict:
+    """The :class:`Verdict` that ``findings`` (the rules just run at finish) decide for ``view``."""
+    a = view.archive
+    return decide(a.archive_id, data_origin(a, view.run), findings,
+                  _local(a, "waves.parquet", ("wave_id", "phase")),
+                  _local(a, "rounds.parquet", ("round_id", "cell_id", "status")))
+
+
+def archive_verdict(workspace: Path | None, archive: Archive | FinishedArchive) -> Verdict:
+    """The :class:`Verdict` of an archive as it was decided: from the findings stored with its
+    ledger rows when ``workspace``'s ledger holds it (``source = "ledger"``), else by running the
+    rules now (``source = "rules"``: an archive outside this workspace's ledger). Every surface that
+    shows an archive's validity asks this."""
+    view = view_of(archive)
+    a = view.archive
+    waves = _local(a, "waves.parquet", ("wave_id", "phase"))
+    rounds = _local(a, "rounds.parquet", ("round_id", "cell_id", "status"))
+    run_row = None
+    if workspace is not None and ledger_dir(workspace).is_dir():
+        runs = archive_rows(workspace, "runs", a.archive_id)
+        run_row = runs.to_pylist()[0] if runs is not None and runs.num_rows else None
+    if run_row is not None:
+        stored = archive_rows(workspace, "findings", a.archive_id) if workspace is not None else None
+        findings = stored_findings(stored) if stored is not None else []
+        if findings is not None:
+            return decide(a.archive_id, str(run_row.get("data_origin") or data_origin(a)), findings, waves, rounds,
+                          superseded_by=run_row.get("superseded_by"), source="ledger")
+    return decide(a.archive_id, data_origin(a, view.run), check_archive(view), waves, rounds,
+                  superseded_by=None if run_row is None else run_row.get("superseded_by"))
 
 
 def check_archive(archive: Archive | FinishedArchive) -> list[Finding]:

@@ -225,6 +225,7 @@ class ComparisonRow:
     undeclared_differences: int | None = None
     allow_identity_change: bool | None = None
     status: str | None = None
+    verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,7 @@ class MatchedSdRow:
     outputs_differing: int | None = None
     sd_claim: str | None = None
     status: str | None = None
+    verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
 
 
 @dataclass(frozen=True)
@@ -331,6 +333,7 @@ class FindingRow:
     remedy: str | None = None
     rows: str | None = None
     ledger_schema_version: int | None = None
+    scope: str | None = None  # "rows" or "run" (null in rows written before the verdict module)
 
 
 @dataclass(frozen=True)
@@ -509,27 +512,36 @@ class ReplayRunRow:
 
 @dataclass(frozen=True)
 class TableModel:
-    """A ledger table: its row model, and whether its rows carry latency, ``extra`` and the archive columns."""
+    """A ledger table: its row model, and whether its rows carry latency, ``extra`` and the archive columns.
+
+    ``row_keys``: the columns naming the units an evidence finding can concern (a wave, round, cell or
+    probe id: a row is concerned when any of them is named); empty for a table with one row per run
+    (any blocking finding concerns it) and for governance tables. ``verdict``: the table has a
+    ``verdict`` column that is withheld on an invalid row (``verdict_as_measured`` keeps what was
+    measured)."""
 
     model: type
     latency: bool = False
     archive: bool = True
+    row_keys: tuple[str, ...] = ()
+    verdict: bool = False
 
 
 ROW_MODELS: dict[str, TableModel] = {
     "runs": TableModel(RunRow),
-    "cells": TableModel(CellResult, latency=True),
-    "rounds": TableModel(RoundResult, latency=True),
-    "waves": TableModel(WaveResult, latency=True),
-    "sweep_cells": TableModel(SweepCellRow, latency=True),
-    "sweep_rounds": TableModel(SweepRoundRow, latency=True),
-    "requests": TableModel(RequestRow),
-    "comparisons": TableModel(ComparisonRow),
-    "matched_sd": TableModel(MatchedSdRow),
-    "acceptance": TableModel(AcceptanceRow),
-    "energy": TableModel(EnergyRow),
+    "cells": TableModel(CellResult, latency=True, row_keys=("cell_id",)),
+    "rounds": TableModel(RoundResult, latency=True, row_keys=("round_id",)),
+    "waves": TableModel(WaveResult, latency=True, row_keys=("wave_id",)),
+    "sweep_cells": TableModel(SweepCellRow, latency=True, row_keys=("cell_id",)),
+    "sweep_rounds": TableModel(SweepRoundRow, latency=True, row_keys=("round_id",)),
+    "requests": TableModel(RequestRow, row_keys=("wave_id",)),
+    "comparisons": TableModel(ComparisonRow, verdict=True),
+    "matched_sd": TableModel(MatchedSdRow, verdict=True),
+    "acceptance": TableModel(AcceptanceRow, row_keys=("wave_id",)),
+    "energy": TableModel(EnergyRow, row_keys=("wave_id", "round_id")),
     "replay_runs": TableModel(ReplayRunRow, latency=True),
-    "sla_probes": TableModel(SlaProbeRow),
+    "sla_probes": TableModel(SlaProbeRow, row_keys=("cell_id",)),
+    "sla_rounds": TableModel(SweepRoundRow, latency=True, row_keys=("round_id",)),
     "findings": TableModel(FindingRow, archive=False),
     "records": TableModel(RecordRow, archive=False),
     "closures": TableModel(ClosureRow, archive=False),

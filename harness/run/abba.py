@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from harness.errors import DsvError, SpecError
 from harness.evidence.findings import Finding
+from harness.evidence.verdict import Verdict
 from harness.formats import read_yaml
 from harness.hashing import ids_hash16
 from harness.inputs.corpus import load_corpus
@@ -81,6 +82,7 @@ class AbbaOutcome(Outcome):
     error: DsvError | None = None
     ledger_rows: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    verdict: Verdict | None = None
 
 
 def check_profiles(spec: AbbaSpec) -> tuple[list[str], list[str]]:
@@ -320,7 +322,7 @@ class AbbaRunner:
             where = f"finished legs are in archive {archive.archive_id}"
             error.hint = (error.hint + "; " if error.hint else "") + where
         return AbbaOutcome(archive, status, self.spec, result, match, self.leg_services, self.declared,
-                           self.undeclared, error, done.ledger_rows, done.findings)
+                           self.undeclared, error, done.ledger_rows, done.findings, done.verdict)
 
 
 def run_abba(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> AbbaOutcome:

@@ -27,6 +27,7 @@ import pyarrow as pa
 from harness.aio import new_event_loop
 from harness.errors import DsvError, MeasurementError, SpecError
 from harness.evidence.findings import Finding
+from harness.evidence.verdict import Verdict
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.plan import CellPlan, Plan, build_plan, sim_cell_estimate, wave_cases
 from harness.inputs.spec import CampaignSpec, LoadedSpec, LoadSettings, load_spec
@@ -82,6 +83,7 @@ class RunOutcome:
     error: DsvError | None = None
     ledger_rows: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    verdict: Verdict | None = None
 
     @property
     def archive_id(self) -> str:
@@ -414,7 +416,7 @@ class CampaignRunner:
             error.hint = (error.hint + "; " if error.hint else "") + (
                 f"data so far is in archive {archive.archive_id} ({path}); continue with "
                 f"'dsv4h campaign run {self.inputs.loaded.source} --resume {archive.archive_id}'")
-        return RunOutcome(archive, status, self.plan, results, error, done.ledger_rows, done.findings)
+        return RunOutcome(archive, status, self.plan, results, error, done.ledger_rows, done.findings, done.verdict)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from harness.errors import DsvError, SpecError
 from harness.evidence.findings import Finding
+from harness.evidence.verdict import Verdict
 from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import LoadedSpec, MatchedSdSpec
 from harness.measure import metrics as m
@@ -109,6 +110,7 @@ class MatchedOutcome(Outcome):
     error: DsvError | None = None
     ledger_rows: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    verdict: Verdict | None = None
 
 
 class MatchedRunner:
@@ -243,7 +245,7 @@ class MatchedRunner:
         if error is not None:
             error.hint = (error.hint + "; " if error.hint else "") + f"finished legs are in archive {done.archive_id}"
         return MatchedOutcome(done.archive, status, spec, result, self.leg_services, self.inputs.declared, error,
-                              done.ledger_rows, done.findings)
+                              done.ledger_rows, done.findings, done.verdict)
 
 
 def _arm(services: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:

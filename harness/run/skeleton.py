@@ -30,7 +30,8 @@ from typing import Protocol, TypeVar
 
 from harness.errors import ArchiveError, DsvError, RunInterrupted
 from harness.evidence.findings import Finding
-from harness.evidence.io import check_archive, ingest_checked
+from harness.evidence.io import check_archive, ingest_checked, verdict_of_view
+from harness.evidence.verdict import Verdict
 from harness.interrupts import critical, fault_point, in_critical, received
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.finished import FinishedArchive, load_finished, view_after_finalize
@@ -86,12 +87,14 @@ def drive(writer: ArchiveWriter, body: Callable[[], None], *, kept: str | Callab
 
 @dataclass(frozen=True)
 class Finished:
-    """A finalized archive, the ledger rows it added and the evidence findings about it."""
+    """A finalized archive, the ledger rows it added, the evidence findings about it and the
+    :class:`~harness.evidence.verdict.Verdict` they decide (what every surface shows)."""
 
     archive: Archive
     ledger_rows: dict[str, int]
     findings: list[Finding]
     interrupted: int | None = None  # a stopping signal held while finishing (the archive is complete)
+    verdict: Verdict | None = None
 
     @property
     def archive_id(self) -> str:
@@ -121,7 +124,7 @@ def finish_alone(step: Callable[[], Finished]) -> Finished:
         done = step()
     if held.signal is None:
         return done
-    return Finished(done.archive, done.ledger_rows, done.findings, held.signal)
+    return Finished(done.archive, done.ledger_rows, done.findings, held.signal, done.verdict)
 
 
 def settle(workspace: Path, path: Path) -> Finished:
@@ -138,7 +141,7 @@ def _settle(workspace: Path, view: FinishedArchive) -> Finished:
     findings = check_archive(view)
     rows = ingest_checked(workspace, view, findings)  # rows written once, their validity already decided
     fault_point("finish:ingested")
-    return Finished(view.archive, rows, findings)
+    return Finished(view.archive, rows, findings, verdict=verdict_of_view(view, findings))
 
 
 def interrupted_error(what: str, signum: int | None = None) -> RunInterrupted:

@@ -61,6 +61,10 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       order); wall anchors kept to the microsecond in the Delta files (read back as
       ``timestamp[ns, UTC]``). Schemas 2-4 are read in memory and moved on the first write
       (2026-12-02).
+      Added within schema 5 (Delta schema evolution, older rows null): ``sla_rounds`` (an SLA
+      search's rounds; before, they and its cells were ingested into ``sweep_rounds`` /
+      ``sweep_cells``), ``findings.scope``, ``verdict_as_measured`` on ``comparisons`` and
+      ``matched_sd`` (whose ``verdict`` is ``withheld`` on an invalid run) (2026-12-03).
 """
 
 from __future__ import annotations
@@ -417,7 +421,7 @@ def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
     own = ARCHIVE_FILE_TABLES.get(view.run.protocol_class, {})
     for name in ("cells", "rounds", "waves"):
-        if view.archive.has(f"{name}.parquet"):
+        if view.archive.has(f"{name}.parquet") and own.get(name, name):
             tables[own.get(name, name)] = view.archive.table(f"{name}.parquet")
     if view.archive.has("comparison.parquet"):
         tables["comparisons"] = view.archive.table("comparison.parquet")
@@ -490,7 +494,7 @@ def ingest_view(workspace: Path, view: FinishedArchive, mark: Mark | None = None
     source = _archive_tables(view)
     tables = {name: canonical(name, with_common(t, common)) for name, t in source.items() if t.num_rows}
     run_row = {**common, "kind": run.kind, "plan_id": run.plan_id or "", "service": run.service_name,
-               "n_cells": sum(int(source[t].num_rows) for t in ("cells", "sweep_cells") if t in source),
+               "n_cells": sum(int(source[t].num_rows) for t in ("cells", "sweep_cells", "sla_probes") if t in source),
                "archive_path": str(archive.path), "resumed_from": prev}
     tables["runs"] = canonical("runs", with_common(pa.table({"plan_id": [run_row["plan_id"]]}), run_row))
     if mark is not None:

@@ -33,15 +33,17 @@ __all__ = ["WALL"]  # re-exported: tests and notebooks name the ledger's wall-cl
 
 LEDGER_SCHEMA_VERSION = 5
 ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons",
-                  "matched_sd", "acceptance", "energy", "replay_runs", "sla_probes")
+                  "matched_sd", "acceptance", "energy", "replay_runs", "sla_probes", "sla_rounds")
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
 GOVERNANCE_TABLES = ("records", "closures", "gates", "freezes", "historical")
 TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)
 # An archive file's table in the ledger, per protocol class: a rate sweep's cells and rounds are
-# sweep cells and sweep rounds (their own measures, never formal cells).
+# sweep cells and sweep rounds (their own measures, never formal cells); an SLA search's probes are
+# its sla_probes rows (one per probe, from probes.parquet: its cells file is not a ledger table) and
+# their rounds sla_rounds, never among a sweep's rates ("" = not a ledger table).
 ARCHIVE_FILE_TABLES: dict[str, dict[str, str]] = {
     "rate-sweep": {"cells": "sweep_cells", "rounds": "sweep_rounds"},
-    "sla-search": {"cells": "sweep_cells", "rounds": "sweep_rounds"},  # each probe is a sweep cell
+    "sla-search": {"cells": "", "rounds": "sla_rounds"},
 }
 
 _S, _I = pa.string(), pa.int64()
