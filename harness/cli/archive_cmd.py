@@ -12,6 +12,8 @@ from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, esc, exist
 from harness.cli.listing import Col, CsvOpt, JsonOpt, as_json, emit
 from harness.cli.render import cells_at, latency_table, pd_table
 from harness.errors import ArchiveError
+from harness.evidence.io import archive_verdict
+from harness.evidence.verdict import Verdict
 from harness.measure.latency import parse_percentiles
 from harness.measure.results import CellResult
 from harness.store.archive import find_archive, iter_archives, iter_partials, open_archive, verify_archive
@@ -49,7 +51,8 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
     Example: dsv4h archive show 3f2a9c01 --percentiles 50,90,95,99
     """
     ps = None if percentiles is None else parse_percentiles(percentiles)
-    a = open_archive(find_archive(archive, _ws(workspace)))
+    ws = _ws(workspace)
+    a = open_archive(find_archive(archive, ws))
     problems = verify_archive(a.path)
     run = a.run.to_json()
     t = Table.grid(padding=(0, 2))
@@ -60,6 +63,10 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
     t.add_row("files", str(len(a.manifest["files"])))
     t.add_row("verified", "yes (every file matches the manifest)" if not problems else
               "[bold red]NO[/]: " + esc("; ".join(problems[:5])))
+    verdict = None if problems else archive_verdict(ws, a)
+    if verdict is not None:
+        t.add_row("origin", "[bold yellow]SIMULATED[/]" if verdict.simulated else esc(verdict.data_origin))
+        t.add_row("evidence", _evidence_line(verdict))
     console.print(f"[bold]archive {esc(a.archive_id)}[/] ({esc(a.path)})")
     console.print(t)
     if problems:
@@ -70,12 +77,13 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
         cells = [CellResult(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})  # type: ignore[arg-type]
                  for c in a.json("results.json")["cells"]]
         if cells:
-            console.print(pd_table(cells, title=esc(run.get("campaign", "")), simulated=a.run.simulated))
+            console.print(pd_table(cells, title=esc(run.get("campaign", "")), simulated=a.run.simulated,
+                                   verdict=verdict))
             if ps is not None:
                 status = {str(r["round_id"]): str(r["status"]) for r in a.json("results.json").get("rounds", [])}
                 cells = cells_at(cells, a.records(), status, ps)
             lat = latency_table(cells, title=esc(run.get("campaign", "")), simulated=a.run.simulated,
-                                percentiles=ps)
+                                percentiles=ps, verdict=verdict)
             if lat is not None:
                 console.print(lat)
     if a.has("sweep.json"):
@@ -83,7 +91,8 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
 
         sweep = a.json("sweep.json")
         for c in sweep.get("cells", []):
-            console.print(esc(sweep_cell_line(c)))
+            mark = verdict.mark(c.get("cell_id")) if verdict is not None else ""
+            console.print(esc(sweep_cell_line(c)) + (f"  [bold red]{esc(mark)}[/]" if mark else ""))
         if ps is not None and sweep.get("cells"):
             console.print(sweep_latency_table(sweep["cells"], sweep.get("rounds", []), a.records(), ps,
                                               title=esc(run.get("campaign", ""))))
@@ -95,6 +104,18 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
         console.print(esc(f"service #{s.get('start_index')}: {s.get('backend')} {s.get('url')} pid "
                           f"{(s.get('process') or {}).get('pid')} model {info.get('model_path')} "
                           f"tp {info.get('tp_size')} version {info.get('version')}"))
+
+
+def _evidence_line(v: Verdict) -> str:
+    """The archive's decided evidence in one line: valid, or which rules invalidated what."""
+    where = "from the ledger" if v.source == "ledger" else "rules run now: not in this workspace's ledger"
+    if v.blocking:
+        rules = ", ".join(sorted({f.rule for f in v.blocking}))
+        scope = "every row" if v.whole else f"{len(v.invalid)} row id(s): " + ", ".join(sorted(v.invalid)[:6]) \
+            + (" ..." if len(v.invalid) > 6 else "")
+        return f"[bold red]INVALID[/] ({esc(rules)}; {esc(scope)}); {len(v.findings)} finding(s), {esc(where)}"
+    tail = f"superseded by {v.superseded_by}" if v.superseded_by else "valid"
+    return f"{esc(tail)}; {len(v.findings)} finding(s), none blocking ({esc(where)})"
 
 
 def _show_import(ext: dict[str, Any]) -> None:

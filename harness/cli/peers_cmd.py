@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace
+from harness.cli.outcome import end_run, print_findings
 from harness.store.archive import find_archive, open_verified
 from harness.store.peers import MAX_IMPORT_BYTES, TOOLS, Tool, import_peer
 from harness.store.peers.export import EXPORTS, INDEX, export_cells
@@ -43,6 +44,8 @@ def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result 
     console.print(f"imported {esc(source)} as external archive {arch.archive_id}")
     console.print(f"data origin: {ext.get('data_origin')} ({esc(who)}); ledgers: "
                   + (", ".join(f"{k} +{v}" for k, v in sorted(done.ledger_rows.items())) or "nothing new"))
+    print_findings(done.findings)
+    end_run(done.verdict, error=None, status=arch.status, archive_id=arch.archive_id)
 
 
 def export(archive: Annotated[str, typer.Argument(help="archive id or path")],
