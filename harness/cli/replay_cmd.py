@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli.common import WorkspaceOpt, console, resolve_workspace, startup_reap
+from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_reap
 from harness.cli.listing import ms, num
 from harness.cli.outcome import print_findings
+from harness.cli.render import sim_label
 from harness.errors import SpecError
 from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import LoadedSpec, ReplaySpec, load_spec
@@ -65,10 +66,12 @@ def run_replay_loaded_cli(loaded: LoadedSpec, ws: Path) -> None:
     startup_reap(ws)
     out = run_loaded(loaded, ws, silent)
     assert isinstance(out, ReplayOutcome)
+    archive = out.finished.archive
+    console.print(f"[bold]{esc(archive.run.campaign)}: trace replay[/]{sim_label(archive.run.simulated)}")
     if out.row is not None:
         console.print(replay_line(out.row))
     print_findings(out.finished.findings, all_severities=True)
-    console.print(f"archive {out.finished.archive.archive_id} ({out.finished.archive.status})")
+    console.print(f"archive {archive.archive_id} ({archive.status})")
     if out.error is not None:
         raise out.error
 
