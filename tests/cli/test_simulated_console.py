@@ -1,15 +1,22 @@
 """Every run's console says SIMULATED when its data is simulated (the run block, harness.service.origin):
 the title of ``dsv4h sweep run``'s, ``dsv4h sla run``'s and ``dsv4h replay run``'s end-of-run output
-(``campaign run`` of those kinds delegates to the same code)."""
+(``campaign run`` of those kinds delegates to the same code); and ``dsv4h archive list`` carries each
+archive's data origin and its validity in the workspace's ledger."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import re
 from pathlib import Path
 
+from synthetic_archives import write_formal_archive
 from testkit import run_cli, tiny_sweep_spec
 from typer.testing import CliRunner
 
 from harness.cli import _register, app
+from harness.store.ledger import ingest_archive
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,3 +57,25 @@ def test_replay_run_says_simulated(tmp_path: Path) -> None:
     code, out, err = run_cli("replay", "run", str(spec), "-w", str(tmp_path / "ws"))
     assert code == 0, out + err
     assert "replay-demo: trace replay (SIMULATED)" in out and "20/20 ok" in out
+
+
+def test_archive_list_carries_data_origin_and_ledger_validity(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ingested = write_formal_archive(ws, seed=0, tiers=(1,))
+    ingest_archive(ws, ingested)
+    alone = write_formal_archive(ws, seed=1, tiers=(1,))  # on disk, not in the ledger
+    code, out, err = run_cli("archive", "list", "-w", str(ws), "--json")
+    assert code == 0, out + err
+    rows = {r["archive_id"]: r for r in json.loads(out)}
+    assert rows[ingested.archive_id]["data_origin"] == "simulated" and rows[ingested.archive_id]["valid"] is True
+    assert rows[alone.archive_id]["data_origin"] == "simulated" and rows[alone.archive_id]["valid"] is None
+    code, out, _ = run_cli("archive", "list", "-w", str(ws), "--csv")
+    by_id = {r["archive_id"]: r for r in csv.DictReader(io.StringIO(out))}
+    assert by_id[ingested.archive_id]["data_origin"] == "simulated" and by_id[ingested.archive_id]["valid"] == "True"
+    assert by_id[alone.archive_id]["valid"] == ""
+    code, out, _ = run_cli("archive", "list", "-w", str(ws))
+    assert code == 0
+    # the table: status over data origin over the ledger's validity
+    under_status = [re.split(r"\s{2,}", line.strip())[0] for line in out.splitlines()
+                    if line.startswith(" " * 18) and line.strip()]
+    assert under_status.count("simulated") == 2 and {"valid", "no ledger"} <= set(under_status)
