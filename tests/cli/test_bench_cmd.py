@@ -95,7 +95,7 @@ def openai_only(upstream: str) -> Iterator[str]:
     """A plain OpenAI-compatible server on 127.0.0.1:0 (no ``/server_info``): ``/v1/models`` and
     ``/v1/completions`` passed through to ``upstream``, every other path 404. Yields its URL."""
     ready = threading.Event()
-    stop: list[Callable[[], None]] = []
+    stop: list[Callable[[], object]] = []
     url: list[str] = []
 
     async def forward(request: web.Request) -> web.StreamResponse:
