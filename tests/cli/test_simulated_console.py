@@ -1,7 +1,7 @@
 """Every run's console says SIMULATED when its data is simulated (the run block, harness.service.origin):
 the title of ``dsv4h sweep run``'s, ``dsv4h sla run``'s and ``dsv4h replay run``'s end-of-run output
-(``campaign run`` of those kinds delegates to the same code); and ``dsv4h archive list`` carries each
-archive's data origin and its validity in the workspace's ledger."""
+(``campaign run`` of those kinds delegates to the same code) and an ABBA screen's table; and ``dsv4h
+archive list`` carries each archive's data origin and its validity in the workspace's ledger."""
 
 from __future__ import annotations
 
@@ -79,3 +79,23 @@ def test_archive_list_carries_data_origin_and_ledger_validity(tmp_path: Path) ->
     under_status = [re.split(r"\s{2,}", line.strip())[0] for line in out.splitlines()
                     if line.startswith(" " * 18) and line.strip()]
     assert under_status.count("simulated") == 2 and {"valid", "no ledger"} <= set(under_status)
+
+
+def test_abba_table_says_simulated_from_the_run_block(tmp_path: Path) -> None:
+    from harness.cli.abba_cmd import render_abba
+    from harness.cli.common import console
+    from harness.inputs.spec import AbbaSpec, loaded_abba
+    from harness.run.abba import run_abba
+
+    sim = {"backend": "sim", "sim": {"profile": "fast"}}
+    spec = AbbaSpec.model_validate({
+        "name": "sim-abba", "control": {"name": "ctrl", **sim},
+        "candidate": {"name": "cand", "backend": "sim", "sim": {"profile": "fast", "step_factor": 0.9}},
+        "workload": {"corpus": str(REPO / "corpora" / "sim-code-512"), "concurrency": 2, "waves_per_leg": 1,
+                     "warmup_waves": 0, "max_new_tokens": 8, "ignore_eos": True,
+                     "declared_change": ["sim.step_factor"]}})
+    out = run_abba(loaded_abba(spec, REPO), tmp_path / "ws")
+    assert out.archive.run.simulated
+    with console.capture() as cap:
+        render_abba(out)
+    assert "ABBA screen sim-abba — C2, resident boundary (SIMULATED)" in flat(cap.get())
