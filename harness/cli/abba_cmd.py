@@ -11,7 +11,7 @@ from rich.table import Table
 from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_reap
 from harness.cli.outcome import end_run, print_archive, print_energy, print_findings, print_verdict
 from harness.cli.progress import AbbaLive
-from harness.cli.render import fmt
+from harness.cli.render import fmt, sim_label
 from harness.inputs.spec import LoadedSpec, abba_from_files, loaded_abba
 from harness.measure.abba import LEGS
 from harness.run.abba import AbbaOutcome
@@ -21,9 +21,9 @@ from harness.run.kinds import run_loaded
 def render_abba(out: AbbaOutcome) -> None:
     """Print the four legs in order and the honest result lines."""
     r = out.result
-    sim = "sim" in (out.spec.control.backend, out.spec.candidate.backend)
-    title = f"ABBA screen {out.spec.name} — C{out.spec.workload.concurrency}, {r.boundary} boundary" + (
-        " (SIMULATED)" if sim else "")
+    sim = out.archive.run.simulated  # from the run block: a sim backend or a server that said so
+    title = (f"ABBA screen {esc(out.spec.name)} — C{out.spec.workload.concurrency}, {r.boundary} boundary"
+             + sim_label(sim))
     t = Table(title=title, title_justify="left",
               caption="Screen, not a formal matrix cell. Each wave listed; leg value = median of its waves.",
               caption_justify="left")

@@ -16,7 +16,7 @@ from harness.evidence.io import archive_verdict
 from harness.evidence.verdict import Verdict
 from harness.measure.latency import parse_percentiles
 from harness.measure.results import CellResult
-from harness.store.archive import find_archive, iter_archives, iter_partials, open_archive, verify_archive
+from harness.store.archive import Archive, find_archive, iter_archives, iter_partials, open_archive, verify_archive
 
 app = typer.Typer(help="Hashed result archives.\n\nExample: dsv4h archive verify ws/archives/<id>",
                   no_args_is_help=True)
@@ -95,7 +95,7 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
             console.print(esc(sweep_cell_line(c)) + (f"  [bold red]{esc(mark)}[/]" if mark else ""))
         if ps is not None and sweep.get("cells"):
             console.print(sweep_latency_table(sweep["cells"], sweep.get("rounds", []), a.records(), ps,
-                                              title=esc(run.get("campaign", ""))))
+                                              title=esc(run.get("campaign", "")), simulated=a.run.simulated))
     if a.has("external.json"):
         _show_import(a.json("external.json"))
     svc = a.json("service.json").get("services", []) if (a.path / "service.json").exists() else []
@@ -137,12 +137,17 @@ def list_cmd(workspace: WorkspaceOpt = Path(), json_out: JsonOpt = False, csv_ou
     """List the archives of a workspace, oldest first, then any unfinalized (partial) archive
     directory: 'running' while a dsv4h still writes it, 'stranded' when the dsv4h that wrote it
     ended before finalizing ('dsv4h archive recover' finalizes it; '--resume' continues it).
+    Each archive's data origin (simulated, measured, or an import's external/unknown) and its
+    validity as the workspace's ledger recorded it (null, in the table 'no ledger', when it is not in
+    the ledger); the table shows both under the status.
     Archive ids are never cut; --json and --csv print every field.
 
     Example: dsv4h archive list -w ./ws --csv > archives.csv
     """
     ws = existing_workspace(workspace)
-    rows: list[dict[str, Any]] = [{"archive_id": a.archive_id, "status": a.status, **a.run.to_json()}
+    valid = ledger_validity(ws)
+    rows: list[dict[str, Any]] = [{"archive_id": a.archive_id, "status": a.status, **a.run.to_json(),
+                                   "data_origin": archive_origin(a), "valid": valid.get(a.archive_id)}
                                   for a in iter_archives(ws)]
     partials = list(iter_partials(ws))
     rows += [{"archive_id": None, "partial": str(p.path), "status": "running" if p.live else "stranded"}
@@ -155,13 +160,43 @@ def list_cmd(workspace: WorkspaceOpt = Path(), json_out: JsonOpt = False, csv_ou
                       f"-w {esc(ws)}', or continue one with 'dsv4h campaign run SPEC --resume PATH'")
 
 
+def ledger_validity(workspace: Path) -> dict[str, bool | None]:
+    """Archive id -> its ``runs`` row's ``valid`` in the workspace's ledger (one read of the table);
+    an archive without a row is absent."""
+    from harness.store.ledger import read_table
+
+    runs = read_table(workspace, "runs")
+    if runs is None:
+        return {}
+    return {str(r["archive_id"]): r["valid"] for r in runs.select(["archive_id", "valid"]).to_pylist()
+            if r["archive_id"] is not None}
+
+
+def archive_origin(archive: Archive) -> str | None:
+    """The archive's data origin as the ledger computes it (``harness.store.ledger.data_origin``), None
+    when a file it is read from does not parse (``dsv4h archive verify`` names it)."""
+    from harness.store.ledger import data_origin
+
+    try:
+        return data_origin(archive, archive.run)
+    except ArchiveError:
+        return None
+
+
+def _valid(value: Any) -> str:
+    """The ledger's validity of an archive in a table cell."""
+    return "no ledger" if value is None else "valid" if value else "INVALID"
+
+
 def _two_line(row: dict[str, Any]) -> dict[str, Any]:
-    """A table row that fits 80 columns with the id whole: campaign over kind, claim class over
-    backend, date over time (JSON and CSV keep every field as it is)."""
+    """A table row that fits 80 columns with the id whole: status over data origin over the ledger's
+    validity, campaign over kind, claim class over backend, date over time (JSON and CSV keep every
+    field as it is)."""
     if row["archive_id"] is None:
         return {"archive_id": Path(row["partial"]).name, "status": row["status"]}
     when = str(row.get("created_wall") or "")
-    return {"archive_id": row["archive_id"], "status": row["status"],
+    origin = row.get("data_origin") or "?"
+    return {"archive_id": row["archive_id"], "status": f"{row['status']}\n{origin}\n{_valid(row.get('valid'))}",
             "what": f"{row.get('campaign', '')}\n{row.get('kind', '')}",
             "claim": f"{row.get('claim_class', '')}\n{row.get('backend', '')}",
             "created": f"{when[:10]}\n{when[11:16]}" if len(when) >= 16 else when}

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace
 from harness.cli.outcome import end_run, print_findings
-from harness.cli.render import latency_grid
+from harness.cli.render import latency_grid, sim_label
 from harness.inputs.spec import ClaimClass
 from harness.load.driver import DEFAULT_TIMEOUT_S
 from harness.measure import latency as lat
@@ -30,7 +30,7 @@ def _num(v: Any, digits: int) -> str:
 def throughput_table(out: QuickOutcome, concurrency: int) -> Table:
     """The peers' result block: requests, duration, tokens and throughputs."""
     t = out.summary["throughput"]
-    grid = Table(title="quick screen: throughput" + (" [bold yellow](SIMULATED)[/]" if out.simulated else ""),
+    grid = Table(title="quick screen: throughput" + sim_label(out.simulated),
                  title_justify="left", show_header=False)
     grid.add_column("what")
     grid.add_column("value", justify="right")
@@ -101,7 +101,7 @@ def bench(
                               + (" — SIMULATED server" if event.simulated else ""))
 
     out = run_quick_bench(opts, resolve_workspace(workspace), reporter=report)
-    label = " [bold yellow](SIMULATED)[/]" if out.simulated else ""
+    label = sim_label(out.simulated)
     console.print(latency_grid([("", str(opts.concurrency), out.summary["latency"])], ps,
                                title=f"quick screen: latency (ms){label}",
                                caption="Over every completed request. TPOT = (last - first token event) / tokens "

@@ -11,7 +11,7 @@ from rich.table import Table
 from harness.cli.common import console, esc, startup_reap
 from harness.cli.outcome import end_run, print_archive, print_energy, print_findings, print_verdict
 from harness.cli.progress import MatchedLive
-from harness.cli.render import fmt
+from harness.cli.render import fmt, sim_label
 from harness.inputs.spec import LoadedSpec
 from harness.run.kinds import run_loaded
 from harness.run.matched import MatchedOutcome
@@ -25,8 +25,8 @@ def render_matched(out: MatchedOutcome) -> None:
     """Print the legs in order and the result lines: rates, acceptance, step times, the break-even
     verdict (withheld when the evidence stage invalidated the run), the outputs compared."""
     r, spec = out.result, out.spec
-    sim = "sim" in (spec.ar.backend, spec.sd.backend)
-    t = Table(title=f"matched AR/SD {spec.name} — C{r.concurrency}" + (" (SIMULATED)" if sim else ""),
+    sim = out.archive.run.simulated  # from the run block: a sim backend or a server that said so
+    t = Table(title=f"matched AR/SD {esc(spec.name)} — C{r.concurrency}" + sim_label(sim),
               title_justify="left", caption="Each leg on a freshly started service; leg value = median of its "
               "waves. Never a formal cell or an ABBA screen.", caption_justify="left")
     for col in ("leg", "service pid", "resident tok/s per wave", "leg median", "HTTP median", "step ms",

@@ -14,6 +14,14 @@ from harness.measure import latency as lat
 from harness.measure.results import CellResult, cell_latency_at
 from harness.records import RequestRecord
 
+SIMULATED_LABEL = " [bold yellow](SIMULATED)[/]"
+"""What every run's main end-of-run table adds to its title when its data is simulated (rich markup)."""
+
+
+def sim_label(simulated: bool) -> str:
+    """:data:`SIMULATED_LABEL` for simulated data (``archive.run.simulated``), else nothing."""
+    return SIMULATED_LABEL if simulated else ""
+
 
 def fmt(x: float, digits: int = 2) -> str:
     """A rate with fixed decimals; an em dash for NaN/missing."""
@@ -64,7 +72,7 @@ def pd_table(cells: Sequence[CellResult], *, title: str, simulated: bool, verdic
     """The report's Table 2: prefill input tok/s, resident output tok/s, HTTP output tok/s per C,
     three-round medians with every round's value; a cell that ``verdict``'s blocking findings
     invalidate is marked INVALID and named in the caption with its rules."""
-    label = " [bold yellow](SIMULATED)[/]" if simulated else ""
+    label = sim_label(simulated)
     t = Table(title=f"{title}{label}", title_justify="left",
               caption="P and resident D: median of round rates (each round listed); HTTP: all measured waves. "
                       "Rounds marked * are not ok (failed/short/incomplete) and excluded from medians. "
@@ -146,7 +154,7 @@ def latency_table(cells: Sequence[CellResult], *, title: str, simulated: bool,
     rows = [c for c in cells if c.latency and c.latency.get("ttft_n")]
     if not rows:
         return None
-    label = " [bold yellow](SIMULATED)[/]" if simulated else ""
+    label = sim_label(simulated)
     caption = ("D decode, P prefill cells. Over every measured request of the cell's ok rounds. "
                "TPOT = (last - first token event) "
                "/ tokens after the first event; ITL per token. max is observed, not a bound. "

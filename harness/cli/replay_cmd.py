@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli.common import WorkspaceOpt, console, resolve_workspace, startup_reap
+from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_reap
 from harness.cli.listing import ms, num
 from harness.cli.outcome import end_run, print_findings
+from harness.cli.render import sim_label
 from harness.errors import SpecError
 from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import LoadedSpec, ReplaySpec, load_spec
@@ -65,12 +66,13 @@ def run_replay_loaded_cli(loaded: LoadedSpec, ws: Path) -> None:
     startup_reap(ws)
     out = run_loaded(loaded, ws, silent)
     assert isinstance(out, ReplayOutcome)
+    archive = out.finished.archive
+    console.print(f"[bold]{esc(archive.run.campaign)}: trace replay[/]{sim_label(archive.run.simulated)}")
     if out.row is not None:
         console.print(replay_line(out.row))
     print_findings(out.finished.findings, all_severities=True)
-    a = out.finished.archive
-    console.print(f"archive {a.archive_id} ({a.status})")
-    end_run(out.finished.verdict, error=out.error, status=a.status, archive_id=a.archive_id)
+    console.print(f"archive {archive.archive_id} ({archive.status})")
+    end_run(out.finished.verdict, error=out.error, status=archive.status, archive_id=archive.archive_id)
 
 
 @app.command("run")

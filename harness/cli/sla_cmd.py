@@ -9,9 +9,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from harness.cli.common import WorkspaceOpt, console, resolve_workspace, startup_reap
+from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace, startup_reap
 from harness.cli.listing import ms, num
 from harness.cli.outcome import end_run, print_energy, print_findings
+from harness.cli.render import sim_label
 from harness.errors import SpecError
 from harness.inputs.spec import LoadedSpec, SlaSpec, load_spec
 from harness.run.events import Event, SlaProbeDone
@@ -54,7 +55,8 @@ def run_sla_loaded_cli(loaded: LoadedSpec, ws: Path) -> None:
     out = run_loaded(loaded, ws, _probe_line)
     assert isinstance(out, SlaOutcome)
     archive = out.finished.archive
-    console.print(probe_table(out.probes, out.result, title=archive.run.campaign))
+    console.print(probe_table(out.probes, out.result, title=esc(archive.run.campaign),
+                              simulated=archive.run.simulated))
     console.print(bracket_line(out.result))
     print_energy(archive, archive.run.simulated)
     print_findings(out.finished.findings, all_severities=True)
@@ -66,10 +68,12 @@ def _limit(v: Any) -> str:
     return "-" if v is None else ms(v)
 
 
-def probe_table(probes: Sequence[Mapping[str, Any]], result: Mapping[str, Any], *, title: str) -> Table:
+def probe_table(probes: Sequence[Mapping[str, Any]], result: Mapping[str, Any], *, title: str,
+                simulated: bool = False) -> Table:
     """Every probe in probe order: rate, verdict, the worst round's p99 of each metric against its
-    limit (ms), rounds ok, schedule, and which end of the bracket it is."""
-    t = Table(title=f"{title}: SLA search probes", caption=str(result.get("rule", "")))
+    limit (ms), rounds ok, schedule, and which end of the bracket it is; the title says SIMULATED for
+    ``simulated`` data."""
+    t = Table(title=f"{title}: SLA search probes{sim_label(simulated)}", caption=str(result.get("rule", "")))
     for head in ("#", "rate req/s", "verdict", "TTFT p99 / limit ms", "TPOT p99 / limit ms", "E2E p99 / limit ms",
                  "rounds ok", "schedule", "bracket"):
         t.add_column(head, justify="right" if head not in ("verdict", "schedule", "bracket") else "left")

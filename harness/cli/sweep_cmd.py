@@ -9,10 +9,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, resolve_workspace, startup_reap
+from harness.cli.common import PercentilesOpt, WorkspaceOpt, console, esc, resolve_workspace, startup_reap
 from harness.cli.listing import Col, CsvOpt, JsonOpt, emit, ms, num
 from harness.cli.outcome import end_run, print_energy, print_findings
-from harness.cli.render import latency_grid
+from harness.cli.render import latency_grid, sim_label
 from harness.errors import SpecError
 from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec
@@ -71,11 +71,13 @@ def _sweep_spec(loaded: LoadedSpec) -> SweepSpec:
 
 
 def sweep_latency_table(cells: Sequence[Mapping[str, Any]], rounds: Sequence[Mapping[str, Any]],
-                        records: Sequence[RequestRecord], percentiles: Sequence[float], *, title: str) -> Table:
-    """Latency of each offered rate (its measured requests of ok rounds) at ``percentiles``, in ms."""
+                        records: Sequence[RequestRecord], percentiles: Sequence[float], *, title: str,
+                        simulated: bool = False) -> Table:
+    """Latency of each offered rate (its measured requests of ok rounds) at ``percentiles``, in ms; the
+    title says SIMULATED for ``simulated`` data."""
     at = cell_latency_at(records, {str(r["round_id"]): str(r["status"]) for r in rounds}, percentiles)
     rows = [("", num(c.get("arrival_rate_req_s")), at.get(str(c["cell_id"]), {})) for c in cells]
-    return latency_grid(rows, percentiles, title=f"{title}: latency per offered rate (ms)",
+    return latency_grid(rows, percentiles, title=f"{title}: latency per offered rate (ms){sim_label(simulated)}",
                         caption="Rows by offered rate (req/s). Over the measured requests of each rate's ok rounds; "
                         "TPOT = (last - first token event) / tokens after the first event; ITL per token.",
                         head="rate req/s")
@@ -95,6 +97,9 @@ def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[
         out = run_loaded(loaded, ws, live)
     assert isinstance(out, SweepOutcome)
     verdict = out.finished.verdict
+    archive = out.finished.archive
+    simulated = archive.run.simulated
+    console.print(f"[bold]{esc(archive.run.campaign)}: rate sweep, per offered rate[/]{sim_label(simulated)}")
     for c in out.cells:
         console.print(sweep_cell_line(c) + (f"  {verdict.mark(c.get('cell_id'))}" if verdict is not None
                                             and verdict.concerns(c.get("cell_id")) else ""))
@@ -103,9 +108,9 @@ def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[
         console.print(f"stopped at {out.stopped['at_rate_req_s']:g} req/s (over-saturated); not run: {not_run} req/s",
                       soft_wrap=True)
     if percentiles is not None:
-        console.print(sweep_latency_table(out.cells, out.rounds, out.finished.archive.records(), percentiles,
-                                          title=out.finished.archive.run.campaign))
-    print_energy(out.finished.archive, out.finished.archive.run.simulated)
+        console.print(sweep_latency_table(out.cells, out.rounds, archive.records(), percentiles,
+                                          title=esc(archive.run.campaign), simulated=simulated))
+    print_energy(archive, simulated)
     print_findings(out.finished.findings, all_severities=True)
     a = out.finished.archive
     console.print(f"archive {a.archive_id} ({a.status})")

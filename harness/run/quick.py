@@ -3,14 +3,16 @@ formal; edge module: HTTP, files, clock).
 
 The peers' one-command benchmark (``sglang.bench_serving --num-prompts --max-concurrency
 --random-input-len``, ``vllm bench serve``) with dsv4h's evidence: the URL must be one the user gave
-(default loopback :data:`DEFAULT_URL`); the server is detected (SGLang-native ``/server_info`` ->
-``/generate`` with input ids, else OpenAI-compatible ``/v1/models`` -> ``/v1/completions`` with token-id
-prompts) and nothing else is contacted. N random token-ID prompts (:mod:`harness.inputs.corpus.random_ids`)
-are frozen as a corpus inside the archive (``prompts/``, hashed with every other file) before the first
-request is sent; they are sent closed-loop, at most C in flight (each finished request starts the next),
-with ``max_new_tokens`` = the drawn output length and ``ignore_eos``. The archive (records, ``quick.json``
+(default loopback :data:`DEFAULT_URL`); the server is detected (``/server_info`` or ``/get_server_info``
+on every backend, ``/v1/models`` only when neither answers; SGLang-native -> ``/generate`` with input ids,
+OpenAI-compatible -> ``/v1/completions`` with token-id prompts) and nothing else is contacted. N random
+token-ID prompts (:mod:`harness.inputs.corpus.random_ids`) are frozen as a corpus inside the archive
+(``prompts/``, hashed with every other file) before the first request is sent; they are sent closed-loop,
+at most C in flight (each finished request starts the next), with ``max_new_tokens`` = the drawn output
+length and ``ignore_eos``. The archive (records, ``quick.json``
 with throughput and latency at the chosen percentiles) is ingested into the ledgers and checked by the
-evidence rules like every run; it is labelled ``simulated`` when the server is the dsv4h simulator.
+evidence rules like every run; it is labelled ``simulated`` when the server is the dsv4h simulator
+(``harness.service.origin.server_is_simulator`` of what it reported, whatever the protocol).
 
 No service is started, stopped or identity-checked, no sentinel runs, and there are no rounds or
 warmup: a quick screen says how a server behaves, not what it is worth; formal claims come from
@@ -96,24 +98,27 @@ def _get_json(url: str) -> Any:
 
 
 def detect(base_url: str, backend: Backend) -> Detected:
-    """Ask the server what it is (``/server_info`` or ``/get_server_info``, else ``/v1/models``).
-    ``auto``: SGLang-native when it answers ``/server_info``, else OpenAI-compatible. ServerUnreachable
-    when nothing answers; ServiceError when it answers neither."""
+    """Ask the server what it is: ``/server_info`` (then ``/get_server_info``) on every backend, since
+    SGLang and the dsv4h simulator serve it beside the OpenAI API; ``/v1/models`` only when neither
+    answers. The recorded ``server_info`` is the first that answered (``_source`` names it), so whether
+    the server is the simulator is decided from its own report on every protocol. ``auto``:
+    SGLang-native when ``/server_info`` answers, else OpenAI-compatible; ``openai`` always speaks
+    ``/v1/completions``. ServerUnreachable when nothing answers; ServiceError when an ``auto`` or
+    ``openai`` server answers neither."""
     info: dict[str, Any] = {}
-    if backend in ("auto", "sglang"):
-        for path in ("/server_info", "/get_server_info"):
-            data = _get_json(base_url + path)
-            if isinstance(data, dict):
-                info = data | {"_source": path}
-                break
+    for path in ("/server_info", "/get_server_info"):
+        data = _get_json(base_url + path)
+        if isinstance(data, dict):
+            info = data | {"_source": path}
+            break
     protocol: Protocol = "sglang"
     if backend == "openai" or (backend == "auto" and not info):
-        models = _get_json(base_url + "/v1/models")
-        if not isinstance(models, dict):
-            raise ServiceError(f"{base_url} answers neither /server_info nor /v1/models" if backend == "auto"
-                               else f"{base_url}/v1/models does not list models",
-                               hint="check the URL, or name the protocol with --backend sglang|openai")
-        info = info or {"_source": "/v1/models", "models": models}
+        if not info:
+            models = _get_json(base_url + "/v1/models")
+            if not isinstance(models, dict):
+                raise ServiceError(f"{base_url} answers neither /server_info nor /v1/models",
+                                   hint="check the URL, or name the protocol with --backend sglang|openai")
+            info = {"_source": "/v1/models", "models": models}
         protocol = "openai-completions"
     vocab = info.get("vocab_size")
     return Detected(protocol, info, int(vocab) if isinstance(vocab, int) and vocab > 1 else None)

@@ -36,6 +36,7 @@ from harness.service.command import (
 )
 from harness.service.http import request
 from harness.service.multinode import MultiNodeService, is_local
+from harness.service.origin import server_is_simulator
 from harness.service.ownership import service_gpus
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
 from harness.service.registry import forget, note_url, record_launch
@@ -247,18 +248,20 @@ def wait_healthy(url: str, timeout_s: float, process: OwnedProcess | None = None
 
 
 def read_server_info(url: str, protocol: str) -> dict[str, Any]:
-    """The server's own report of its configuration (SGLang ``/server_info`` or fallback, tried for
-    every protocol since SGLang and the simulator also serve the OpenAI API; else ``/v1/models``).
+    """The server's own report of its configuration: SGLang ``/server_info`` or fallback
+    ``/get_server_info``, tried for every protocol since SGLang and the simulator also serve the OpenAI
+    API, else ``/v1/models``. For ``vllm`` the SGLang report is kept only when it is the dsv4h
+    simulator's (``harness.service.origin.server_is_simulator``; vLLM's own development ``/server_info``
+    is not read as a configuration), so simulated data is known from the server on every protocol.
     Empty dict when the server offers neither."""
-    paths = ["/server_info", "/get_server_info"] if protocol != "vllm" else []
-    for path in paths:
+    for path in ("/server_info", "/get_server_info"):
         status, body = http_get(url + path)
         if status == 200:
             try:
                 data = json.loads(body)
             except ValueError:
                 continue
-            if isinstance(data, dict):
+            if isinstance(data, dict) and (protocol != "vllm" or server_is_simulator(data)):
                 data["_source"] = path
                 return data
     status, body = http_get(url + "/v1/models")

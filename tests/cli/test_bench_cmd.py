@@ -1,14 +1,21 @@
 """``dsv4h bench`` end to end against a running simulator (a child process on port 0): the prompts
 frozen in the archive, protocol class quick-bench, every request completed, the chosen percentiles
-printed; and its flags refused with errors that name them."""
+printed; the simulator known as such over the OpenAI path too (its /server_info), a plain OpenAI server
+(no /server_info) measured; and its flags refused with errors that name them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import aiohttp
 import pyarrow.parquet as pq
 import pytest
+from aiohttp import web
 from sim_helpers import spawned
 from testkit import only_archive, run_cli
 
@@ -73,6 +80,77 @@ def test_bench_speaks_openai_completions(tmp_path: Path, sim_url: str) -> None:
     recs = pq.read_table(archive / "records" / "part-000000.parquet").to_pylist()
     assert len(recs) == 3 and all(r["error"] is None and r["completion_tokens"] == 4 for r in recs)
     assert " p90 " in out  # the default percentiles 50,90,99
+    # the simulator also answers /server_info: read first on the OpenAI path too, so the data is simulated
+    (svc,) = json.loads((archive / "service.json").read_text())["services"]
+    assert svc["server_info"]["_source"] == "/server_info" and "dsv4h_simulator" in svc["server_info"]
+    assert "SIMULATED" in out and "only /v1/models" not in out
+    runs = read_table(ws, "runs")
+    assert runs is not None and runs.column("data_origin").to_pylist() == ["simulated"]
+    findings = read_table(ws, "findings")
+    assert findings is None or not any("only /v1/models" in str(m) for m in findings.column("message").to_pylist())
+
+
+@contextmanager
+def openai_only(upstream: str) -> Iterator[str]:
+    """A plain OpenAI-compatible server on 127.0.0.1:0 (no ``/server_info``): ``/v1/models`` and
+    ``/v1/completions`` passed through to ``upstream``, every other path 404. Yields its URL."""
+    ready = threading.Event()
+    stop: list[Callable[[], object]] = []
+    url: list[str] = []
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        async with aiohttp.ClientSession() as client, client.request(
+                request.method, upstream + request.path, data=await request.read(),
+                headers={"Content-Type": request.headers.get("Content-Type", "application/json")}) as up:
+            resp = web.StreamResponse(status=up.status, headers={"Content-Type": up.headers["Content-Type"]})
+            await resp.prepare(request)
+            async for chunk in up.content.iter_any():
+                await resp.write(chunk)
+            await resp.write_eof()
+            return resp
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_get("/v1/models", forward)
+        app.router.add_post("/v1/completions", forward)
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        url.append(f"http://127.0.0.1:{port}")
+        done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        stop.append(lambda: loop.call_soon_threadsafe(done.set))
+        ready.set()
+        await done.wait()
+        await runner.cleanup()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    assert ready.wait(10), "the OpenAI-only server did not start"
+    try:
+        yield url[0]
+    finally:
+        stop[0]()
+        thread.join(10)
+
+
+def test_bench_of_a_plain_openai_server_is_measured(tmp_path: Path, sim_url: str) -> None:
+    ws = tmp_path / "ws"
+    with openai_only(sim_url) as url:
+        code, out, err = run_cli("bench", "--url", url, "--backend", "openai", "--num-prompts", "2",
+                                 "--random-input-len", "8", "--random-output-len", "4", "-w", str(ws))
+    assert code == 0, out + err
+    archive = only_archive(ws)
+    (svc,) = json.loads((archive / "service.json").read_text())["services"]
+    assert svc["server_info"]["_source"] == "/v1/models" and svc["server_info"]["models"]["data"]
+    recs = pq.read_table(archive / "records" / "part-000000.parquet").to_pylist()
+    assert len(recs) == 2 and all(r["error"] is None and r["completion_tokens"] == 4 for r in recs)
+    assert "SIMULATED" not in out and "only /v1/models" in out  # nothing else to verify it by
+    runs = read_table(ws, "runs")
+    assert runs is not None and runs.column("data_origin").to_pylist() == ["measured"]
+    assert "simulated" not in json.loads((archive / "manifest.json").read_text())["run"]["labels"]
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -114,3 +114,29 @@ decode: {{tiers: [4], rounds: 3, min_resident_seconds: 0.2, warmup_waves: 1, max
     svc = out.archive.json("service.json")["services"][0]
     assert svc["command"][:2] == [sys.executable, "-c"] and "{port}" not in " ".join(svc["command"])
     assert {r.count_method for r in out.archive.records() if r.phase == "measured"} == {"chunks-reconciled"}
+
+
+def test_attached_simulator_over_openai_is_simulated(tmp_path: Path) -> None:
+    """A service attached to a running 'dsv4h sim serve' and driven over the OpenAI protocol: the
+    server's own /server_info makes the run simulated (run block, ledger), whatever the protocol."""
+    from sim_helpers import spawned
+
+    from harness.store.ledger import read_table
+
+    with spawned("--profile", "fast", "--openai-usage", "honor") as (_proc, url):
+        p = tmp_path / "attach.yaml"
+        p.write_text(f"""
+name: oai-attach
+claim_class: native-ar
+service: {{backend: attach, url: "{url}", protocol: openai-completions}}
+corpora: {{decode: {D512}}}
+decode: {{tiers: [1], rounds: 3, min_resident_seconds: 0.1, warmup_waves: 1, max_new_tokens: 16}}
+""")
+        out = run_campaign(p, tmp_path / "ws")
+    assert out.status == "complete", out.error
+    (svc,) = out.archive.json("service.json")["services"]
+    assert svc["server_info"]["_source"] == "/server_info" and "dsv4h_simulator" in svc["server_info"]
+    assert out.archive.run.backend == "attach" and out.archive.run.simulated
+    runs = read_table(tmp_path / "ws", "runs")
+    assert runs is not None and runs.column("data_origin").to_pylist() == ["simulated"]
+    assert not any("only /v1/models" in f.message for f in out.findings)
