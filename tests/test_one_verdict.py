@@ -145,7 +145,7 @@ def _ledger(ws: Path, table: str, aid: str) -> list[dict[str, Any]]:
 def _report(ws: Path, tmp: Path) -> dict[str, Any]:
     code, out, err = run_cli("report", "build", "-w", str(ws), "--out", str(tmp / "report"), "--jobs", "1")
     assert code == 0, out + err
-    return dict(json.loads((tmp / "report" / "snapshot.json").read_text()))
+    return dict(json.loads((tmp / "report" / "results.json").read_text()))
 
 
 def _common(ws: Path, tmp: Path, origin: str = "simulated") -> tuple[str, dict[str, Any]]:
