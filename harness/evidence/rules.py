@@ -54,10 +54,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from harness.errors import ArchiveError
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
 from harness.evidence.rules_claims import rule_claim_vs_server, rule_mapped_libraries, rule_speculative_native
 from harness.evidence.rules_client import (
+    ROUND_PROTOCOLS,
     rule_client_bound,
     rule_client_lag,
     rule_client_stalled,
@@ -71,6 +73,7 @@ from harness.evidence.rules_sla import rule_sla_not_converged, rule_sla_not_mono
 from harness.evidence.rules_speculative import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
 from harness.evidence.rules_sweep import rule_sweep_rounds, rule_sweep_saturated, rule_sweep_schedule
 from harness.formats import finite_float as _num
+from harness.ids import round_of
 
 MIN_RESIDENT_STEPS = 16
 
@@ -250,15 +253,27 @@ def rule_abba_drift(d: ArchiveData) -> list[Finding]:
 
 
 def rule_failed_requests(d: ArchiveData) -> list[Finding]:
-    """Failed requests inside measured waves invalidate those waves."""
+    """Failed requests inside measured waves invalidate those waves (named; the rounds and cells built
+    from them follow through ``evidence.io.concerned_rows`` where a wave row exists). A rate sweep's or
+    SLA search's round has no wave row, so its round is named beside its wave."""
     bad = [r for r in d.requests if r.get("phase") == "measured" and not r.get("ok")]
     if not bad:
         return []
     waves = sorted({str(r["wave_id"]) for r in bad})
     first = next((r.get("error") for r in bad if r.get("error")), "")
+    rounds = [_round_of_wave(w) for w in waves] if d.run.get("protocol_class") in ROUND_PROTOCOLS else []
     return [_f(d.archive_id, "failed-requests", "blocking",
                f"{len(bad)} failed request(s) in {len(waves)} measured wave(s) (first: {first})",
-               "find the cause in the service log; the rounds are kept and marked failed", waves)]
+               "find the cause in the service log; the rounds are kept and marked failed",
+               [*waves, *(r for r in rounds if r)])]
+
+
+def _round_of_wave(wave: str) -> str | None:
+    """The round id of a wave id, None when it is not one."""
+    try:
+        return round_of(wave)
+    except ArchiveError:
+        return None
 
 
 def rule_oracle(d: ArchiveData) -> list[Finding]:
