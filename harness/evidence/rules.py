@@ -25,9 +25,14 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
   warmup-failed        failed requests in warmup waves (blocking when no warmup wave of a cell was clean)
   client-bound         the harness's own event loop was late or saturated during a measured wave (any server)
   client-stalled       the client stalled (loop delay, a loop that ran nothing, or a silent load worker)
-                       for longer than the wave's own step scale allows: the wave is invalid
-  sim-lateness         the simulator fell behind its model (late steps) during a measured wave; from 1%
-                       of its window lost the wave and its cell are invalid
+                       for longer than the unit's own step scale allows (a sweep/SLA round or a replay:
+                       1 s): the unit is invalid
+  sim-lateness         the simulator fell behind its model (late steps) during a measured unit, judged per
+                       unit for every kind from its wave_checks.jsonl row: a formal/ABBA/matched wave
+                       (window: resident or prefill), a sweep or SLA-search round (window: its duration_s;
+                       named with its round and cell), a trace replay (window: its duration_s; scope run).
+                       From 1% of its window lost the unit and what is built from it are invalid; the
+                       run-level warning only for archives without per-unit counters
   token-counts         output tokens counted approximately (no exact per-chunk counts from the server)
   token-count-mismatch a per-chunk count that disagrees with the server's final usage
   sd-reconcile         a matched AR/SD run whose C*a/T_SD disagrees with its resident rate (rules_speculative.py)
@@ -40,7 +45,8 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
                        (rules_replay.py, docs/replay.md)
   replay-cache         a trace replay whose reported cached tokens differ from those the trace implies
   sla-not-converged    an SLA search ended with a bracket wider than its precision (rules_sla.py)
-  sla-probe-invalid    an SLA-search probe whose rounds were not ok or whose schedule was not kept
+  sla-probe-invalid    an SLA-search probe whose rounds were not ok, whose schedule was not kept, or with a
+                       blocking sim-lateness or client-stalled round
   sla-not-monotone     an SLA search in which a rate passed above a failing one
 
 Findings about a service or the whole run (identity, claim class, simulator labelling, oracles)

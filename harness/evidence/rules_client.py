@@ -105,7 +105,7 @@ def rule_client_bound(d: ArchiveData) -> list[Finding]:
             if w in checks and (cpu := _num(checks[w].get("loop_cpu_share"))) >= CLIENT_CPU_SHARE]
     out = [_f(d.archive_id, "client-bound", "warning",
               f"{len(busy)} measured {busy[0][0].noun}(s) where the client's loop thread was saturated (e.g. "
-              f"{busy[0][0].round_id}: busy {busy[0][1]:.0%} of it): event timestamps lag the server and the "
+              f"{busy[0][0].name}: busy {busy[0][1]:.0%} of it): event timestamps lag the server and the "
               "latencies and rates may be the client's", remedy,
               _unit_rows([u for u, _ in busy], names=False)[0])] if busy else []
     if not bad:
@@ -183,7 +183,7 @@ def _stalled_units(d: ArchiveData, checks: Mapping[str, dict[str, Any]]) -> list
     rows, scope = _unit_rows([b[0] for b in bad])
     return [_f(d.archive_id, "client-stalled", "blocking",
                f"{len(bad)} measured {u.noun}(s) where the client stalled longer than a {u.noun} tolerates "
-               f"(e.g. {u.round_id}: {stall:.2f} s against {limit:.2f} s): their timestamps, latencies and rates "
+               f"(e.g. {u.name}: {stall:.2f} s against {limit:.2f} s): their timestamps, latencies and rates "
                "are the client's",
                "find what stopped the client (a stopped or starved load worker, a swapping or overloaded host) "
                f"and rerun; the {u.noun}s are kept and marked invalid", rows, scope)]
@@ -198,13 +198,15 @@ REPLAY_PROTOCOL = "trace-replay"
 @dataclass(frozen=True)
 class Unit:
     """A measured unit without a wave row (an open-loop round, a trace replay's window) that has a
-    self-check row: its wave id (the row's key), round id, cell id (None for a replay), what it is
-    called in a message (``noun``), its window in seconds (``duration_s`` of its round or replay row;
-    NaN when unknown), the row ids a finding about it names (``rows``) and that finding's scope."""
+    self-check row: its wave id (the row's key), round id, cell id (None for a replay), its name and
+    what it is called in a message (a round id and ``round``; a replay id and ``replay``), its window
+    in seconds (``duration_s`` of its round or replay row; NaN when unknown), the row ids a finding
+    about it names (``rows``) and that finding's scope."""
 
     wave_id: str
     round_id: str
     cell_id: str | None
+    name: str
     noun: str
     window_s: float
     rows: tuple[str, ...]
@@ -241,11 +243,11 @@ def open_loop_units(d: ArchiveData) -> dict[str, Unit]:
         rid = _unit_round(c)
         if pc == REPLAY_PROTOCOL:
             name = str(replay.get("replay_id") or c.get("replay_id") or "replay")
-            out[wid] = Unit(wid, rid, None, "replay window", _num(replay.get("duration_s")), (name, wid), "run")
+            out[wid] = Unit(wid, rid, None, name, "replay", _num(replay.get("duration_s")), (name, wid), "run")
             continue
         r = rounds.get(rid, {})
         cell = str(r.get("cell_id") or c.get("cell_id") or "") or None
-        out[wid] = Unit(wid, rid, cell, "round", _num(r.get("duration_s")),
+        out[wid] = Unit(wid, rid, cell, rid, "round", _num(r.get("duration_s")),
                         tuple(x for x in (wid, rid, cell) if x), "rows")
     return out
 
@@ -403,7 +405,7 @@ def _late_units(d: ArchiveData, late: list[dict[str, Any]], units: Mapping[str, 
         steps = sum(int(c["sim_late_steps"]) for c, _ in mine)
         lost = sum(_num(c.get("sim_lateness_s")) or 0.0 for c, _ in mine)
         c0, u0 = mine[0]
-        first = f"e.g. {u0.round_id}: {_num(c0.get('sim_lateness_s')):.3f} s lost, {_window(u0)}"
+        first = f"e.g. {u0.name}: {_num(c0.get('sim_lateness_s')):.3f} s lost, {_window(u0)}"
         what = (f"{len(mine)} measured {noun}(s) ran while the simulator fell behind its model ({steps} late "
                 f"step(s), {lost:.3f} s of model time lost, ")
         remedy = (f"a {noun} whose simulator lost {_TOL} or more of its window is invalid (its rates and latencies "
@@ -411,7 +413,7 @@ def _late_units(d: ArchiveData, late: list[dict[str, Any]], units: Mapping[str, 
                   "machine (or raise the simulator's time_scale)")
         if is_material:
             rows, scope = _unit_rows([u for _, u in mine])
-            named = sorted({r for _, u in mine for r in (u.round_id, u.cell_id) if r})
+            named = sorted({r for _, u in mine for r in u.rows if r != u.wave_id})
             out.append(_f(d.archive_id, "sim-lateness", severity,
                           what + f"at least {_TOL} of the {noun}'s window; {first}): their rates and latencies are "
                           f"not the model's; invalid: {', '.join(named)}", remedy, rows, scope))
