@@ -25,9 +25,14 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
   warmup-failed        failed requests in warmup waves (blocking when no warmup wave of a cell was clean)
   client-bound         the harness's own event loop was late or saturated during a measured wave (any server)
   client-stalled       the client stalled (loop delay, a loop that ran nothing, or a silent load worker)
-                       for longer than the wave's own step scale allows: the wave is invalid
-  sim-lateness         the simulator fell behind its model (late steps) during a measured wave; from 1%
-                       of its window lost the wave and its cell are invalid
+                       for longer than the unit's own step scale allows (a sweep/SLA round or a replay:
+                       1 s): the unit is invalid
+  sim-lateness         the simulator fell behind its model (late steps) during a measured unit, judged per
+                       unit for every kind from its wave_checks.jsonl row: a formal/ABBA/matched wave
+                       (window: resident or prefill), a sweep or SLA-search round (window: its duration_s;
+                       named with its round and cell), a trace replay (window: its duration_s; scope run).
+                       From 1% of its window lost the unit and what is built from it are invalid; the
+                       run-level warning only for archives without per-unit counters
   token-counts         output tokens counted approximately (no exact per-chunk counts from the server)
   token-count-mismatch a per-chunk count that disagrees with the server's final usage
   sd-reconcile         a matched AR/SD run whose C*a/T_SD disagrees with its resident rate (rules_speculative.py)
@@ -40,7 +45,8 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
                        (rules_replay.py, docs/replay.md)
   replay-cache         a trace replay whose reported cached tokens differ from those the trace implies
   sla-not-converged    an SLA search ended with a bracket wider than its precision (rules_sla.py)
-  sla-probe-invalid    an SLA-search probe whose rounds were not ok or whose schedule was not kept
+  sla-probe-invalid    an SLA-search probe whose rounds were not ok, whose schedule was not kept, or with a
+                       blocking sim-lateness or client-stalled round
   sla-not-monotone     an SLA search in which a rate passed above a failing one
 
 Findings about a service or the whole run (identity, claim class, simulator labelling, oracles)
@@ -54,10 +60,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from harness.errors import ArchiveError
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
 from harness.evidence.rules_claims import rule_claim_vs_server, rule_mapped_libraries, rule_speculative_native
 from harness.evidence.rules_client import (
+    ROUND_PROTOCOLS,
     rule_client_bound,
     rule_client_lag,
     rule_client_stalled,
@@ -71,6 +79,7 @@ from harness.evidence.rules_sla import rule_sla_not_converged, rule_sla_not_mono
 from harness.evidence.rules_speculative import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
 from harness.evidence.rules_sweep import rule_sweep_rounds, rule_sweep_saturated, rule_sweep_schedule
 from harness.formats import finite_float as _num
+from harness.ids import round_of
 
 MIN_RESIDENT_STEPS = 16
 
@@ -250,15 +259,27 @@ def rule_abba_drift(d: ArchiveData) -> list[Finding]:
 
 
 def rule_failed_requests(d: ArchiveData) -> list[Finding]:
-    """Failed requests inside measured waves invalidate those waves."""
+    """Failed requests inside measured waves invalidate those waves (named; the rounds and cells built
+    from them follow through ``evidence.io.concerned_rows`` where a wave row exists). A rate sweep's or
+    SLA search's round has no wave row, so its round is named beside its wave."""
     bad = [r for r in d.requests if r.get("phase") == "measured" and not r.get("ok")]
     if not bad:
         return []
     waves = sorted({str(r["wave_id"]) for r in bad})
     first = next((r.get("error") for r in bad if r.get("error")), "")
+    rounds = [_round_of_wave(w) for w in waves] if d.run.get("protocol_class") in ROUND_PROTOCOLS else []
     return [_f(d.archive_id, "failed-requests", "blocking",
                f"{len(bad)} failed request(s) in {len(waves)} measured wave(s) (first: {first})",
-               "find the cause in the service log; the rounds are kept and marked failed", waves)]
+               "find the cause in the service log; the rounds are kept and marked failed",
+               [*waves, *(r for r in rounds if r)])]
+
+
+def _round_of_wave(wave: str) -> str | None:
+    """The round id of a wave id, None when it is not one."""
+    try:
+        return round_of(wave)
+    except ArchiveError:
+        return None
 
 
 def rule_oracle(d: ArchiveData) -> list[Finding]:

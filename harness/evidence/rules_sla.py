@@ -1,7 +1,8 @@
 """Evidence rules of SLA searches (pure; harness.run.sla, docs/sla-search.md): a search the probe cap
 ended before its bracket was as narrow as declared (``sla-not-converged``), a probe whose rounds were
-not all ok or whose client did not keep the planned arrival schedule (``sla-probe-invalid``: its
-verdict is not a measurement of that rate), and a bracket that some passing rate above a failing
+not all ok, whose client did not keep the planned arrival schedule, or whose simulator fell behind
+its model or client stalled in a round (``sla-probe-invalid``: its verdict is not a measurement of
+that rate), and a bracket that some passing rate above a failing
 one contradicts (``sla-not-monotone``). Registered in ``harness.evidence.rules.RULES``."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules_client import unit_problems
 
 
 def _sla(d: ArchiveData) -> dict[str, Any] | None:
@@ -37,9 +39,14 @@ def rule_sla_not_converged(d: ArchiveData) -> list[Finding]:
 
 
 def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
-    """Probes whose measured rounds were not all ok, or whose client did not keep the schedule."""
+    """Probes whose measured rounds were not all ok, whose client did not keep the schedule, or that a
+    blocking ``sim-lateness`` or ``client-stalled`` invalidates (the simulator lost at least
+    ``SIM_LATENESS_FRACTION`` of a round's window, or the client stalled longer than a round tolerates:
+    ``rules_client.unit_problems``): one blocking finding per such round, naming it and its probe's cell,
+    so no invalid probe decides the bracket silently."""
     if _sla(d) is None:
         return []
+    instruments = unit_problems(d)
     out = []
     for r in d.rounds:
         problems = []
@@ -48,12 +55,14 @@ def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
         if r.get("client_schedule_kept") is False:
             problems.append(f"client send lag p99 {float(r.get('client_lag_p99_s') or 0) * 1e3:.1f} ms over the "
                             f"tolerance {float(d.spec.get('schedule_tolerance_ms', 50.0)):.0f} ms")
+        problems.extend(instruments.get(str(r["round_id"]), []))
         if problems:
             out.append(_f(d.archive_id, "sla-probe-invalid", "blocking",
                           f"{r['round_id']} (probe at {r.get('arrival_rate_req_s')} req/s): {'; '.join(problems)}; "
                           "this probe's verdict is not a measurement of its planned rate",
-                          "find the failed requests or the achieved schedule (schedule.jsonl) in the archive; "
-                          "run the search again on a less loaded client", [str(r["round_id"]), str(r["cell_id"])]))
+                          "find the failed requests, the achieved schedule (schedule.jsonl) or the round's "
+                          "self-check (wave_checks.jsonl) in the archive; run the search again on a less "
+                          "loaded machine", [str(r["round_id"]), str(r["cell_id"])]))
     return out
 
 

@@ -13,7 +13,9 @@ Archive: the records (one wave), ``schedule.jsonl`` (scheduled and actual send, 
 request), ``cache.jsonl`` (expected and reported cached tokens per request), ``replay.json`` and
 ``replay.parquet`` (the ``replay_runs`` row, :mod:`harness.measure.replay`). It ends through the run
 skeleton (:func:`harness.run.skeleton.drive`, ``finish``); :func:`recover_replay` finalizes a killed
-replay's partial from its records and ``arrivals.json``.
+replay's partial from its records and ``arrivals.json``. The replay is one measured unit: the client's
+self-check and the simulator's late steps over it are one ``wave_checks.jsonl`` row under its wave id
+(``ids.wave_id(CELL, 0, 0)``), judged by the evidence rules like a formal wave.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from harness.run.partial import read_events, read_json_or, recovered_run_block
 from harness.run.prompts import load_client, prompt_texts
 from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
 from harness.run.skeleton import Finished, drive, finish
-from harness.run.sweep import MAX_CONNECTIONS, send_open_loop
+from harness.run.sweep import MAX_CONNECTIONS, round_check, send_open_loop, unit_edges
 from harness.service.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
@@ -182,20 +184,28 @@ class ReplayRunner:
                 concurrency=self.spec.max_concurrency or 0))
         return out
 
-    async def _run(self, url: str, writer: ArchiveWriter) -> None:
+    async def _run(self, svc: RunningService, session: ServiceSession, writer: ArchiveWriter) -> None:
         reqs = self.requests()
         cap = self.spec.max_concurrency
         n = cap or max(1, min(len(reqs), MAX_CONNECTIONS))
-        async with load_client(url, self.spec.service, concurrency=n, timeout_s=self.spec.request_timeout_s,
+        async with load_client(svc.url, self.spec.service, concurrency=n, timeout_s=self.spec.request_timeout_s,
                                limits=self.spec.client) as client:
-            await self._send(client, writer, reqs)
+            await self._send(client, writer, reqs, svc, session)
 
-    async def _send(self, client: LoadClient, writer: ArchiveWriter, reqs: list[WaveRequest]) -> None:
-        sent = await send_open_loop(client, reqs, self.plan.offsets_s, self.spec.max_concurrency)
+    async def _send(self, client: LoadClient, writer: ArchiveWriter, reqs: list[WaveRequest], svc: RunningService,
+                    session: ServiceSession) -> None:
+        """Send the replay open loop, measured with the session's self-check (``WaveSelfCheck.around``;
+        its row in ``wave_checks.jsonl`` under the replay's one wave id, ``round_check``), then archive
+        its records, schedule and row."""
+        cap = self.spec.max_concurrency
+        sent = await session.selfcheck.around(
+            svc, client, lambda: send_open_loop(client, reqs, self.plan.offsets_s, cap))
         writer.write_wave(sent.records)
         sched = schedule_rows(sent.planned_ns, sent.records, sent.cap_wait_ns)
         for row in sched:
             writer.append_jsonl("schedule.jsonl", row)
+        wave, unit = round_check(CELL, 0, cap or 0, workload="replay", replay_id=rp.REPLAY_ID)
+        session.record_check(wave, unit, unit_edges(sent.start_ns, sent.records))
         fault_point("replay:written")
         status = "ok" if all(r.ok for r in sent.records) else "failed"
         self.row = replay_row(self.spec, self.plan, sent.records, sent.start_ns, sched, status)
@@ -216,7 +226,7 @@ class ReplayRunner:
         def body() -> None:
             started.append(session.start(s.service, s.service.name, {"start_index": 1}))
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                runner.run(self._run(started[0].url, writer))
+                runner.run(self._run(started[0], session, writer))
 
         def after() -> None:
             if started:

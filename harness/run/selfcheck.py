@@ -12,7 +12,9 @@ after the wave, so lateness is known per wave. The longest gap between two probe
 probe is even posted then, so no delay is measured); ``client_stall_s``, the larger of it and the
 longest delay, is the client's worst stall (with load workers: the worst worker's, or the longest
 heartbeat gap the parent saw). The evidence rules ``client-bound``, ``client-stalled`` and
-``sim-lateness`` judge the rows (``wave_checks.jsonl``, one per wave).
+``sim-lateness`` judge the rows (``wave_checks.jsonl``, one per measured unit: a wave of a formal
+matrix, ABBA screen or matched run, a round of a rate sweep or SLA-search probe, a trace replay's one
+window). Every runner measures a unit the same way, through :meth:`WaveSelfCheck.around`.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from harness.errors import DsvError
+from harness.load.driver import LoadClient
 from harness.service.manager import RunningService, http_get
+
+T = TypeVar("T")
 
 LOOP_INTERVAL_S = 0.005
 """How often the watchdog thread probes the event loop while a wave runs."""
@@ -185,6 +190,22 @@ class WaveSelfCheck:
             summary |= {"sim_late_steps": None, "sim_lateness_s": None, "sim_late_decode_steps": None,
                         "sim_decode_lateness_s": None}
         self._last = summary
+
+    async def around(self, svc: RunningService, client: LoadClient, send: Callable[[], Awaitable[T]]) -> T:
+        """Measure one unit (a wave, a sweep round, a replay): :meth:`begin`, await ``send()``, :meth:`end`
+        (without reading the simulator's counters again when ``send`` raised, which is re-raised), then
+        fold in ``client``'s own worker self-check (:meth:`merge`) and its transport. The summary waits
+        for :meth:`take`."""
+        await self.begin(svc)
+        try:
+            out = await send()
+        except BaseException:
+            await self.end(svc, probe=False)
+            raise
+        await self.end(svc)
+        self.merge(client.take_check())
+        self.note(transport=client.transport)
+        return out
 
     def merge(self, extra: dict[str, Any] | None) -> None:
         """Fold the load workers' self-check into the last summary (``harness.load.workers``): the

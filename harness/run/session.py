@@ -263,15 +263,23 @@ class ServiceSession:
             except OSError:  # the archive cannot be written (disk full): the server is stopped anyway
                 continue
 
+    def record_check(self, wave_id: str, unit: Mapping[str, Any], edges_ns: Sequence[int] = ()) -> None:
+        """Append the self-check of the unit just measured (``selfcheck``: its ``take`` with the client
+        instants ``edges_ns`` that define the unit's rate) to ``wave_checks.jsonl`` as one row,
+        ``{"wave_id": wave_id} | unit | check``; nothing when no check was taken since the last one.
+        ``unit`` names the unit (``cell_id``, ``phase``, ``workload``, ``concurrency``; a sweep round
+        or replay also its ``round_id``): the evidence rules key the row by ``wave_id``."""
+        check = self.selfcheck.take(edges_ns)
+        if check is not None:
+            self.writer.append_jsonl("wave_checks.jsonl", {"wave_id": wave_id} | dict(unit) | check)
+
     def record_witness(self, recs: Sequence[RequestRecord], wave_id: str, concurrency: int) -> None:
         """Append what /metrics reported during the wave's resident window to ``server_metrics.jsonl``
         and the client's self-check of the wave (``selfcheck``) to ``wave_checks.jsonl``."""
-        check = self.selfcheck.take(_rate_edges(recs))
-        if check is not None:
-            r0 = recs[0] if recs else None
-            self.writer.append_jsonl("wave_checks.jsonl", {
-                "wave_id": wave_id, "cell_id": r0.cell_id if r0 else "", "phase": r0.phase if r0 else "",
-                "workload": r0.workload if r0 else "", "concurrency": concurrency} | check)
+        r0 = recs[0] if recs else None
+        self.record_check(wave_id, {"cell_id": r0.cell_id if r0 else "", "phase": r0.phase if r0 else "",
+                                    "workload": r0.workload if r0 else "", "concurrency": concurrency},
+                          _rate_edges(recs))
         samples = self.witness.take()
         if not self.witness.available and not samples:
             return

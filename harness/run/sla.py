@@ -5,7 +5,9 @@ one rate-sweep cell measured with the rate sweep's machinery (harness.run.sweep:
 ``make_sweep_plan``, ``send_open_loop`` through :meth:`SweepRunner.run_round`, ``round_row``,
 ``sweep_cells``); which rate comes next, and when the search ends, is decided by the pure planner
 harness.measure.sla from the probes so far. Probes are adaptive, so each probe's arrival plan is
-appended to ``arrivals.jsonl`` (with its plan id) before its first request is sent.
+appended to ``arrivals.jsonl`` (with its plan id) before its first request is sent. Every round of a
+probe writes its ``wave_checks.jsonl`` row as a sweep round does (client self-check, the simulator's late
+steps), so the evidence rules judge each probe's rounds (``sim-lateness``, ``sla-probe-invalid``).
 
 The archive holds ``cells.parquet`` / ``rounds.parquet`` as a sweep writes them (ledgers
 ``sweep_cells`` / ``sweep_rounds``, protocol class ``sla-search``), ``probes.parquet`` (ledger
@@ -109,7 +111,7 @@ class SlaRunner(SweepRunner):
         self.rates: list[float] = []
         self.probes: list[dict[str, Any]] = []
 
-    async def _probe(self, url: str, writer: ArchiveWriter, rate: float) -> None:
+    async def _probe(self, svc: RunningService, session: ServiceSession, writer: ArchiveWriter, rate: float) -> None:
         index = len(self.rates)
         plan = probe_plan(self.sla, rate, self.corpus)
         writer.append_jsonl("arrivals.jsonl", {"probe_index": index, "arrival_rate_req_s": rate} | plan.to_json())
@@ -118,9 +120,9 @@ class SlaRunner(SweepRunner):
         cap = self.spec.arrivals.max_concurrency
         for rp in plan.rounds:
             n = cap or max(1, min(len(rp.case_ids), MAX_CONNECTIONS))
-            async with load_client(url, self.spec.service, concurrency=n, timeout_s=self.spec.request_timeout_s,
-                                   limits=self.spec.client) as client:
-                await self.run_round(client, writer, rp)
+            async with load_client(svc.url, self.spec.service, concurrency=n,
+                                   timeout_s=self.spec.request_timeout_s, limits=self.spec.client) as client:
+                await self.run_round(client, writer, rp, svc, session)
         self.probes = probe_rows(self.sla, self.rates, self.rounds, self.cells())
         row = self.probes[index]
         writer.append_event({"event": "probe", "probe_index": index, "arrival_rate_req_s": rate,
@@ -128,9 +130,9 @@ class SlaRunner(SweepRunner):
         self.report(SlaProbeDone(row))
         fault_point("sla:probe-ended")
 
-    async def _search(self, url: str, writer: ArchiveWriter) -> None:
+    async def _search(self, svc: RunningService, session: ServiceSession, writer: ArchiveWriter) -> None:
         while (rate := sla.next_rate(sla.probes_of(self.probes), self.settings)) is not None:
-            await self._probe(url, writer, rate)
+            await self._probe(svc, session, writer, rate)
 
     def run(self) -> SlaOutcome:
         """Run the search; always finalize an archive, whatever happens."""
@@ -149,7 +151,7 @@ class SlaRunner(SweepRunner):
             started.append(session.start(s.service, s.service.name, {"start_index": 1}))
             power.start(started[0])
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                runner.run(self._search(started[0].url, writer))
+                runner.run(self._search(started[0], session, writer))
 
         def after() -> None:  # sentinels after measurement; a Ctrl-C skips them
             if started:

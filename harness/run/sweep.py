@@ -15,11 +15,15 @@ definitions), goodput under the spec's SLOs and the schedule summary go to ``rou
 ledger tables of those names: never formal cells). A round whose client could not keep its schedule
 is a finding (harness.evidence.sweep_rules).
 
-Each measured round that ends appends a ``round`` event (its id, status and start); the run ends with
-the events every runner writes (``interrupted`` or ``failed``, then ``run-end``) and finalizes in
-the skeleton's one critical section. :func:`recover_sweep` (the rate-sweep recovery of harness.run.kinds) finalizes a
-killed sweep's partial from its streamed records with the same :func:`round_row` and
-:func:`sweep_cells`, a round without its ``round`` event marked ``incomplete``.
+Each measured round is measured with the client's self-check and, on the simulator, its late-step
+counters before and after (:meth:`harness.run.selfcheck.WaveSelfCheck.around`, the formal path's): one
+``wave_checks.jsonl`` row per round under the round's wave id (:func:`round_check`), which the evidence
+rules judge per round (``sim-lateness``, ``client-stalled``). Each measured round that ends appends a
+``round`` event (its id, status and start); the run ends with the events every runner writes
+(``interrupted`` or ``failed``, then ``run-end``) and finalizes in the skeleton's one critical section.
+:func:`recover_sweep` (the rate-sweep recovery of harness.run.kinds) finalizes a killed sweep's partial
+from its streamed records with the same :func:`round_row` and :func:`sweep_cells`, a round without its
+``round`` event marked ``incomplete`` (its ``wave_checks.jsonl`` rows are kept and judged).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import math
 import secrets
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,6 +146,25 @@ async def send_open_loop(client: LoadClient, requests: Sequence[WaveRequest], of
         raise
     out.planned_ns, out.cap_wait_ns = planned, waits
     return out
+
+
+def round_check(cell: str, round_index: int, concurrency: int, *, workload: str = "sweep",
+                **fields: Any) -> tuple[str, dict[str, Any]]:
+    """(wave id, unit fields) of the ``wave_checks.jsonl`` row of measured round ``round_index`` of
+    ``cell`` (pure; a sweep round, an SLA-search probe's round, a trace replay's one window): keyed by
+    the round's one wave id (``ids.wave_id(cell, round_index, 0)``, the id its requests carry), with
+    its ``round_id``, ``cell_id``, ``phase`` ``measured``, ``workload`` and ``concurrency`` (the cap, 0
+    without one) plus ``fields``. The self-check's own fields are added by
+    ``ServiceSession.record_check``."""
+    unit = {"round_id": ids.round_id(cell, round_index), "cell_id": cell, "phase": "measured",
+            "workload": workload, "concurrency": concurrency} | fields
+    return ids.wave_id(cell, round_index, 0), unit
+
+
+def unit_edges(start_ns: int, records: Sequence[RequestRecord]) -> list[int]:
+    """The client instants that define an open-loop unit's rate (pure): its start and its last response's
+    end (``harness.measure.sweep.span_s``); none without records."""
+    return [start_ns, max(r.done_ns for r in records)] if records else []
 
 
 def stopped_record(rate: float, rounds: Sequence[str]) -> dict[str, Any]:
@@ -256,12 +279,21 @@ class SweepRunner:
                                      case_id=case.case_id, input_hash=case.sha256[:16]),
             concurrency=s.arrivals.max_concurrency or 0)
 
-    async def run_round(self, client: LoadClient, writer: ArchiveWriter, plan: RoundPlan) -> None:
-        """Send one planned round open-loop, archive its records and schedule; a measured round's row
-        goes to ``self.rounds`` (and its records, start and energy window beside it)."""
+    async def run_round(self, client: LoadClient, writer: ArchiveWriter, plan: RoundPlan, svc: RunningService,
+                        session: ServiceSession) -> None:
+        """Send one planned round open-loop on ``svc``, archive its records and schedule; a measured
+        round is measured with the session's self-check (``WaveSelfCheck.around``: client loop, and the
+        simulator's late steps before and after) and its row appended to ``wave_checks.jsonl``
+        (``round_check``), and its ``rounds`` row goes to ``self.rounds`` (and its records, start and
+        energy window beside it)."""
         reqs = [self._request(self.cases[c], plan.rate, plan.round_index, i) for i, c in enumerate(plan.case_ids)]
         self.report(SweepRoundStart(plan.rate, plan.round_index, len(reqs)))
-        sent = await send_open_loop(client, reqs, plan.offsets_s, self.spec.arrivals.max_concurrency)
+        cap = self.spec.arrivals.max_concurrency
+
+        def send() -> Awaitable[_Sent]:
+            return send_open_loop(client, reqs, plan.offsets_s, cap)
+
+        sent = await (send() if plan.round_index < 0 else session.selfcheck.around(svc, client, send))
         writer.write_wave(sent.records)
         sched = sw.schedule(sent.planned_ns, sent.records)
         for row, wait in zip(sched, sent.cap_wait_ns, strict=True):
@@ -270,6 +302,8 @@ class SweepRunner:
             writer.append_jsonl("schedule.jsonl", row)
         if plan.round_index < 0:
             return
+        wave, unit = round_check(cell_id(plan.rate), plan.round_index, cap or 0, arrival_rate_req_s=plan.rate)
+        session.record_check(wave, unit, unit_edges(sent.start_ns, sent.records))
         fault_point("sweep:round-written")
         row = round_row(self.spec, plan.rate, plan.round_index, sent.records, sent.start_ns, sched,
                         "ok" if all(r.ok for r in sent.records) else "failed")
@@ -289,7 +323,7 @@ class SweepRunner:
     def _slo(self) -> sw.Slo:
         return slo_of(self.spec)
 
-    async def _run(self, url: str, writer: ArchiveWriter) -> None:
+    async def _run(self, svc: RunningService, session: ServiceSession, writer: ArchiveWriter) -> None:
         cap = self.spec.arrivals.max_concurrency
         for plan in self.plan.rounds:
             if self.stopped is not None:
@@ -297,9 +331,9 @@ class SweepRunner:
                     self.stopped["not_run"].append(plan.rate)
                 continue
             n = cap or max(1, min(len(plan.case_ids), MAX_CONNECTIONS))
-            async with load_client(url, self.spec.service, concurrency=n, timeout_s=self.spec.request_timeout_s,
-                                   limits=self.spec.client) as client:
-                await self.run_round(client, writer, plan)
+            async with load_client(svc.url, self.spec.service, concurrency=n,
+                                   timeout_s=self.spec.request_timeout_s, limits=self.spec.client) as client:
+                await self.run_round(client, writer, plan, svc, session)
             if self.spec.stop_at_saturation and plan.round_index == self.spec.rounds - 1:
                 self._maybe_stop(writer, plan.rate)
         if self.stopped is not None:
@@ -336,7 +370,7 @@ class SweepRunner:
             started.append(session.start(s.service, s.service.name, {"start_index": 1}))
             power.start(started[0])
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                runner.run(self._run(started[0].url, writer))
+                runner.run(self._run(started[0], session, writer))
 
         def after() -> None:  # sentinels after measurement; a Ctrl-C skips them
             if started:

@@ -134,16 +134,7 @@ async def execute_wave(svc: RunningService, client: LoadClient, spec: WaveSpec,
         await flush_cache(svc)
     if selfcheck is None:
         return await _send_wave(svc, client, spec, cases, witness, texts, on_live)
-    await selfcheck.begin(svc)
-    try:
-        recs = await _send_wave(svc, client, spec, cases, witness, texts, on_live)
-    except BaseException:
-        await selfcheck.end(svc, probe=False)
-        raise
-    await selfcheck.end(svc)
-    selfcheck.merge(client.take_check())
-    selfcheck.note(transport=client.transport)
-    return recs
+    return await selfcheck.around(svc, client, lambda: _send_wave(svc, client, spec, cases, witness, texts, on_live))
 
 
 async def _send_wave(svc: RunningService, client: LoadClient, spec: WaveSpec, cases: Sequence[Case],

@@ -1,5 +1,7 @@
 """A trace replay end to end on the simulator (harness.run.replay): the fixture trace imported, replayed on
-schedule, the simulator's prefix-cache hits equal to those the trace implies, the replay_runs ledger row."""
+schedule, the simulator's prefix-cache hits equal to those the trace implies, the replay_runs ledger row.
+The ``fast`` profile is slowed ten times so a busy machine keeps the simulator on its model: the replay is
+judged by its simulator's late steps (``sim-lateness``, blocking from 1% of its window lost)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ SPEC = """
 name: replay-test
 kind: trace-replay
 claim_class: native-ar
-service: {{backend: sim, sim: {{profile: fast}}, startup_timeout_s: 60}}
+service: {{backend: sim, sim: {{profile: fast, time_scale: 10}}, startup_timeout_s: 60}}
 corpus: {corpus}
 trace: {trace}
 speed: 0.5
