@@ -54,7 +54,7 @@ def print_findings(findings: Sequence[Finding], *, all_severities: bool = False)
     hidden = len(findings) - len(shown)
     if shown:
         from harness.cli.evidence_cmd import findings_table
-        console.print(findings_table(shown, "evidence findings" + (f", {len(findings)} in all" if hidden else "")))
+        console.print(findings_table(shown, "evidence findings"))
     if hidden:
         console.print(f"{hidden} info finding(s) not shown ('dsv4h evidence check ARCHIVE' lists every one)")
 
