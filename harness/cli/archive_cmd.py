@@ -247,15 +247,19 @@ def timeline_cmd(archive: Annotated[str, typer.Argument(help="archive directory 
     cell. --out FILE.png (or .svg) takes one wave; a directory gets <stem>.png and <stem>.svg per wave,
     stem timeline-<archive id>-<wave id>. --json prints the timelines (rows in seconds since the wave's
     first send) and writes a figure only when --out is given. The archive is verified first (exit 6).
+    A wave the archive's verdict invalidates (the wave, its round or its cell) is titled INVALID with
+    its rules (--json: "invalid_rules"), and a warning line names each such wave and cell.
 
     Example: dsv4h archive timeline 3f2a9c01 --wave decode-c08.r0.w0 --out c08.png
     """
+    from harness.cli.validity import reasons, verdict_of, wave_ids
     from harness.measure.timeline import first_measured_waves, group_waves, wave_timeline
     from harness.report.figures import render_figure, timeline_figure
     from harness.report.timeline_figure import timeline_stem
     from harness.report.timelines import ttft_classes_of
 
-    a = open_archive(find_archive(archive, _ws(workspace)))
+    ws = _ws(workspace)
+    a = open_archive(find_archive(archive, ws))
     problems = verify_archive(a.path)
     if problems:
         raise ArchiveError(f"archive {a.path} failed verification; no timeline is drawn:\n  " + "\n  ".join(problems),
@@ -273,8 +277,13 @@ def timeline_cmd(archive: Annotated[str, typer.Argument(help="archive directory 
     if not ids:
         raise ArchiveError(f"archive {a.archive_id} holds no measured wave", hint="give a wave id with --wave")
     classes = ttft_classes_of(a)
-    entries = [wave_timeline(waves[w], classes).to_json() | {"archive_id": a.archive_id, "simulated": a.run.simulated}
-               for w in ids]
+    verdict = verdict_of(ws, a)
+    entries = []
+    for w in ids:
+        e = wave_timeline(waves[w], classes).to_json()
+        entries.append(e | {"archive_id": a.archive_id, "simulated": verdict.simulated,
+                            "data_origin": verdict.data_origin,
+                            "invalid_rules": list(reasons(verdict, *wave_ids(w, e["cell_id"])))})
     single = out is not None and out.suffix.lower() in (".png", ".svg")
     if single and len(entries) > 1:
         raise ArchiveError(f"--out {out} names one file but {len(entries)} waves are drawn (one per cell)",
@@ -296,10 +305,19 @@ def timeline_cmd(archive: Annotated[str, typer.Argument(help="archive directory 
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_bytes(data[f])
                 written.append(p)
+    invalid = [e for e in entries if e["invalid_rules"]]
+    warning = ("warning: invalid by the archive's evidence, drawn and titled INVALID: "
+               + "; ".join(f"wave {e['wave_id']} of cell {e['cell_id']} ({', '.join(e['invalid_rules'])})"
+                           for e in invalid)) if invalid else None
     if json_out:
         typer.echo(as_json(entries))
+        if warning:
+            typer.echo(warning, err=True)
         return
     for e, p in zip(entries, written[:: 1 if single else 2], strict=True):
         bad = sum(1 for r in e["rows"] if not r["ok"])
+        flag = f" INVALID ({', '.join(e['invalid_rules'])})" if e["invalid_rules"] else ""
         console.print(f"wave {esc(e['wave_id'])} (cell {esc(e['cell_id'])}, C{e['concurrency']}, "
-                      f"{len(e['rows'])} requests, {bad} failed): {esc(p)}")
+                      f"{len(e['rows'])} requests, {bad} failed){esc(flag)}: {esc(p)}")
+    if warning:
+        console.print(f"[yellow]{esc(warning)}[/]")

@@ -60,16 +60,27 @@ def export(archive: Annotated[str, typer.Argument(help="archive id or path")],
     Each cell is its own run (never one summary over a whole matrix): sglang-bench one JSONL line per cell, guidellm one
     benchmark per cell, CSV rows with cell_id, workload, concurrency and data_origin; vllm-bench (or
     --files-per-cell) one file per cell into the directory --out, plus index.json. Every run carries
-    the archive id, claim class and data origin (simulated, measured, or an import's external/unknown).
+    the archive id, claim class, data origin (simulated, measured, or an import's external/unknown) and
+    its validity from the archive's verdict (dsv4h_valid and dsv4h_invalid_rules; CSV valid and
+    invalid_rules per request; the index the archive's verdict); invalid cells are named in a warning.
 
     Example: dsv4h export ARCHIVE --format vllm-bench --out exported/ -w ws
     """
     if fmt not in EXPORTS:
         raise typer.BadParameter(f"--format must be one of {', '.join(EXPORTS)}")
-    arch = open_verified(find_archive(archive, resolve_workspace(workspace)))
-    done = export_cells(arch, fmt, out, cell=cell, files_per_cell=files_per_cell)
+    from harness.cli.validity import export_verdict, mark, verdict_of
+
+    ws = resolve_workspace(workspace)
+    arch = open_verified(find_archive(archive, ws))
+    done = export_cells(arch, fmt, out, cell=cell, files_per_cell=files_per_cell,
+                        verdict=export_verdict(verdict_of(ws, arch)))
     origins = sorted({str(c["data_origin"]) for c in done.cells})
     what = "1 run" if len(done.cells) == 1 else f"{len(done.cells)} cells ({done.layout})"
     console.print(f"wrote {esc(done.path)}: {what}, data origin {', '.join(origins)}")
     if done.layout == "directory":
         console.print(f"index: {esc(done.path / INDEX)}")
+    bad = [c for c in done.cells if c["valid"] is False]
+    if bad:
+        console.print(f"[yellow]warning:[/] {len(bad)} of {len(done.cells)} exported run(s) marked invalid by the "
+                      "archive's evidence: "
+                      + esc("; ".join(f"{c['cell_id'] or 'the run'} {mark(c['invalid_rules'])}" for c in bad)))

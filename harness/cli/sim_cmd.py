@@ -176,24 +176,34 @@ def calibrate_cmd(
     admission: Annotated[int, typer.Option(help="max requests in one prefill forward")] = 16,
     chunk_budget: Annotated[int | None, typer.Option(
         help="max prompt tokens per forward (default: the server's chunked_prefill_size)")] = None,
+    allow_invalid: Annotated[bool, typer.Option(
+        "--allow-invalid", help="fit from cells the archive's verdict marks invalid too (a warning is printed "
+        "and the profile records them under calibration.invalid_cells)")] = False,
 ) -> None:
     """Fit a simulator profile (decode rate per tier, prefill fixed cost and rate, admission) from a
-    formal-matrix archive, so CI can replay the measured hardware.
+    formal-matrix archive, so CI can replay the measured hardware. Only cells the archive's verdict
+    holds valid are used: a cell the evidence invalidates is refused (exit 7, naming it and its
+    rules) unless --allow-invalid is given. The profile records the archive, its data origin and
+    any invalid cell it was fitted from (calibration).
 
     Example: dsv4h sim calibrate ws/archives/<id> --out campaigns/profiles/my-host.yaml
     """
     import json
 
+    from harness.cli.validity import invalid_reasons, verdict_of
     from harness.formats import atomic_write
-    from harness.sim.calibrate import calibrate_profile, profile_yaml
+    from harness.sim.calibrate import calibrate_profile, check_cells, invalid_line, profile_yaml
+    from harness.sim.profiles import CalibrationSource
     from harness.store.archive import find_archive, open_verified
 
     arch = open_verified(find_archive(archive, workspace))
-    cells = arch.json("results.json").get("cells", [])
-    decode = {int(c["concurrency"]): float(c["median_tok_s"]) for c in cells
-              if c["workload"] == "decode" and c.get("median_tok_s", 0) > 0}
-    prefill = {int(c["concurrency"]): float(c["median_tok_s"]) for c in cells
-               if c["workload"] == "prefill" and c.get("median_tok_s", 0) > 0}
+    cells = [c for c in arch.json("results.json").get("cells", []) if c.get("median_tok_s", 0) > 0
+             and c["workload"] in ("decode", "prefill")]
+    verdict = verdict_of(workspace, arch)
+    invalid = invalid_reasons(verdict, [str(c["cell_id"]) for c in cells])
+    check_cells(arch.archive_id, invalid, allow_invalid=allow_invalid)
+    decode = {int(c["concurrency"]): float(c["median_tok_s"]) for c in cells if c["workload"] == "decode"}
+    prefill = {int(c["concurrency"]): float(c["median_tok_s"]) for c in cells if c["workload"] == "prefill"}
     recs = arch.records_table().to_pydict()
     lens = [n for n, w in zip(recs["input_len"], recs["workload"], strict=True) if w == "prefill"]
     budget = chunk_budget
@@ -204,8 +214,14 @@ def calibrate_cmd(
         budget = int(value) if value.isdigit() else 32768
     prof = calibrate_profile(name or f"calibrated-{arch.archive_id}", decode, prefill,
                              prompt_len=sum(lens) / len(lens) if lens else 8192, gather_s=gather_s,
-                             chunk_budget=budget, admission=admission, source=f"archive {arch.archive_id}")
+                             chunk_budget=budget, admission=admission, source=f"archive {arch.archive_id}",
+                             calibration=CalibrationSource(archive_id=arch.archive_id,
+                                                           data_origin=verdict.data_origin,
+                                                           invalid_cells={k: tuple(v) for k, v in invalid.items()}))
     atomic_write(out, profile_yaml(prof).encode())
     for batch, rate in prof.decode_tiers:
         typer.echo(f"decode C{batch}: {rate:.2f} tok/s")
     typer.echo(f"prefill a={prof.prefill_a_s:.4f} s, p={prof.prefill_rate_tps:.1f} tok/s; wrote {out}")
+    if invalid:
+        typer.echo(f"warning: fitted from {len(invalid)} invalid cell(s) (--allow-invalid): {invalid_line(invalid)}; "
+                   "the profile records them")

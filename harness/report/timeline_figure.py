@@ -1,7 +1,10 @@
 """Drawing of one wave's timeline (one horizontal bar per request), from plain JSON data.
 
 The entry is :meth:`harness.measure.timeline.Timeline.to_json` plus ``archive_id`` and ``simulated``
-(the report snapshot's ``timelines`` entries, or what ``dsv4h archive timeline`` builds). Times are
+(the report snapshot's ``timelines`` entries, or what ``dsv4h archive timeline`` builds), and
+optionally ``invalid_rules``: the rules by which the archive's verdict invalidates the wave (its wave,
+round or cell); a non-empty list titles the figure INVALID with them, in red, and says so in the
+caption and alt text (never silently). Times are
 seconds since the wave's first send. :func:`harness.report.figures.timeline_figure` wraps
 :func:`draw_timeline` in the report's style; this module imports nothing of the report so that the
 figures module can import it.
@@ -24,7 +27,8 @@ COLD_MARKS = {"cold": ("*", "#e65100", "cold (first of its shape on its service 
               "restarted": ("P", "#6a1b9a", "restarted (first of its shape after a restart)")}
 MAX_ERROR_LABELS = 8  # more failed bars than this get one "+N more" note, not a label each
 
-__all__ = ["draw_timeline", "timeline_alt", "timeline_caption", "timeline_size", "timeline_stem", "timeline_title"]
+__all__ = ["draw_timeline", "invalid_mark", "timeline_alt", "timeline_caption", "timeline_size", "timeline_stem",
+           "timeline_title"]
 
 
 def timeline_stem(entry: Mapping[str, Any]) -> str:
@@ -38,10 +42,19 @@ def timeline_size(entry: Mapping[str, Any]) -> tuple[float, float]:
     return 9.0, min(14.0, max(3.0, 1.5 + 0.14 * n))
 
 
+def invalid_mark(entry: Mapping[str, Any]) -> str:
+    """``INVALID (rule, ...)`` when the entry's ``invalid_rules`` name any, else ''."""
+    rules = [str(r) for r in entry.get("invalid_rules") or ()]
+    return f"INVALID ({', '.join(rules)})" if rules else ""
+
+
 def timeline_title(entry: Mapping[str, Any]) -> str:
-    """Archive id, wave id, cell, concurrency, and SIMULATED when the archive is simulated."""
+    """Archive id, wave id, cell, concurrency, SIMULATED when the archive is simulated, and
+    ``INVALID (rules)`` when the verdict invalidates the wave (:func:`invalid_mark`)."""
+    mark = invalid_mark(entry)
     return (f"Wave timeline: archive {entry.get('archive_id')}, wave {entry.get('wave_id')}, cell "
-            f"{entry.get('cell_id')}, C{entry.get('concurrency')}" + (" - SIMULATED" if entry.get("simulated") else ""))
+            f"{entry.get('cell_id')}, C{entry.get('concurrency')}" + (" - SIMULATED" if entry.get("simulated") else "")
+            + (f" - {mark}" if mark else ""))
 
 
 def draw_timeline(fig: Figure, entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,7 +113,8 @@ def draw_timeline(fig: Figure, entry: Mapping[str, Any]) -> dict[str, Any]:
         handles.append(Patch(facecolor="#f3c7ce", edgecolor=FAILED_COLOR, hatch="////", label="failed request"))
         labels.append("failed request")
     ax.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=5, frameon=False, fontsize=7)
-    art["title"] = fig.suptitle(timeline_title(entry), fontsize=9.5, y=1 - 0.08 / h, va="top")
+    art["title"] = fig.suptitle(timeline_title(entry), fontsize=9.5, y=1 - 0.08 / h, va="top",
+                                color=FAILED_COLOR if invalid_mark(entry) else "black")
     return art
 
 
@@ -117,10 +131,14 @@ def timeline_caption(entry: Mapping[str, Any]) -> str:
     return (f"Wave {entry.get('wave_id')} of archive {entry.get('archive_id')}: each bar is one request from send to "
             f"end of response, | marks its first token and x its last; {window}; dashed lines bound the HTTP "
             f"window. {len(rows)} requests, {bad} failed (hatched)." + marks
-            + (" Simulated data." if entry.get("simulated") else ""))
+            + (" Simulated data." if entry.get("simulated") else "")
+            + (f" {invalid_mark(entry)}: the archive's evidence invalidates this wave's data." if invalid_mark(entry)
+               else ""))
 
 
 def timeline_alt(entry: Mapping[str, Any]) -> str:
     """Alt text of the figure."""
+    mark = invalid_mark(entry)
     return (f"Timeline of wave {entry.get('wave_id')} (cell {entry.get('cell_id')}, archive "
-            f"{entry.get('archive_id')}): {len(entry.get('rows') or [])} requests as bars from send to done")
+            f"{entry.get('archive_id')}): {len(entry.get('rows') or [])} requests as bars from send to done"
+            + (f"; {mark}" if mark else ""))

@@ -7,17 +7,24 @@ Prefill: a wave of n fresh prompts of L tokens takes ``gather + f(n) a + n L / p
 the admission limit); a least-squares fit of ``n L / rate(n) - gather`` on ``(f(n), n L)`` gives the
 fixed cost ``a`` and the prefill rate ``p``. Gather window, admission and chunk budget are inputs
 (what the server reports or the user knows), not fitted.
+
+Validity: a profile is fitted only from cells the archive's verdict holds valid. :func:`check_cells`
+refuses (``EvidenceError``, exit 7) cells it marks invalid, naming each with its rules, unless invalid
+cells are allowed; the profile then records them (``SimProfile.calibration``,
+:class:`harness.sim.profiles.CalibrationSource`). The verdict itself is decided by the caller
+(``harness.evidence``, a later layer) and passed in as plain data: cell id -> rules.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from harness.sim.profiles import SimProfile
+from harness.errors import EvidenceError
+from harness.sim.profiles import CalibrationSource, SimProfile
 
 
 def fit_prefill(rates: Mapping[int, float], prompt_len: float, *, gather_s: float, chunk_budget: int,
@@ -45,11 +52,33 @@ def fit_prefill(rates: Mapping[int, float], prompt_len: float, *, gather_s: floa
     return a, 1.0 / inv_p
 
 
+def invalid_line(invalid: Mapping[str, Sequence[str]]) -> str:
+    """``cell (rule, ...)`` per invalid cell, joined by ``; `` (the order given)."""
+    return "; ".join(f"{cell} ({', '.join(rules) or 'invalid'})" for cell, rules in invalid.items())
+
+
+def check_cells(archive_id: str, invalid: Mapping[str, Sequence[str]], *, allow_invalid: bool) -> None:
+    """Refuse to fit from ``invalid`` cells (cell id -> the rules that invalidate it; the cells a fit
+    would use that the archive's verdict marks invalid): one ``EvidenceError`` naming every such cell
+    and its rules, unless ``allow_invalid``. Nothing to refuse when ``invalid`` is empty."""
+    if not invalid or allow_invalid:
+        return
+    n = len(invalid)
+    raise EvidenceError(
+        f"archive {archive_id}: {n} cell{'s' if n > 1 else ''} the fit would use "
+        f"{'are' if n > 1 else 'is'} invalid by its evidence: {invalid_line(invalid)}; no profile is written",
+        hint="re-measure those cells (dsv4h evidence check ARCHIVE shows the findings), or pass --allow-invalid to "
+             "fit from them anyway (the profile then records them under calibration.invalid_cells)")
+
+
 def calibrate_profile(name: str, decode: Mapping[int, float], prefill: Mapping[int, float] | None = None, *,
                       prompt_len: float = 8192, gather_s: float = 0.020, chunk_budget: int = 32768,
-                      admission: int = 16, base: SimProfile | None = None, source: str = "") -> SimProfile:
+                      admission: int = 16, base: SimProfile | None = None, source: str = "",
+                      calibration: CalibrationSource | None = None) -> SimProfile:
     """A profile whose decode tiers are the measured ``decode`` rates and whose prefill model fits the
-    measured ``prefill`` rates (the ``base`` profile's prefill model when none were measured)."""
+    measured ``prefill`` rates (the ``base`` profile's prefill model when none were measured).
+    ``calibration``: the archive the rates came from and the invalid cells among them, recorded in
+    the profile (its description names those cells too); rates in tok/s, ``gather_s`` in s."""
     if not decode:
         raise ValueError("no decode tiers measured; a profile needs at least one")
     tiers = tuple((int(c), float(r)) for c, r in sorted(decode.items()))
@@ -61,7 +90,10 @@ def calibrate_profile(name: str, decode: Mapping[int, float], prefill: Mapping[i
     fields |= {"name": name, "decode_tiers": tiers, "gather_s": gather_s, "chunk_budget": chunk_budget,
                "prefill_admission": admission,
                "max_running": max(int(fields.get("max_running", 0) or 0), tiers[-1][0]),
-               "description": f"calibrated from {source}" if source else "calibrated from measured rates"}
+               "description": f"calibrated from {source}" if source else "calibrated from measured rates",
+               "calibration": calibration}
+    if calibration is not None and calibration.invalid_cells:
+        fields["description"] += f"; INVALID cells used: {invalid_line(calibration.invalid_cells)}"
     return SimProfile.model_validate(fields)
 
 
@@ -72,5 +104,7 @@ def profile_yaml(profile: SimProfile) -> str:
     data = profile.model_dump(mode="json")
     data["decode_tiers"] = [list(t) for t in profile.decode_tiers]
     data["cuda_graph_bs"] = list(profile.cuda_graph_bs)
+    if data.get("calibration") is None:
+        data.pop("calibration", None)
     header = "# Simulator profile fitted by `dsv4h sim calibrate` (load with --profile-file or sim.profile_file).\n"
     return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)

@@ -66,8 +66,8 @@ def _spec_args(options: SimOptions) -> dict[str, Any]:
 
 
 def _unset_blocks(p: SimProfile) -> set[str] | None:
-    """Optional profile blocks left out of ``parameters`` when absent (older payloads had neither)."""
-    unset = {k for k in ("speculative", "power") if getattr(p, k) is None}
+    """Optional profile blocks left out of ``parameters`` when absent (older payloads had none of them)."""
+    unset = {k for k in ("speculative", "power", "calibration") if getattr(p, k) is None}
     return unset or None
 
 

@@ -25,12 +25,23 @@ MAX_RUNNING = 65536
 """Largest ``max_running`` a profile may declare (the scale profile uses 4096)."""
 
 
+class CalibrationSource(Strict):
+    """Where a profile fitted by ``dsv4h sim calibrate`` came from: the archive, its data origin, and
+    the cells its verdict marks invalid that the fit used anyway (``--allow-invalid``): cell id -> the
+    rules of the blocking findings that invalidate it (empty when every cell used was valid)."""
+
+    archive_id: str
+    data_origin: str
+    invalid_cells: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+
 class SimProfile(Strict):
     """One analytic server model.  Durations in seconds, rates in tokens per second.  ``speculative``
     (``harness.sim.speculation.SpeculativeSpec``) makes every decode step a verify step; absent, the
     server decodes natively (one token per request per step). ``power`` (``harness.sim.power.SimPower``)
     adds a modelled power draw and energy counter served at ``GET /sim/power``. ``cold_shape``
-    (``harness.sim.cold.ColdShapeSpec``) makes the first prefill forward of each shape slower."""
+    (``harness.sim.cold.ColdShapeSpec``) makes the first prefill forward of each shape slower.
+    ``calibration`` (:class:`CalibrationSource`) records what a fitted profile was fitted from."""
 
     name: str
     description: str = ""
@@ -66,6 +77,10 @@ class SimProfile(Strict):
     cold_shape: ColdShapeSpec | None = Field(
         default=None, description="cold-shape compile cost (harness.sim.cold): the first prefill forward of each "
         "(input-length bucket, batch tier) shape since the process started lasts compile_s more; absent, none"
+    )
+    calibration: CalibrationSource | None = Field(
+        default=None, description="the archive a calibrated profile was fitted from, and the invalid cells the fit "
+        "used (harness.sim.calibrate); absent for a hand-written profile"
     )
 
     @model_validator(mode="after")

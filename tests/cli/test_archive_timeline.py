@@ -87,3 +87,36 @@ def test_a_changed_archive_draws_nothing(tmp_path: Path) -> None:
     assert code == 6
     assert "failed verification" in err and "results.json" in err
     assert not (tmp_path / "figs").exists()
+
+
+def test_rules_run_now_mark_the_failed_wave_invalid_in_json(archive: tuple[Path, str],
+                                                            monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Outside the ledger the verdict is the rules' now: the wave with a failed request is invalid."""
+    ws, aid = archive
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("archive", "timeline", aid, "-w", str(ws), "--json")
+    assert code == 0, err
+    got = {t["wave_id"]: t["invalid_rules"] for t in json.loads(out)}
+    assert got == {FAILED_WAVE: ["failed-requests"], "decode-c03.r0.w0": []}
+    assert {t["data_origin"] for t in json.loads(out)} == {"simulated"}
+
+
+def test_an_invalid_cell_is_marked_and_warned_about(tmp_path: Path) -> None:
+    from harness.evidence.findings import Finding
+    from harness.evidence.io import apply_findings
+    from harness.store.ledger import ingest_archive
+
+    ws = tmp_path / "ws"
+    a = write_timeline_archive(ws)
+    ingest_archive(ws, a)  # the verdict is then the ledger's: only the finding stored below
+    apply_findings(ws, a.archive_id, [Finding("rule-x", "blocking", "m", "r", a.archive_id, ("decode-c03",))])
+    code, out, err = run_cli("archive", "timeline", a.archive_id, "-w", str(ws), "--out", str(tmp_path / "figs"))
+    assert code == 0, err
+    lines = out.splitlines()
+    (c3,) = [ln for ln in lines if ln.startswith("wave decode-c03.r0.w0")]
+    (c2,) = [ln for ln in lines if ln.startswith(f"wave {FAILED_WAVE}")]
+    assert "INVALID (rule-x)" in c3 and "INVALID" not in c2
+    (warning,) = [ln for ln in lines if ln.startswith("warning:")]
+    assert "decode-c03" in warning and "rule-x" in warning and "decode-c02" not in warning
+    code, out, _ = run_cli("archive", "timeline", a.archive_id, "-w", str(ws), "--wave", "decode-c03.r0.w1", "--json")
+    assert code == 0 and json.loads(out)[0]["invalid_rules"] == ["rule-x"]  # every wave of the invalid cell

@@ -68,3 +68,18 @@ def test_the_figure_plots_the_rows() -> None:
     title = res.artists["title"].get_text()
     assert "archive 0123456789abcdef" in title and "wave w" in title and "C2" in title and "SIMULATED" in title
     assert res.stem == "timeline-0123456789abcdef-w"
+
+
+def test_an_invalid_wave_is_titled_invalid_with_its_rules() -> None:
+    from harness.report.timeline_figure import FAILED_COLOR, timeline_alt, timeline_caption
+
+    row = {"rid": "a", "send_s": 0.0, "first_token_s": 0.1, "last_token_s": 0.4, "done_s": 0.5, "ok": True,
+           "error": None, "n_tokens": 4}
+    entry = {"archive_id": "0123456789abcdef", "wave_id": "w", "cell_id": "decode-c02", "concurrency": 2,
+             "simulated": False, "resident": None, "http": None, "rows": [row], "invalid_rules": ["r1", "r2"]}
+    res = timeline_figure(entry)
+    title = res.artists["title"]
+    assert title.get_text().endswith(" - INVALID (r1, r2)") and title.get_color() == FAILED_COLOR
+    assert "INVALID (r1, r2)" in timeline_caption(entry) and "INVALID (r1, r2)" in timeline_alt(entry)
+    valid = timeline_figure(entry | {"invalid_rules": []})
+    assert "INVALID" not in valid.artists["title"].get_text() and "INVALID" not in valid.caption

@@ -173,10 +173,12 @@ def test_cross_format_export_recomputes_in_the_target_definitions(tool: Tool, tm
                     "guidellm": 9.429713090260824, "aiperf": 8.0532405}[tool]
     assert back["mean_ttft_ms"] == pytest.approx(mean_ttft_ms, rel=1e-12)
     csv_lines = export_archive(arch, "csv", tmp_path / "x.csv").read_text().splitlines()
-    assert csv_lines[0] == ("cell_id,workload,concurrency,data_origin,index,input_len,output_len,ttft_s,e2e_s,tpot_s,"
-                            "n_itl,start_s,error") and len(csv_lines) == 13
+    assert csv_lines[0] == ("cell_id,workload,concurrency,data_origin,valid,invalid_rules,index,input_len,output_len,"
+                            "ttft_s,e2e_s,tpot_s,n_itl,start_s,error") and len(csv_lines) == 13
     origin = "simulated" if tool == "sglang-bench" else "unknown"  # only sglang saves the server's identity
-    assert csv_lines[1].startswith(f",,,{origin},0,") and back["dsv4h_data_origin"] == origin
+    # no verdict given to the library call: validity unknown (the CLI always gives one)
+    assert csv_lines[1].startswith(f",,,{origin},,,0,") and back["dsv4h_data_origin"] == origin
+    assert back["dsv4h_valid"] is None and back["dsv4h_invalid_rules"] == []
     g = _export(arch, "guidellm", tmp_path / "g.json")
     assert len(g["benchmarks"][0]["requests"]["successful"]) == 12
     assert [r["ttft_s"] for r in parse_peer(tmp_path / "g.json", "guidellm")[1]] == pytest.approx(

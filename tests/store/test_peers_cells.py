@@ -171,3 +171,108 @@ def test_sglang_export_takes_itl_per_token_vllm_per_chunk() -> None:
     (row,) = _measured_rows([rec])
     assert [round(v * 1e3, 9) for v in _itl(row, "sglang-bench")] == [10.0, 10.0, 10.0, 10.0]
     assert [round(v * 1e3, 9) for v in _itl(row, "vllm-bench")] == [30.0, 10.0]
+
+
+def _invalid_matrix(ws: Path) -> Archive:
+    """The matrix, ingested, with one blocking finding naming its C1 decode cell."""
+    from harness.evidence.findings import Finding
+    from harness.evidence.io import apply_findings
+
+    arch = _matrix(ws)
+    ingest_archive(ws, arch)
+    apply_findings(ws, arch.archive_id, [Finding("rule-x", "blocking", "bad C1", "re-run", arch.archive_id,
+                                                 (CELLS[1],))])
+    return arch
+
+
+def _export_cli(ws: Path, arch: Archive, fmt: str, out: Path, *extra: str) -> str:
+    code, text, err = run_cli("export", arch.archive_id, "--format", fmt, "--out", str(out), "-w", str(ws), *extra)
+    assert code == 0, err
+    return text
+
+
+VALIDITY = [(CELLS[0], True, []), (CELLS[1], False, ["rule-x"]), (CELLS[2], True, [])]
+
+
+@pytest.fixture(scope="module")
+def invalid_ws(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Archive]:
+    ws = tmp_path_factory.mktemp("ws")
+    return ws, _invalid_matrix(ws)
+
+
+def test_export_marks_the_invalid_cell_in_sglang_lines(invalid_ws: tuple[Path, Archive], tmp_path: Path) -> None:
+    ws, arch = invalid_ws
+    out = _export_cli(ws, arch, "sglang-bench", tmp_path / "m.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [(x["dsv4h_cell"], x["dsv4h_valid"], x["dsv4h_invalid_rules"]) for x in lines] == VALIDITY
+    assert {x["dsv4h_data_origin"] for x in lines} == {"simulated"}
+    assert "warning:" in out and f"{CELLS[1]} INVALID (rule-x)" in out and CELLS[0] not in out.split("warning:")[1]
+    # an export still reads back as the peer's file (the extra keys are the summary's)
+    assert len(parse_peer(tmp_path / "m.jsonl", "sglang-bench")[1]) == 4
+
+
+def test_export_marks_the_invalid_cell_in_vllm_files_and_the_index(invalid_ws: tuple[Path, Archive],
+                                                                   tmp_path: Path) -> None:
+    ws, arch = invalid_ws
+    _export_cli(ws, arch, "vllm-bench", tmp_path / "d")
+    index = json.loads((tmp_path / "d" / "index.json").read_text())
+    assert [(c["cell_id"], c["valid"], c["invalid_rules"]) for c in index["cells"]] == VALIDITY
+    v = index["verdict"]
+    assert (v["archive_id"], v["valid"], v["blocking"], v["data_origin"], v["source"], v["whole"]) == \
+        (arch.archive_id, False, ["rule-x"], "simulated", "ledger", False)
+    assert CELLS[1] in v["invalid_rows"] and index["dsv4h_export_version"] == 2
+    got = [json.loads((tmp_path / "d" / f"{c}.json").read_text()) for c in CELLS]
+    assert [(c, g["dsv4h_valid"], g["dsv4h_invalid_rules"]) for c, g in zip(CELLS, got, strict=True)] == VALIDITY
+    assert len(parse_peer(tmp_path / "d" / f"{CELLS[1]}.json", "vllm-bench")[1]) == 2
+
+
+def test_export_marks_the_invalid_cell_in_guidellm_and_csv(invalid_ws: tuple[Path, Archive], tmp_path: Path) -> None:
+    ws, arch = invalid_ws
+    _export_cli(ws, arch, "guidellm", tmp_path / "g.json")
+    g = json.loads((tmp_path / "g.json").read_text())
+    assert [(b["dsv4h_cell"], b["dsv4h_valid"], b["dsv4h_invalid_rules"]) for b in g["benchmarks"]] == VALIDITY
+    assert (g["dsv4h_valid"], g["dsv4h_invalid_rules"]) == (False, ["rule-x"])  # the file: not every run valid
+    assert len(parse_peer(tmp_path / "g.json", "guidellm")[1]) == 7
+    _export_cli(ws, arch, "csv", tmp_path / "m.csv")
+    rows = list(csv.DictReader((tmp_path / "m.csv").open()))
+    assert [(r["cell_id"], r["valid"], r["invalid_rules"], r["data_origin"]) for r in rows] == \
+        [(CELLS[0], "true", "", "simulated")] + [(CELLS[1], "false", "rule-x", "simulated")] * 2 \
+        + [(CELLS[2], "true", "", "simulated")] * 4
+
+
+def test_export_of_one_valid_cell_prints_no_warning(invalid_ws: tuple[Path, Archive], tmp_path: Path) -> None:
+    ws, arch = invalid_ws
+    out = _export_cli(ws, arch, "vllm-bench", tmp_path / "c4.json", "--cell", CELLS[2])
+    one = json.loads((tmp_path / "c4.json").read_text())
+    assert (one["dsv4h_valid"], one["dsv4h_invalid_rules"]) == (True, []) and "warning" not in out
+
+
+def test_export_takes_validity_and_origin_from_the_verdict_given(tmp_path: Path) -> None:
+    """The store-level export takes the verdict as plain data: origin and per-row validity as given;
+    a request of an invalid wave makes its CSV row and its cell's run invalid, the other rows valid."""
+    from harness.store.peers.export import ExportVerdict
+
+    w = ArchiveWriter(tmp_path)
+    w.write_wave([replace_wave(_rec(f"a{i}", CELLS[1], 1000 + 100 * i, 10, 5), f"{CELLS[1]}.r0.w00{i}")
+                  for i in range(2)])
+    arch = open_archive(w.finalize(status="complete", run=run_block(campaign="matrix")))
+    bad = {f"{CELLS[1]}.r0.w001"}
+
+    def validity(*ids: str | None) -> tuple[bool, tuple[str, ...]]:
+        hit = bool(bad & {i for i in ids if i})
+        return not hit, ("rule-w",) if hit else ()
+
+    verdict = ExportVerdict("measured", validity, {"archive_id": arch.archive_id, "valid": False})
+    export_cells(arch, "csv", tmp_path / "w.csv", verdict=verdict)
+    rows = list(csv.DictReader((tmp_path / "w.csv").open()))
+    assert [(r["valid"], r["invalid_rules"], r["data_origin"]) for r in rows] == \
+        [("true", "", "measured"), ("false", "rule-w", "measured")]
+    one = json.loads(export_cells(arch, "vllm-bench", tmp_path / "w.json", verdict=verdict).path.read_text())
+    assert (one["dsv4h_valid"], one["dsv4h_invalid_rules"], one["dsv4h_data_origin"]) == (False, ["rule-w"], "measured")
+
+
+def replace_wave(rec: RequestRecord, wave_id: str) -> RequestRecord:
+    """``rec`` as a request of the wave ``wave_id``."""
+    from dataclasses import replace
+
+    return replace(rec, wave_id=wave_id)

@@ -14,8 +14,8 @@ several in the format's own multi-run layout where it has one: sglang-bench one 
 (sglang.bench_serving appends one line per run), GuideLLM one ``benchmarks[]`` entry per cell, CSV
 rows carrying ``cell_id``, ``workload`` and ``concurrency``; vllm-bench (one run per file), or any
 format with ``files_per_cell``, into a directory: ``<cell_id>.<ext>`` per cell plus ``index.json``
-(cell, workload, concurrency, data_origin, file, request count). A directory export to a file name is
-refused, with the cells named.
+(cell, workload, concurrency, data_origin, file, request count, validity). A directory export to a
+file name is refused, with the cells named.
 
 Summary numbers: exported to the format the archive was imported from, the tool's own summary is
 written verbatim (``dsv4h_summary: "verbatim"``) with the per-request lists rebuilt from the rows, so a
@@ -25,6 +25,31 @@ have and dsv4h derived are named in ``dsv4h_derived``. Every run carries the arc
 ``dsv4h_data_origin`` (``simulated`` / ``measured``, an import's ``simulated`` / ``external`` /
 ``unknown``: harness.store.ledger.data_origin) and its ``dsv4h_cell``, ``dsv4h_workload`` and
 ``dsv4h_concurrency`` (null for an import); the CSV a ``data_origin`` column.
+
+Validity (:class:`ExportVerdict`): the archive's one verdict (``harness.evidence.io.archive_verdict``),
+decided by the caller and passed in as plain data (harness.store does not import harness.evidence).
+Every exported run (sglang-bench line, vllm-bench file, GuideLLM ``benchmarks[]`` entry) carries
+``dsv4h_valid`` (true/false) and ``dsv4h_invalid_rules`` (the sorted rules of the blocking findings
+that invalidate it; ``superseded`` when a resume superseded the archive, the index's ``verdict`` then
+naming the successor: harness.cli.validity; [] when valid); a GuideLLM report's top level carries
+them for all its benchmarks together (valid only when every one is); CSV rows a ``valid`` (``true`` /
+``false``) and an ``invalid_rules`` (``;``-joined) column, per request; each index entry ``valid`` and
+``invalid_rules``, and the index the archive-level ``verdict`` (``Verdict.to_json``). A cell's export
+is invalid when the verdict invalidates the cell or any wave or round its exported requests came from
+(the export's summary is recomputed from all of the cell's measured requests, failed rounds included,
+not the cell's median of ok rounds); a CSV row when it invalidates that request's wave, round or cell.
+``dsv4h_data_origin`` (CSV ``data_origin``) is the verdict's ``data_origin``. Without a verdict
+(``verdict=None``, a library caller) validity is unknown: ``dsv4h_valid`` null, CSV ``valid`` empty,
+and the origin is read from the archive (harness.store.ledger.data_origin).
+
+Format history (the fields dsv4h adds; the peers' own fields are unchanged):
+
+- 2: ``dsv4h_valid`` / ``dsv4h_invalid_rules`` on every run, CSV ``valid`` / ``invalid_rules`` columns
+  after ``data_origin``, index entries ``valid`` / ``invalid_rules`` and the index ``verdict`` and
+  ``dsv4h_export_version``; the origin is the verdict's.
+- 1: one run per cell with ``dsv4h_archive``, ``dsv4h_claim_class``, ``dsv4h_data_origin``,
+  ``dsv4h_cell``, ``dsv4h_workload``, ``dsv4h_concurrency``; CSV ``cell_id``, ``workload``,
+  ``concurrency``, ``data_origin``; no validity.
 """
 
 from __future__ import annotations
@@ -34,7 +59,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,12 +69,14 @@ import numpy as np
 from harness.errors import ArchiveError
 from harness.formats import atomic_write, dump_json, json_safe
 from harness.formats import finite_float as _f
+from harness.ids import round_of
 from harness.records import RequestRecord
 from harness.store.archive import Archive
 from harness.store.ledger import data_origin
 from harness.store.peers.parse import GUIDELLM_REQUEST_KEYS
 
 EXPORTS = ("sglang-bench", "vllm-bench", "guidellm", "csv")
+EXPORT_VERSION = 2  # the dsv4h fields' version (module docstring, format history)
 NS = 1e9
 _PCTS = {"sglang-bench": (90, 95, 99), "vllm-bench": (50, 90, 99)}
 _E2E_NAME = {"sglang-bench": "e2e_latency", "vllm-bench": "e2el"}
@@ -66,6 +93,42 @@ class CellRows:
     concurrency: int | None
     rows: list[dict[str, Any]]
     duration_s: float | None
+    waves: tuple[str | None, ...] = ()  # per row: its request's wave id (None: an import, or no wave id)
+
+    def row_ids(self, k: int) -> tuple[str | None, ...]:
+        """The ids that decide row ``k``'s validity: its wave, that wave's round, the cell."""
+        wave = self.waves[k] if k < len(self.waves) else None
+        return wave, _round(wave), self.cell_id
+
+    def ids(self) -> tuple[str | None, ...]:
+        """The ids that decide the cell's validity: the cell, and every wave and round of its rows."""
+        waves = sorted({w for w in self.waves if w})
+        return (self.cell_id, *waves, *sorted({r for w in waves if (r := _round(w)) is not None}))
+
+
+def _round(wave: str | None) -> str | None:
+    if not wave:
+        return None
+    try:
+        return round_of(wave)
+    except ArchiveError:  # a wave id of another shape has no round
+        return None
+
+
+Validity = Callable[..., tuple[bool, tuple[str, ...]]]
+"""``(*row_ids) -> (valid, rules)``: whether a row named by its wave, round or cell ids (None ignored)
+is valid, and the rules of the blocking findings that invalidate it (sorted; () when valid)."""
+
+
+@dataclass(frozen=True)
+class ExportVerdict:
+    """The archive's verdict as an export takes it, plain data (module docstring): ``data_origin`` (the
+    verdict's), ``validity`` (:data:`Validity`, e.g. ``lambda *ids: (v.row_valid(*ids), v.rules_for(*ids))``)
+    and ``summary`` (the archive-level verdict as JSON, ``Verdict.to_json``, written to the index)."""
+
+    data_origin: str
+    validity: Validity
+    summary: Mapping[str, Any]
 
 
 def _measured_rows(recs: Sequence[RequestRecord]) -> list[dict[str, Any]]:
@@ -102,7 +165,7 @@ def archive_cells(archive: Archive) -> list[CellRows]:
     for cid, recs in groups.items():
         dur = (max(r.done_ns for r in recs) - min(r.send_ns for r in recs)) / NS
         out.append(CellRows(cid or None, recs[0].workload if cid else None, recs[0].concurrency if cid else None,
-                            _measured_rows(recs), dur))
+                            _measured_rows(recs), dur, tuple(r.wave_id or None for r in recs)))
     return out
 
 
@@ -232,7 +295,8 @@ def _source(archive: Archive) -> tuple[str | None, dict[str, Any], float | None]
 @dataclass(frozen=True)
 class Exported:
     """What an export wrote: ``path`` (a file, or the directory of a per-cell export), ``layout``
-    (:data:`LAYOUTS`) and one entry per cell (cell_id, workload, concurrency, data_origin, file, n_requests)."""
+    (:data:`LAYOUTS`) and one entry per cell (cell_id, workload, concurrency, data_origin, file, n_requests,
+    valid: bool or None when unknown, invalid_rules: sorted list)."""
 
     path: Path
     layout: str
@@ -245,14 +309,28 @@ LAYOUTS = ("file", "jsonl-lines", "benchmarks", "csv-rows", "directory")
 _MULTI = {"sglang-bench": "jsonl-lines", "guidellm": "benchmarks", "csv": "csv-rows", "vllm-bench": "directory"}
 _EXT = {"sglang-bench": "jsonl", "vllm-bench": "json", "guidellm": "json", "csv": "csv"}
 INDEX = "index.json"
-_CSV_HEAD = ["cell_id", "workload", "concurrency", "data_origin", "index", "input_len", "output_len", "ttft_s",
-             "e2e_s", "tpot_s", "n_itl", "start_s", "error"]
+_CSV_HEAD = ["cell_id", "workload", "concurrency", "data_origin", "valid", "invalid_rules", "index", "input_len",
+             "output_len", "ttft_s", "e2e_s", "tpot_s", "n_itl", "start_s", "error"]
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
+_Judge = Callable[..., tuple[bool | None, tuple[str, ...]]]
 
-def _cell_prov(cell: CellRows, origin: str) -> dict[str, Any]:
+
+def _judge(verdict: ExportVerdict | None) -> _Judge:
+    """The verdict's :data:`Validity`, or (None, ()) for every row when there is no verdict (unknown)."""
+    if verdict is None:
+        return lambda *ids: (None, ())
+    return verdict.validity
+
+
+def _validity(judge: _Judge, ids: Sequence[str | None]) -> dict[str, Any]:
+    valid, rules = judge(*ids)
+    return {"dsv4h_valid": valid, "dsv4h_invalid_rules": sorted(rules)}
+
+
+def _cell_prov(cell: CellRows, origin: str, judge: _Judge) -> dict[str, Any]:
     return {"dsv4h_data_origin": origin, "dsv4h_cell": cell.cell_id, "dsv4h_workload": cell.workload,
-            "dsv4h_concurrency": cell.concurrency}
+            "dsv4h_concurrency": cell.concurrency} | _validity(judge, cell.ids())
 
 
 def _bench_obj(archive: Archive, cell: CellRows, fmt: str, prov: dict[str, Any]) -> dict[str, Any]:
@@ -264,14 +342,27 @@ def _bench_obj(archive: Archive, cell: CellRows, fmt: str, prov: dict[str, Any])
     return dict(json_safe(d | prov))
 
 
-def _csv_rows(w: Any, cell: CellRows, origin: str) -> None:
-    for r in cell.rows:
+def _csv_valid(valid: bool | None) -> str:
+    return "" if valid is None else "true" if valid else "false"
+
+
+def _csv_rows(w: Any, cell: CellRows, origin: str, judge: _Judge) -> None:
+    for k, r in enumerate(cell.rows):
+        valid, rules = judge(*cell.row_ids(k))
         w.writerow([cell.cell_id or "", cell.workload or "", "" if cell.concurrency is None else cell.concurrency,
-                    origin, r["index"], r["input_len"], r["output_len"], r["ttft_s"], r["e2e_s"], _tpot(r),
-                    len(r["itl_s"]), r["start_s"], r.get("error") or ""])
+                    origin, _csv_valid(valid), ";".join(sorted(rules)), r["index"], r["input_len"], r["output_len"],
+                    r["ttft_s"], r["e2e_s"], _tpot(r), len(r["itl_s"]), r["start_s"], r.get("error") or ""])
 
 
-def _render(archive: Archive, fmt: str, cells: Sequence[CellRows], prov: dict[str, Any], origin: str) -> bytes:
+def _file_validity(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One file's validity over the runs it holds: valid only when each is (null when any is unknown)."""
+    flags = [r["dsv4h_valid"] for r in runs]
+    valid = None if any(f is None for f in flags) else all(flags)
+    return {"dsv4h_valid": valid, "dsv4h_invalid_rules": sorted({x for r in runs for x in r["dsv4h_invalid_rules"]})}
+
+
+def _render(archive: Archive, fmt: str, cells: Sequence[CellRows], prov: dict[str, Any], origin: str,
+            judge: _Judge) -> bytes:
     """The bytes of one export file holding ``cells`` (one, or several in the format's multi-run layout)."""
     tool, ext, _ = _source(archive)
     if fmt == "csv":
@@ -279,38 +370,42 @@ def _render(archive: Archive, fmt: str, cells: Sequence[CellRows], prov: dict[st
         w = csv.writer(buf)
         w.writerow(_CSV_HEAD)
         for c in cells:
-            _csv_rows(w, c, origin)
+            _csv_rows(w, c, origin, judge)
         return buf.getvalue().encode()
     if fmt == "sglang-bench":  # one JSON object per line per run, as sglang.bench_serving appends them
-        return "".join(json.dumps(_bench_obj(archive, c, fmt, prov | _cell_prov(c, origin))) + "\n"
+        return "".join(json.dumps(_bench_obj(archive, c, fmt, prov | _cell_prov(c, origin, judge))) + "\n"
                        for c in cells).encode()
     if fmt == "vllm-bench":
         (c,) = cells
-        return json.dumps(_bench_obj(archive, c, fmt, prov | _cell_prov(c, origin))).encode()
+        return json.dumps(_bench_obj(archive, c, fmt, prov | _cell_prov(c, origin, judge))).encode()
     docs = [guidellm_dict(c.rows, c.duration_s, ext.get("summary") if tool == fmt else None) for c in cells]
-    benches = [b | _cell_prov(c, origin) for d, c in zip(docs, cells, strict=True) for b in d["benchmarks"]]
-    return json.dumps(json_safe(docs[0] | {"benchmarks": benches} | prov)).encode()
+    benches = [b | _cell_prov(c, origin, judge) for d, c in zip(docs, cells, strict=True) for b in d["benchmarks"]]
+    return json.dumps(json_safe(docs[0] | {"benchmarks": benches} | prov | _file_validity(benches))).encode()
 
 
-def _entry(c: CellRows, origin: str, file: str) -> dict[str, Any]:
+def _entry(c: CellRows, origin: str, file: str, judge: _Judge) -> dict[str, Any]:
+    valid, rules = judge(*c.ids())
     return {"cell_id": c.cell_id, "workload": c.workload, "concurrency": c.concurrency, "data_origin": origin,
-            "file": file, "n_requests": len(c.rows)}
+            "file": file, "n_requests": len(c.rows), "valid": valid, "invalid_rules": sorted(rules)}
 
 
 def export_cells(archive: Archive, fmt: str, out: Path, *, cell: str | None = None,
-                 files_per_cell: bool = False) -> Exported:
+                 files_per_cell: bool = False, verdict: ExportVerdict | None = None) -> Exported:
     """Write ``archive`` in a peer's format (module docstring). One cell (an import, a single-cell
     archive, or ``cell``) goes to the file ``out``; several go into the format's own multi-run layout
     in ``out``, or into the directory ``out`` as ``<cell_id>.<ext>`` plus :data:`INDEX` (vllm-bench, or
     ``files_per_cell``). Never flattened into one run: a directory export to a path that is a file or
-    names one (has a suffix) is refused."""
+    names one (has a suffix) is refused. ``verdict``: the archive's verdict (validity and data origin
+    of every run, row and entry); None leaves validity unknown (null)."""
     if fmt not in EXPORTS:
         raise ArchiveError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(EXPORTS)}")
     tool, ext, _ = _source(archive)
-    origin = data_origin(archive)
+    origin = verdict.data_origin if verdict is not None else data_origin(archive)
+    judge = _judge(verdict)
     prov = {"dsv4h_archive": archive.archive_id, "dsv4h_claim_class": archive.run.claim_class,
             "dsv4h_data_origin": origin, "dsv4h_source_tool": tool,
-            "dsv4h_summary": "verbatim" if tool == fmt else "recomputed", "dsv4h_derived": ext.get("derived", {})}
+            "dsv4h_summary": "verbatim" if tool == fmt else "recomputed", "dsv4h_derived": ext.get("derived", {}),
+            "dsv4h_export_version": EXPORT_VERSION}
     cells = archive_cells(archive)
     ids = [c.cell_id for c in cells]
     if cell is not None:
@@ -320,8 +415,8 @@ def export_cells(archive: Archive, fmt: str, out: Path, *, cell: str | None = No
                                hint="its cells: " + (", ".join(str(i) for i in ids if i) or "none (export it whole)"))
     layout = "file" if len(cells) == 1 else "directory" if files_per_cell else _MULTI[fmt]
     if layout != "directory":
-        atomic_write(out, _render(archive, fmt, cells, prov, origin))
-        return Exported(out, layout, [_entry(c, origin, out.name) for c in cells])
+        atomic_write(out, _render(archive, fmt, cells, prov, origin, judge))
+        return Exported(out, layout, [_entry(c, origin, out.name, judge) for c in cells])
     if (out.exists() and not out.is_dir()) or (not out.exists() and out.suffix):
         raise ArchiveError(f"archive {archive.archive_id} has {len(cells)} cells and {fmt} holds one run per file; "
                            f"{out} is a file name, and the cells are not merged into one run",
@@ -332,13 +427,17 @@ def export_cells(archive: Archive, fmt: str, out: Path, *, cell: str | None = No
     for k, c in enumerate(cells):
         stem = c.cell_id if c.cell_id and _SAFE_NAME.fullmatch(c.cell_id) else f"cell-{k:03d}"
         name = f"{stem}.{_EXT[fmt]}"
-        atomic_write(out / name, _render(archive, fmt, [c], prov, origin))
-        entries.append(_entry(c, origin, name))
+        atomic_write(out / name, _render(archive, fmt, [c], prov, origin, judge))
+        entries.append(_entry(c, origin, name, judge))
     atomic_write(out / INDEX, dump_json({"dsv4h_archive": archive.archive_id, "format": fmt, "data_origin": origin,
-                                         "claim_class": archive.run.claim_class, "cells": entries}))
+                                         "claim_class": archive.run.claim_class,
+                                         "dsv4h_export_version": EXPORT_VERSION,
+                                         "verdict": None if verdict is None else dict(verdict.summary),
+                                         "cells": entries}))
     return Exported(out, layout, entries)
 
 
-def export_archive(archive: Archive, fmt: str, out: Path, *, cell: str | None = None) -> Path:
+def export_archive(archive: Archive, fmt: str, out: Path, *, cell: str | None = None,
+                   verdict: ExportVerdict | None = None) -> Path:
     """:func:`export_cells` with its defaults; returns the path written (file or directory)."""
-    return export_cells(archive, fmt, out, cell=cell).path
+    return export_cells(archive, fmt, out, cell=cell, verdict=verdict).path
