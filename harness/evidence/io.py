@@ -73,7 +73,12 @@ def _jsonl(archive: Archive, name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-concerned_rows = concerned  # the pure decision (harness.evidence.verdict), under its older name
+def concerned_rows(findings: Sequence[Finding], waves: Sequence[Mapping[str, Any]],
+                   rounds: Sequence[Mapping[str, Any]]) -> tuple[bool, set[str]]:
+    """(whole archive, row ids) the blocking ``findings`` invalidate: the one decision,
+    :func:`harness.evidence.verdict.concerned`, as a mutable set."""
+    whole, ids = concerned(findings, waves, rounds)
+    return whole, set(ids)
 
 
 def _rows_of(t: pa.Table | None) -> list[dict[str, Any]]:
