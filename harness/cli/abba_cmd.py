@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +16,7 @@ from harness.cli.render import fmt, sim_label
 from harness.inputs.spec import LoadedSpec, abba_from_files, loaded_abba
 from harness.measure.abba import LEGS
 from harness.run.abba import AbbaOutcome
-from harness.run.kinds import run_loaded
+from harness.run.kinds import RunOptions, run_loaded
 
 
 def render_abba(out: AbbaOutcome) -> None:
@@ -85,7 +86,8 @@ def abba(
     run_abba_cli(loaded_abba(spec, workload.parent), ws)
 
 
-def run_abba_cli(loaded: LoadedSpec, ws: Path) -> None:
+def run_abba_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[float] | None = None,
+        options: RunOptions | None = None) -> None:
     """Run a loaded ABBA spec into workspace ``ws`` through the kind registry and print the screen
     (the one path of 'dsv4h abba' and of 'dsv4h campaign run' given a ``kind: abba`` spec): first
     the startup recovery of what a killed dsv4h left. Raises the run's error after the archive is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +16,8 @@ from harness.cli.outcome import end_run, print_energy, print_findings
 from harness.cli.progress import LiveReporter
 from harness.cli.render import PLAN_COLS, cells_at, fmt, latency_table, pd_table, plan_rows, plan_table
 from harness.errors import SpecError
-from harness.inputs.spec import SPEC_KINDS, CampaignSpec, kinds_hint, load_spec
+from harness.inputs.spec import SPEC_KINDS, CampaignSpec, LoadedSpec, kinds_hint, load_spec
+from harness.kinds import kind_info, resolve
 from harness.measure.latency import parse_percentiles
 from harness.run.campaign import RunOutcome, load_corpora, make_plan
 from harness.run.kinds import RunOptions, check_options, run_loaded
@@ -33,17 +35,21 @@ def plan_cmd(spec: Annotated[Path, typer.Argument(help="campaign YAML file")],
     Example: dsv4h campaign plan campaigns/demo-matrix.yaml
     """
     loaded = load_spec(spec)
-    if loaded.kind == "rate-sweep":
-        from harness.cli.sweep_cmd import plan_loaded
+    info = kind_info(loaded.kind)
+    if info.plan is None:
+        raise SpecError(f"{spec}: kind '{loaded.kind}' has no plan to print: it runs fixed waves or a schedule "
+                        "decided as it runs", hint=f"'dsv4h campaign run {spec}' runs it")
+    if info.command != "dsv4h campaign run" and not (json_out or csv_out):
+        console.print(f"{spec}: kind {loaded.kind}: planned as '{info.command.replace(' run', ' plan')} {spec}' does")
+    resolve(info.plan)(loaded, json_out=json_out, csv_out=csv_out)
 
-        if not (json_out or csv_out):
-            console.print(f"{spec}: kind rate-sweep: planned as 'dsv4h sweep plan {spec}' does")
-        plan_loaded(loaded, json_out=json_out, csv_out=csv_out)
-        return
+
+def plan_matrix(loaded: LoadedSpec, *, json_out: bool = False, csv_out: bool = False) -> None:
+    """Print a formal matrix's plan (the formal kind's plan: ``dsv4h campaign plan``)."""
     s = loaded.spec
     if not isinstance(s, CampaignSpec):
-        raise SpecError(f"{spec}: kind '{s.kind}' is not a formal matrix; there is nothing to plan",
-                        hint="an ABBA screen runs fixed waves: 'dsv4h campaign run SPEC' runs it")
+        raise SpecError(f"{loaded.source}: kind '{s.kind}' is not a formal matrix",
+                        hint="plan other kinds with 'dsv4h campaign plan'")
     plan = make_plan(s, load_corpora(loaded))
     if json_out or csv_out:
         emit(console, plan_rows(plan), PLAN_COLS, json_out=json_out, csv_out=csv_out)
@@ -105,38 +111,25 @@ def run_cmd(
     loaded = load_spec(spec)
     n_workers = None if workers is None else (workers if workers == "auto" else _int_option("--workers", workers))
     check_options(loaded, RunOptions(resume=None if resume is None else Path(resume), workers=n_workers))
-    if loaded.kind == "rate-sweep":
-        from harness.cli.sweep_cmd import run_sweep_loaded_cli
-
-        console.print(f"{spec}: kind rate-sweep: running it as 'dsv4h sweep run {spec}' does")
-        run_sweep_loaded_cli(loaded, ws, percentiles=ps)
-        return
-    if loaded.kind == "sla-search":
-        from harness.cli.sla_cmd import run_sla_loaded_cli
-
-        console.print(f"{spec}: kind sla-search: running it as 'dsv4h sla run {spec}' does")
-        run_sla_loaded_cli(loaded, ws)
-        return
-    if loaded.kind == "abba":
-        from harness.cli.abba_cmd import run_abba_cli
-
-        run_abba_cli(loaded, ws)
-        return
-    if loaded.kind == "matched-sd":
-        from harness.cli.matched_cmd import run_matched_cli
-
-        run_matched_cli(loaded, ws)
-        return
-    if loaded.kind == "trace-replay":
-        from harness.cli.replay_cmd import run_replay_loaded_cli
-
-        run_replay_loaded_cli(loaded, ws)
-        return
+    info = kind_info(loaded.kind)
+    if info.console is None:
+        raise SpecError(f"{spec}: kind {loaded.kind} is not run from a spec", hint=f"use '{info.command}'")
+    if info.command.endswith(" run") and info.command != "dsv4h campaign run":
+        console.print(f"{spec}: kind {loaded.kind}: running it as '{info.command} {spec}' does")
     options = RunOptions(resume=_resume_target(resume, ws) if resume is not None else None, workers=n_workers)
+    resolve(info.console)(loaded, ws, percentiles=ps, options=options)
+
+
+def run_matrix_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[float] | None = None,
+                   options: RunOptions | None = None) -> None:
+    """Run a loaded formal matrix into ``ws`` (after the startup recovery) and print Table 2, its
+    latency, energy and speculative cycles, the archive and the findings (the formal kind's console).
+    Raises the run's error, or ``EvidenceError`` for a blocking finding, after the archive is finalized."""
     startup_reap(ws)
     with LiveReporter(console) as reporter:
-        outcome = run_loaded(loaded, ws, reporter, options)
+        outcome = run_loaded(loaded, ws, reporter, options or RunOptions())
     assert isinstance(outcome, RunOutcome)
+    ps = percentiles
     verdict = outcome.verdict
     simulated = verdict.simulated if verdict is not None else outcome.archive.run.simulated
     console.print(pd_table(outcome.results.cells, title=f"{outcome.plan.campaign}: formal native P/D matrix",

@@ -4,6 +4,7 @@ result as printed."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.table import Table
@@ -13,7 +14,7 @@ from harness.cli.outcome import end_run, print_archive, print_energy, print_find
 from harness.cli.progress import MatchedLive
 from harness.cli.render import fmt, sim_label
 from harness.inputs.spec import LoadedSpec
-from harness.run.kinds import run_loaded
+from harness.run.kinds import RunOptions, run_loaded
 from harness.run.matched import MatchedOutcome
 
 
@@ -66,7 +67,8 @@ def render_matched(out: MatchedOutcome) -> None:
                   "metric. This ratio compares only the arms of this run.")
 
 
-def run_matched_cli(loaded: LoadedSpec, ws: Path) -> None:
+def run_matched_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[float] | None = None,
+        options: RunOptions | None = None) -> None:
     """Run a loaded matched-sd spec into workspace ``ws`` through the kind registry and print it
     (after the startup recovery of what a killed dsv4h left). Raises the run's error after the
     archive is finalized."""

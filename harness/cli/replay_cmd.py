@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +16,7 @@ from harness.errors import SpecError
 from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import LoadedSpec, ReplaySpec, load_spec
 from harness.run.events import silent
-from harness.run.kinds import run_loaded
+from harness.run.kinds import RunOptions, run_loaded
 from harness.run.replay import ReplayOutcome, make_replay_plan
 
 app = typer.Typer(help="Trace replays: a Mooncake trace's requests at its timestamps / speed, prefix hits checked.\n\n"
@@ -59,7 +59,8 @@ def replay_line(r: Mapping[str, Any]) -> str:
             f"{'agree' if r.get('cached_agree') else 'DISAGREE'}")
 
 
-def run_replay_loaded_cli(loaded: LoadedSpec, ws: Path) -> None:
+def run_replay_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[float] | None = None,
+        options: RunOptions | None = None) -> None:
     """Run a loaded trace-replay spec into ``ws`` through the kind registry and print its outcome
     (after the startup recovery). Raises the run's error after the archive is finalized."""
     _replay_spec(loaded)

@@ -16,7 +16,7 @@ from harness.cli.render import sim_label
 from harness.errors import SpecError
 from harness.inputs.spec import LoadedSpec, SlaSpec, load_spec
 from harness.run.events import Event, SlaProbeDone
-from harness.run.kinds import run_loaded
+from harness.run.kinds import RunOptions, run_loaded
 from harness.run.sla import SlaOutcome
 
 app = typer.Typer(help="SLA search: the highest request rate whose p99 TTFT/TPOT/E2E meet declared limits.\n\n"
@@ -44,7 +44,8 @@ def _probe_line(event: Event) -> None:
                       f"E2E p99 {ms(r['e2e_p99_worst_s'])} ms (worst round)")
 
 
-def run_sla_loaded_cli(loaded: LoadedSpec, ws: Path) -> None:
+def run_sla_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[float] | None = None,
+        options: RunOptions | None = None) -> None:
     """Run a loaded sla-search spec into ``ws`` through the kind registry and print its probes and
     bracket (the one path of 'dsv4h sla run' and of 'dsv4h campaign run' given a ``kind: sla-search``
     spec), after the startup recovery. Raises the run's error after the archive is finalized."""

@@ -19,7 +19,7 @@ from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec
 from harness.measure.latency import parse_percentiles
 from harness.measure.results import cell_latency_at
 from harness.records import RequestRecord
-from harness.run.kinds import run_loaded
+from harness.run.kinds import RunOptions, run_loaded
 from harness.run.sweep import SweepOutcome, make_sweep_plan
 
 app = typer.Typer(help="Open-loop rate sweeps (Poisson/gamma/constant arrivals, goodput under SLOs).\n\n"
@@ -83,7 +83,8 @@ def sweep_latency_table(cells: Sequence[Mapping[str, Any]], rounds: Sequence[Map
                         head="rate req/s")
 
 
-def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[float] | None = None) -> None:
+def run_sweep_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[float] | None = None,
+        options: RunOptions | None = None) -> None:
     """Run a loaded rate-sweep spec into workspace ``ws`` through the kind registry and print its
     progress and outcome (the one path of 'dsv4h sweep run' and of 'dsv4h campaign run' given a
     ``kind: rate-sweep`` spec): first the startup recovery of what a killed dsv4h left. Raises the run's

@@ -1,23 +1,11 @@
-"""The one registry of run kinds (edge module: its entries run and recover runs).
+"""Running and recovering the run kinds (edge module): the kind descriptor's entries resolved.
 
-Each kind a spec or a command can produce maps to its protocol class (the one mapping kind ->
-protocol class), its runner (a callable taking the :class:`~harness.inputs.spec.LoadedSpec`, the
-workspace, a progress reporter and the :class:`RunOptions`; ``None`` for kinds not started from a
-spec), the result tables it writes into its archive, its recovery function (partial directory ->
-finalized archive, :mod:`harness.run.partial`) and the report-snapshot section that shows it.
-
-=============  ==============  ====================  ==================================  ==========
-kind           protocol class  runner                result tables                       report
-=============  ==============  ====================  ==================================  ==========
-formal-matrix  formal          run.campaign          waves, rounds, cells                formal
-abba           abba-screen     run.abba              waves, legs, comparison             screens
-rate-sweep     rate-sweep      run.sweep             cells, rounds                       sweeps
-matched-sd     matched-sd      run.matched           waves, legs, matched, acceptance    speculative
-trace-replay   trace-replay    run.replay            replay                              replays
-quick-bench    quick-bench     (dsv4h bench)         (quick.json only)                   archives
-external       external        (dsv4h import)        external                            imports
-sla-search     sla-search      run.sla               cells, rounds, probes               sla
-=============  ==============  ====================  ==================================  ==========
+:data:`harness.kinds.KINDS` (pure, base layer) is the one descriptor of every kind; this module gives
+the ``run`` stage's view of it: per kind its protocol class, its runner (a callable taking the
+:class:`~harness.inputs.spec.LoadedSpec`, the workspace, a progress reporter and the
+:class:`RunOptions`; ``None`` for kinds not started from a spec), its archive result files, its
+recovery function (partial directory -> finalized archive) and its report section. Runners and
+recoveries are imported when first asked for, so no runner module is imported by another's.
 """
 
 from __future__ import annotations
@@ -25,19 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.errors import ArchiveError, SpecError
 from harness.inputs.spec import LoadedSpec
+from harness.kinds import KINDS as DESCRIPTORS
+from harness.kinds import KindInfo, kind_info, resolve
 from harness.run.abba import run_abba
 from harness.run.campaign import run_matrix
 from harness.run.events import Reporter
 from harness.run.matched import run_matched
-from harness.run.partial import Recover, recover_abba, recover_matched, recover_matrix, recover_quick
-from harness.run.replay import recover_replay, run_replay_loaded
+from harness.run.partial import Recover
+from harness.run.replay import run_replay_loaded
 from harness.run.skeleton import Finished
-from harness.run.sla import recover_sla, run_sla_loaded
-from harness.run.sweep import recover_sweep, run_sweep_loaded
+from harness.run.sla import run_sla_loaded
+from harness.run.sweep import run_sweep_loaded
 from harness.store.archive import ArchiveWriter
 
 
@@ -58,87 +48,98 @@ class RunOptions:
 Runner = Callable[[LoadedSpec, Path, Reporter, RunOptions], Any]
 
 
-def _no_recovery(kind: str) -> Recover:
-    def refuse(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
-        raise ArchiveError(f"{writer.dir}: a partial of kind {kind} is recovered from its import marker",
-                           hint="run 'dsv4h archive recover' (it reads import.json)")
-    return refuse
-
-
-def _matrix(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+def run_matrix_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
     return run_matrix(loaded, workspace, reporter=reporter, resume=options.resume, workers=options.workers)
 
 
-def _abba(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+def run_abba_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
     check_options(loaded, options)
     return run_abba(loaded, workspace, reporter=reporter)
 
 
-def _matched(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+def run_matched_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
     check_options(loaded, options)
     return run_matched(loaded, workspace, reporter=reporter)
 
 
-def _sweep(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+def run_sweep_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
     check_options(loaded, options)
     return run_sweep_loaded(loaded, workspace, reporter=reporter)
 
 
-def _replay(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+def run_replay_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
     check_options(loaded, options)
     return run_replay_loaded(loaded, workspace, reporter=reporter)
 
 
-def _sla(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+def run_sla_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
     check_options(loaded, options)
     return run_sla_loaded(loaded, workspace, reporter=reporter)
 
 
-_NO_OPTIONS = {"abba": "drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
-               "matched-sd": "drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
-               "rate-sweep": "drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
-               "trace-replay": "drop them: a trace replay runs its trace's schedule once, never resumed",
-               "sla-search": "drop them: an SLA search's probes depend on each other, so it is run again"}
-
-
 def check_options(loaded: LoadedSpec, options: RunOptions) -> None:
-    """Refuse options the spec's kind does not take (``SpecError``), before anything runs."""
-    hint = _NO_OPTIONS.get(loaded.kind)
-    if hint is not None and not options.empty:
+    """Refuse options the spec's kind does not take (``SpecError``, the descriptor's ``no_options``
+    hint), before anything runs."""
+    hint = kind_info(loaded.kind).no_options
+    if hint and not options.empty:
         raise SpecError(f"{loaded.source or 'the spec'}: kind {loaded.kind} takes neither --resume nor --workers",
                         hint=hint)
 
 
 @dataclass(frozen=True)
 class Kind:
-    """One run kind (module docstring)."""
+    """One run kind as the run stage uses it (module docstring): its descriptor resolved."""
 
-    name: str
-    protocol_class: str
-    runner: Runner | None
-    tables: tuple[str, ...]
-    recover: Recover
-    report_section: str
-    command: str  # the command that starts it
+    info: KindInfo
+
+    @property
+    def name(self) -> str:
+        """The kind's name."""
+        return self.info.name
+
+    @property
+    def protocol_class(self) -> str:
+        """Its protocol class."""
+        return self.info.protocol_class
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """Its archive result files, by stem."""
+        return self.info.tables
+
+    @property
+    def report_section(self) -> str:
+        """The report-snapshot section that shows it."""
+        return self.info.report_section
+
+    @property
+    def command(self) -> str:
+        """The command that starts it."""
+        return self.info.command
+
+    @property
+    def runner(self) -> Runner | None:
+        """Its runner (None: not started from a spec)."""
+        return None if self.info.run is None else cast(Runner, resolve(self.info.run))
+
+    @property
+    def recover(self) -> Recover:
+        """Its recovery: a partial directory -> the finalized archive."""
+        return cast(Recover, resolve(self.info.recover or "harness.run.kinds:refuse_external_recovery"))
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("formal-matrix", "formal", _matrix, ("waves", "rounds", "cells"), recover_matrix, "formal",
-         "dsv4h campaign run"),
-    Kind("abba", "abba-screen", _abba, ("waves", "legs", "comparison"), recover_abba, "screens", "dsv4h abba"),
-    Kind("rate-sweep", "rate-sweep", _sweep, ("cells", "rounds"), recover_sweep, "sweeps", "dsv4h sweep run"),
-    Kind("matched-sd", "matched-sd", _matched, ("waves", "legs", "matched", "acceptance"), recover_matched,
-         "speculative", "dsv4h campaign run"),
-    Kind("trace-replay", "trace-replay", _replay, ("replay",), recover_replay, "replays", "dsv4h campaign run"),
-    Kind("sla-search", "sla-search", _sla, ("cells", "rounds", "probes"), recover_sla, "sla", "dsv4h sla run"),
-    Kind("quick-bench", "quick-bench", None, (), recover_quick, "archives", "dsv4h bench"),
-    Kind("external", "external", None, ("external",), _no_recovery("external"), "imports", "dsv4h import"),
-)}
+def refuse_external_recovery(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
+    """An import's partial is recovered from its import marker, never as a run."""
+    raise ArchiveError(f"{writer.dir}: a partial of kind external is recovered from its import marker",
+                       hint="run 'dsv4h archive recover' (it reads import.json)")
+
+
+KINDS: dict[str, Kind] = {name: Kind(info) for name, info in DESCRIPTORS.items()}
 
 
 def kind_entry(kind: str) -> Kind:
-    """The registry entry of ``kind``; ``ArchiveError`` for a kind this dsv4h does not know (a partial
-    of it is left as it is rather than recovered as another kind)."""
+    """The run stage's entry of ``kind``; ``ArchiveError`` for a kind this dsv4h does not know (a
+    partial of it is left as it is rather than recovered as another kind)."""
     entry = KINDS.get(kind)
     if entry is None:
         raise ArchiveError(f"kind {kind!r} is not a kind this dsv4h knows ({', '.join(KINDS)})",

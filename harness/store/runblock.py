@@ -17,12 +17,13 @@ Run block format history (``RUN_BLOCK_VERSION``, key ``run_format``):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from harness.errors import ArchiveError
 from harness.formats import Strict, parse_model
+from harness.kinds import KINDS
 from harness.service.origin import backends_of, run_is_simulated
 
 RUN_BLOCK_VERSION = 2
@@ -33,8 +34,7 @@ class RunBlock(Strict):
 
     run_format: int = RUN_BLOCK_VERSION
     campaign: str
-    kind: Literal["formal-matrix", "abba", "rate-sweep", "matched-sd", "external", "quick-bench", "trace-replay",
-                  "sla-search"]
+    kind: str = Field(description="the run's kind: a key of the kind descriptor (harness.kinds.KINDS)")
     claim_class: str
     protocol_class: str
     backend: str = Field(description="'sim', 'sglang', 'vllm', 'attach', or 'a+b' for a mixed screen")
@@ -56,6 +56,13 @@ class RunBlock(Strict):
     candidate_identity_hash: str | None = None
     # how output tokens were counted in the measured requests (harness.load.openai)
     count_methods: tuple[str, ...] = ()
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in KINDS:
+            raise ValueError(f"kind {value!r} is not a kind this dsv4h knows ({', '.join(KINDS)})")
+        return value
 
     @property
     def simulated(self) -> bool:

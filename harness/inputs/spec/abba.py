@@ -4,7 +4,7 @@ candidate profiles plus one fixed workload, run A1 -> B1 -> B2 -> A2."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -17,9 +17,11 @@ from harness.inputs.spec.base import (
     MAX_NEW_TOKENS,
     ClaimClass,
     SpecBase,
+    SpecPaths,
+    inline_file,
     legacy_cache,
 )
-from harness.inputs.spec.service import ServiceProfile, load_profile
+from harness.inputs.spec.service import ServiceProfile, load_profile, resolve_profile
 
 
 class FixedWaves(Strict):
@@ -85,6 +87,23 @@ class AbbaSpec(SpecBase):
     def claim_class(self) -> ClaimClass:
         """The claim class declared by the workload."""
         return self.workload.claim_class
+
+    @classmethod
+    def inline_files(cls, data: dict[str, Any], base: Path) -> None:
+        """Profiles and the workload named as files, inline."""
+        for key in ("control", "candidate"):
+            inline_file(data, key, base, ServiceProfile)
+        inline_file(data, "workload", base, AbbaWorkload)
+
+    def spec_paths(self, base: Path) -> SpecPaths:
+        """The workload's corpus and the oracles."""
+        return SpecPaths(corpora={"workload": resolve_path(self.workload.corpus, base)},
+                         oracles=self.oracle_paths(base))
+
+    def with_resolved_profiles(self, base: Path) -> Self:
+        """Both profiles' paths made absolute against ``base``."""
+        return self.model_copy(update={"control": resolve_profile(self.control, base),
+                                       "candidate": resolve_profile(self.candidate, base)})
 
 
 def abba_from_files(control: Path, candidate: Path, workload: Path, *, fresh_candidate: bool = False,

@@ -25,13 +25,17 @@ Spec format history (``SPEC_FORMAT_VERSION``, every kind):
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from harness.errors import SpecError
-from harness.formats import Strict
+from harness.formats import Strict, parse_model, read_yaml, resolve_path
 from harness.inputs.spec.slurm import SlurmSpec
+from harness.kinds import SPEC_KINDS as _SPEC_KINDS
 
 SPEC_FORMAT_VERSION = 1
 
@@ -91,9 +95,10 @@ ClaimClass = Literal["native-ar", "speculative-full-target", "speculative-approx
 ProtocolClass = Literal["formal", "abba-screen", "rate-sweep", "matched-sd", "trace-replay", "sla-search"]
 Backend = Literal["sim", "sglang", "vllm", "command", "attach"]
 TIERS = (1, 2, 4, 8, 16, 32, 64)
-# Every value a spec's ``kind`` may take, in the order the docs list them (one place: the CLI's
-# unknown-kind hint, the JSON Schema and docs/spec-reference.md all read it).
-SPEC_KINDS = ("formal-matrix", "abba", "rate-sweep", "matched-sd", "trace-replay", "sla-search")
+# Every value a spec's ``kind`` may take, in the order the docs list them: the kind descriptor's kinds
+# with a spec model (harness.kinds; the CLI's unknown-kind hint, the JSON Schema and
+# docs/spec-reference.md all read it).
+SPEC_KINDS = _SPEC_KINDS
 
 
 def kinds_hint(lead: str = "kind: ") -> str:
@@ -157,6 +162,51 @@ class SpecBase(Strict):
     @classmethod
     def _format_version(cls, value: int) -> int:
         return check_format_version(value)
+
+    # Each kind's model carries its own loading behaviour (the one loader, harness.inputs.spec.load,
+    # calls these three; it never tests which kind it holds).
+
+    @classmethod
+    def inline_files(cls, data: dict[str, Any], base: Path) -> None:
+        """Replace, in the parsed YAML ``data``, the sections that name other YAML files by those files'
+        content (paths relative to ``base``, the spec file's directory). Nothing by default."""
+
+    def spec_paths(self, base: Path) -> SpecPaths:
+        """Every path the spec names, resolved against ``base`` (the spec file's directory)."""
+        return SpecPaths(corpora={}, oracles=self.oracle_paths(base))
+
+    def with_resolved_profiles(self, base: Path) -> Self:
+        """The spec with each service profile's paths made absolute against ``base``; itself by default."""
+        return self
+
+    def oracle_paths(self, base: Path) -> tuple[Path, ...]:
+        """The oracle files, resolved against ``base``."""
+        return tuple(resolve_path(p, base) for p in self.oracles)
+
+
+@dataclass(frozen=True)
+class SpecPaths:
+    """Every path a spec names, resolved once at load (relative to the spec's directory first, then
+    the working directory). ``corpora`` maps a workload (``decode``, ``prefill``; ``workload`` for an
+    ABBA screen; ``sweep`` for a rate sweep and an SLA search; ``replay`` and its ``trace`` file for a trace
+    replay) to its corpus directory or name."""
+
+    corpora: Mapping[str, Path]
+    oracles: tuple[Path, ...] = ()
+    analysis_plan: Path | None = None
+
+
+def inline_file(data: dict[str, Any], key: str, base: Path, model: type[BaseModel]) -> None:
+    """Replace ``data[key]`` naming a YAML file by that file's content, validated as ``model``
+    (``SpecError`` naming the file when it is not a mapping or not valid)."""
+    ref = data.get(key)
+    if isinstance(ref, str):
+        path = resolve_path(ref, base)
+        loaded = read_yaml(path)
+        if not isinstance(loaded, dict):
+            raise SpecError(f"{path}: a {key} file must be a mapping", hint="see campaigns/profiles/")
+        parse_model(model, loaded, str(path))
+        data[key] = loaded
 
 
 def check_format_version(value: int) -> int:

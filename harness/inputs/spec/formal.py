@@ -4,11 +4,12 @@ cells over frozen corpora on one service."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.formats import Strict
+from harness.formats import Strict, resolve_path
 from harness.inputs.spec.base import (
     _PATH,
     MAX_CONCURRENCY,
@@ -18,9 +19,11 @@ from harness.inputs.spec.base import (
     MAX_TIERS,
     MAX_WAVES,
     TIERS,
+    SpecPaths,
+    inline_file,
     legacy_cache,
 )
-from harness.inputs.spec.service import LoadSettings, OneServiceSpec
+from harness.inputs.spec.service import LoadSettings, OneServiceSpec, ServiceProfile
 
 
 class CorporaSpec(Strict):
@@ -129,6 +132,22 @@ class CampaignSpec(OneServiceSpec):
     ttft_shapes: TtftShapesSpec = Field(default_factory=lambda: TtftShapesSpec(),  # noqa: PLW0108
                                         description="shape key of the cold / restarted / warm TTFT classes "
                                         "(docs/coldness.md)")
+
+    @classmethod
+    def inline_files(cls, data: dict[str, Any], base: Path) -> None:
+        """A ``service`` naming a profile file: its content inline (its paths then resolve against the
+        spec's directory, as formal specs always have)."""
+        inline_file(data, "service", base, ServiceProfile)
+
+    def spec_paths(self, base: Path) -> SpecPaths:
+        """The decode and prefill corpora (of the sections present), the oracles and the analysis plan."""
+        corpora: dict[str, Path] = {}
+        if self.decode is not None and self.corpora.decode:
+            corpora["decode"] = resolve_path(self.corpora.decode, base)
+        if self.prefill is not None and self.corpora.prefill:
+            corpora["prefill"] = resolve_path(self.corpora.prefill, base)
+        plan = resolve_path(self.analysis_plan, base) if self.analysis_plan else None
+        return SpecPaths(corpora=corpora, oracles=self.oracle_paths(base), analysis_plan=plan)
 
     @model_validator(mode="after")
     def _check(self) -> CampaignSpec:

@@ -21,11 +21,12 @@ Example::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
-from harness.inputs.spec.base import MAX_CONCURRENCY, MAX_SECONDS
+from harness.inputs.spec.base import MAX_CONCURRENCY, MAX_SECONDS, SpecPaths
 from harness.inputs.spec.service import OneServiceSpec
 
 
@@ -51,6 +52,10 @@ class ReplaySpec(OneServiceSpec):
                                         "trace implies by this share of the implied total (percent)")
     request_timeout_s: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                                      description="longest silence tolerated while reading a response (seconds)")
+    def spec_paths(self, base: Path) -> SpecPaths:
+        """The imported corpus (workload ``replay``), its ``trace`` file and the oracles."""
+        return self.corpus_paths(base, replay=self.corpus, trace=self.trace)
+
 
     @property
     def analysis_plan(self) -> None:

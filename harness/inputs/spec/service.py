@@ -4,7 +4,7 @@ started, and how the load client drives it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -19,6 +19,7 @@ from harness.inputs.spec.base import (
     Backend,
     ClaimClass,
     SpecBase,
+    SpecPaths,
 )
 
 
@@ -243,6 +244,22 @@ class OneServiceSpec(SpecBase):
 
     claim_class: ClaimClass = Field(description="what the measured decoding claims to be")
     service: ServiceProfile = Field(description="the service measured (inline, or a profile file's path)")
+
+    @classmethod
+    def inline_files(cls, data: dict[str, Any], base: Path) -> None:
+        """A ``service`` naming a profile file: that profile, its own paths resolved against its directory."""
+        svc = data.get("service")
+        if isinstance(svc, str):
+            data["service"] = load_profile(resolve_path(svc, base)).model_dump(mode="json")
+
+    def with_resolved_profiles(self, base: Path) -> Self:
+        """The spec with its service profile's paths made absolute against ``base``."""
+        return self.model_copy(update={"service": resolve_profile(self.service, base)})
+
+    def corpus_paths(self, base: Path, **corpora: str) -> SpecPaths:
+        """Paths of a one-service kind: the named ``corpora`` (workload -> path) and the oracles."""
+        return SpecPaths(corpora={k: resolve_path(v, base) for k, v in corpora.items()},
+                         oracles=self.oracle_paths(base))
 
 
 def load_profile(path: Path) -> ServiceProfile:

@@ -21,12 +21,13 @@ Example::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from harness.formats import Strict
-from harness.inputs.spec.base import MAX_NEW_TOKENS, MAX_SECONDS
+from harness.inputs.spec.base import MAX_NEW_TOKENS, MAX_SECONDS, SpecPaths
 from harness.inputs.spec.service import OneServiceSpec
 from harness.inputs.spec.sweep import MAX_RATE, MAX_RATES, ArrivalSettings, SloSpec, SweepSpec
 
@@ -78,6 +79,10 @@ class SlaSpec(OneServiceSpec):
                                          description="p99 send lag above this is a schedule not kept (ms)")
     request_timeout_s: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                                      description="longest silence tolerated while reading a response (seconds)")
+    def spec_paths(self, base: Path) -> SpecPaths:
+        """The corpus the requests draw from (workload ``sweep``) and the oracles."""
+        return self.corpus_paths(base, sweep=self.corpus)
+
 
     @model_validator(mode="after")
     def _check(self) -> SlaSpec:

@@ -21,13 +21,14 @@ Example::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from harness.formats import Strict
 from harness.inputs.arrivals import Process, geometric_rates
-from harness.inputs.spec.base import MAX_CONCURRENCY, MAX_NEW_TOKENS, MAX_SECONDS
+from harness.inputs.spec.base import MAX_CONCURRENCY, MAX_NEW_TOKENS, MAX_SECONDS, SpecPaths
 from harness.inputs.spec.service import OneServiceSpec
 
 MAX_RATES = 64
@@ -100,6 +101,10 @@ class SweepSpec(OneServiceSpec):
         "run no higher rate; those are recorded as not run")
     request_timeout_s: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                                      description="longest silence tolerated while reading a response (seconds)")
+    def spec_paths(self, base: Path) -> SpecPaths:
+        """The corpus the requests draw from (workload ``sweep``) and the oracles."""
+        return self.corpus_paths(base, sweep=self.corpus)
+
 
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:

@@ -84,6 +84,7 @@ from deltalake import DeltaTable
 from harness.errors import LedgerError
 from harness.formats import atomic_write, fsync_dir, parse_wall
 from harness.interrupts import critical, fault_point
+from harness.kinds import kind_info
 from harness.measure.energy_rows import energy_rows
 from harness.service.origin import backends_of, run_is_simulated
 from harness.store.archive import STATE_DIR, Archive, is_archive_id, resumed_by
@@ -91,7 +92,6 @@ from harness.store.finished import FinishedArchive, load_finished, request_rows,
 from harness.store.ledger import delta
 from harness.store.ledger import parquet_layout as old
 from harness.store.ledger.layout import (
-    ARCHIVE_FILE_TABLES,
     ARCHIVE_TABLES,
     GOVERNANCE_TABLES,
     LEDGER_SCHEMA_VERSION,
@@ -419,14 +419,7 @@ def data_origin(archive: Archive, run: RunBlock | None = None) -> str:
 
 def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
-    own = ARCHIVE_FILE_TABLES.get(view.run.protocol_class, {})
-    for name in ("cells", "rounds", "waves"):
-        if view.archive.has(f"{name}.parquet") and own.get(name, name):
-            tables[own.get(name, name)] = view.archive.table(f"{name}.parquet")
-    if view.archive.has("comparison.parquet"):
-        tables["comparisons"] = view.archive.table("comparison.parquet")
-    for name, table in (("matched.parquet", "matched_sd"), ("acceptance.parquet", "acceptance"),
-                        ("replay.parquet", "replay_runs"), ("probes.parquet", "sla_probes")):
+    for name, table in kind_info(view.run.kind).ledger_files.items():  # the kind descriptor's file -> table
         if view.archive.has(name):
             tables[table] = view.archive.table(name)
     if view.archive.has("energy.json"):  # energy per measurement window (harness.measure.energy_rows)

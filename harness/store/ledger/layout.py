@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.formats import json_safe, parse_wall
+from harness.kinds import KINDS
 from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
 
 __all__ = ["WALL"]  # re-exported: tests and notebooks name the ledger's wall-clock type here
@@ -37,14 +38,14 @@ ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_roun
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
 GOVERNANCE_TABLES = ("records", "closures", "gates", "freezes", "historical")
 TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)
-# An archive file's table in the ledger, per protocol class: a rate sweep's cells and rounds are
-# sweep cells and sweep rounds (their own measures, never formal cells); an SLA search's probes are
-# its sla_probes rows (one per probe, from probes.parquet: its cells file is not a ledger table) and
-# their rounds sla_rounds, never among a sweep's rates ("" = not a ledger table).
+# An archive file's table in the ledger, per protocol class (from the kind descriptor,
+# harness.kinds): a rate sweep's cells and rounds are sweep cells and sweep rounds (their own
+# measures, never formal cells); an SLA search's probe rounds are sla_rounds and its probes their
+# sla_probes rows (its cells file is no ledger table: "" here), never among a sweep's rates.
 ARCHIVE_FILE_TABLES: dict[str, dict[str, str]] = {
-    "rate-sweep": {"cells": "sweep_cells", "rounds": "sweep_rounds"},
-    "sla-search": {"cells": "", "rounds": "sla_rounds"},
-}
+    k.protocol_class: {f.removesuffix(".parquet"): t for f, t in k.files.items()
+                       if f in ("cells.parquet", "rounds.parquet", "waves.parquet")}
+    for k in KINDS.values() if any(f in k.files for f in ("cells.parquet", "rounds.parquet", "waves.parquet"))}
 
 _S, _I = pa.string(), pa.int64()
 COMMON: list[tuple[str, pa.DataType]] = ARCHIVE_COLUMNS

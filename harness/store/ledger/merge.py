@@ -61,7 +61,8 @@ from harness.store.ledger.core import (
 )
 from harness.store.ledger.delta import DELTA_DIR
 from harness.store.ledger.foreign_delta import read_foreign_delta
-from harness.store.ledger.layout import ARCHIVE_FILE_TABLES, SCHEMAS, canonical, ledger_dir
+from harness.store.ledger.layout import SCHEMAS, canonical, ledger_dir
+from harness.store.ledger.migrate import SCHEMA4_SPLIT
 from harness.store.ledger.parquet_layout import JOURNAL
 
 GOVERNANCE_MAX_BYTES = 64 * 2**20
@@ -376,7 +377,7 @@ def _archive_file_problem(workspace: Path, table: str, path: Path, merged: set[s
                 f"archive {aid} are re-derived from it)")
     if table in ARCHIVE_TABLES:
         # a schema-3 host kept a rate sweep's rows in cells/rounds: count them with their sweep tables
-        sweep = ARCHIVE_FILE_TABLES["rate-sweep"].get(table)
+        sweep = SCHEMA4_SPLIT["rate-sweep"].get(table)
         rows = [archive_rows(workspace, t, aid) for t in ((table,) if sweep is None else (table, sweep))]
         want = sum(r.num_rows for r in rows if r is not None)
         if t.num_rows != want:

@@ -25,7 +25,6 @@ from harness.errors import LedgerError
 from harness.store.archive import is_archive_id
 from harness.store.archive_legacy import legacy_names
 from harness.store.ledger.layout import (
-    ARCHIVE_FILE_TABLES,
     GOVERNANCE_TABLES,
     LEDGER_SCHEMA_VERSION,
     PER_ARCHIVE,
@@ -39,8 +38,11 @@ BACKUP = ".schema2-backup"
 BACKUP3 = ".schema3-backup"
 MIGRATED_KEY = "00000000T000000000000-schema2"
 SCHEMA_MARKER = ".schema"
+# How schema 4 split an older ledger's rows by protocol class (a fact of that history, not today's kind
+# tables: no SLA search existed before schema 4, whose own ledgers kept its rows in sweep_cells).
+SCHEMA4_SPLIT: dict[str, dict[str, str]] = {"rate-sweep": {"cells": "sweep_cells", "rounds": "sweep_rounds"}}
 # the schema-3 table a schema-4 table's rows came from
-_SOURCE = {new: old for by_class in ARCHIVE_FILE_TABLES.values() for old, new in by_class.items()}
+_SOURCE = {new: old for by_class in SCHEMA4_SPLIT.values() for old, new in by_class.items()}
 
 
 def schema_version(directory: Path) -> int:
@@ -63,7 +65,7 @@ def schema_version(directory: Path) -> int:
 
 def split_rows(table: str, t: pa.Table, *, legacy: bool = False) -> dict[str, pa.Table]:
     """An older ledger's rows of ``table`` as current tables: rows of a protocol class with tables of
-    its own (:data:`ARCHIVE_FILE_TABLES`) go there, the rest stay in ``table``; each part canonical
+    its own (:data:`SCHEMA4_SPLIT`) go there, the rest stay in ``table``; each part canonical
     (pure; every row lands in exactly one part). ``legacy``: the rows use the first archive names (a
     schema-2 ledger), read under the row models' names (``harness.store.archive_legacy``)."""
     if "protocol_class" not in t.column_names or not t.num_rows:
@@ -72,7 +74,7 @@ def split_rows(table: str, t: pa.Table, *, legacy: bool = False) -> dict[str, pa
     classes = pc.fill_null(pc.cast(t.column("protocol_class"), pa.string()), "")
     for cls in dict.fromkeys(classes.to_pylist()):
         part = t.filter(pc.equal(classes, cls))
-        target = ARCHIVE_FILE_TABLES.get(cls, {}).get(table, table)
+        target = SCHEMA4_SPLIT.get(cls, {}).get(table, table)
         got = canonical(target, _renamed(part, table, cls, legacy))
         out[target] = pa.concat_tables([out[target], got]) if target in out else got
     return out

@@ -1,0 +1,151 @@
+"""The one descriptor of every run kind (pure, base layer): every stage derives its table from it.
+
+A kind is one entry of :data:`KINDS`. Its entry names, as ``module:attribute`` references that the
+stage which needs one resolves (:func:`resolve`), the kind's spec model (``inputs``), its runner and
+recovery (``run``), its console (``cli``) and its report-snapshot entry builder (``report``); and as
+data its protocol class, the archive result files it writes with the ledger table each becomes, the
+report-snapshot list its entries go to, the command that starts it and the modules that are the
+kind's own (only those may test a kind by name). Adding a kind is its own new files plus one entry
+here (docs/architecture.md, "Adding a kind").
+
+A reference names an attribute of a module of the stage that uses it, so this module imports none
+of them: the layering (``pyproject.toml``'s importlinter contract) is unchanged by what it names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.errors import ArchiveError
+
+_FORMAL_FILES = {"cells.parquet": "cells", "rounds.parquet": "rounds", "waves.parquet": "waves",
+                 "acceptance.parquet": "acceptance"}
+_LEG_FILES = {"waves.parquet": "waves", "legs.parquet": "", "acceptance.parquet": "acceptance"}
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """One run kind (module docstring). ``files``: every archive result file of the kind -> its ledger
+    table ("" for a file that is no ledger table; the records' ``requests`` and ``energy.json``'s
+    ``energy`` rows are every kind's);
+    ``spec_model``, ``run``, ``recover``, ``console``, ``report``: ``module:attribute`` references
+    (None: the kind has none, e.g. an import is not started from a spec); ``report_section``: the key
+    of the snapshot list its entries join; ``modules``: the kind's own modules (dotted names)."""
+
+    name: str
+    protocol_class: str
+    command: str
+    report_section: str
+    spec_model: str | None = None
+    run: str | None = None
+    recover: str | None = None
+    console: str | None = None
+    report: str | None = None
+    files: Mapping[str, str] = field(default_factory=dict)
+    modules: tuple[str, ...] = ()
+    plan: str | None = None  # the console's plan printer (``dsv4h campaign plan``): ``module:attribute``
+    no_options: str = ""  # the hint refusing --resume/--workers for a kind that takes neither ("" takes them)
+
+    @property
+    def from_spec(self) -> bool:
+        """Whether a spec file of this kind exists (``kind:`` in YAML)."""
+        return self.spec_model is not None
+
+    @property
+    def ledger_files(self) -> dict[str, str]:
+        """Archive result file -> ledger table, for every file of this kind that is a ledger table."""
+        return {f: t for f, t in self.files.items() if t}
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The result files the kind writes into its archive, by stem (``cells`` for ``cells.parquet``)."""
+        return tuple(f.removesuffix(".parquet") for f in self.files)
+
+
+KINDS: dict[str, KindInfo] = {k.name: k for k in (
+    KindInfo("formal-matrix", "formal", "dsv4h campaign run", "formal",
+             spec_model="harness.inputs.spec.formal:CampaignSpec", run="harness.run.kinds:run_matrix_kind",
+             recover="harness.run.partial:recover_matrix", console="harness.cli.campaign_cmd:run_matrix_cli",
+             plan="harness.cli.campaign_cmd:plan_matrix",
+             report="harness.report.snapshot.freeze:formal_entry", files=_FORMAL_FILES,
+             modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd")),
+    KindInfo("abba", "abba-screen", "dsv4h abba", "screens",
+             spec_model="harness.inputs.spec.abba:AbbaSpec", run="harness.run.kinds:run_abba_kind",
+             recover="harness.run.partial:recover_abba", console="harness.cli.abba_cmd:run_abba_cli",
+             report="harness.report.snapshot.freeze:screen_entry",
+             files=_LEG_FILES | {"comparison.parquet": "comparisons"},
+             no_options="drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
+             modules=("harness.inputs.spec.abba", "harness.run.abba", "harness.cli.abba_cmd", "harness.measure.abba")),
+    KindInfo("rate-sweep", "rate-sweep", "dsv4h sweep run", "sweeps",
+             spec_model="harness.inputs.spec.sweep:SweepSpec", run="harness.run.kinds:run_sweep_kind",
+             recover="harness.run.sweep:recover_sweep", console="harness.cli.sweep_cmd:run_sweep_loaded_cli",
+             plan="harness.cli.sweep_cmd:plan_loaded",
+             report="harness.report.snapshot.sections:sweep_entry",
+             files={"cells.parquet": "sweep_cells", "rounds.parquet": "sweep_rounds"},
+             no_options="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
+             modules=("harness.inputs.spec.sweep", "harness.run.sweep", "harness.cli.sweep_cmd", "harness.report.sweep",
+                      "harness.measure.sweep")),
+    KindInfo("matched-sd", "matched-sd", "dsv4h campaign run", "speculative.matched",
+             spec_model="harness.inputs.spec.matched:MatchedSdSpec", run="harness.run.kinds:run_matched_kind",
+             recover="harness.run.partial:recover_matched", console="harness.cli.matched_cmd:run_matched_cli",
+             report="harness.report.snapshot.speculative:matched_snapshot_entry",
+             files=_LEG_FILES | {"matched.parquet": "matched_sd"},
+             no_options="drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
+             modules=("harness.inputs.spec.matched", "harness.run.matched", "harness.cli.matched_cmd",
+                      "harness.measure.matched", "harness.report.snapshot.speculative")),
+    KindInfo("trace-replay", "trace-replay", "dsv4h campaign run", "replays",
+             spec_model="harness.inputs.spec.replay:ReplaySpec", run="harness.run.kinds:run_replay_kind",
+             recover="harness.run.replay:recover_replay", console="harness.cli.replay_cmd:run_replay_loaded_cli",
+             report="harness.report.snapshot.replay:replay_snapshot_entry", files={"replay.parquet": "replay_runs"},
+             no_options="drop them: a trace replay runs its trace's schedule once, never resumed",
+             modules=("harness.inputs.spec.replay", "harness.run.replay", "harness.cli.replay_cmd",
+                      "harness.measure.replay", "harness.report.snapshot.replay")),
+    KindInfo("sla-search", "sla-search", "dsv4h sla run", "sla",
+             spec_model="harness.inputs.spec.sla:SlaSpec", run="harness.run.kinds:run_sla_kind",
+             recover="harness.run.sla:recover_sla", console="harness.cli.sla_cmd:run_sla_loaded_cli",
+             report="harness.report.snapshot.sla:sla_entry",
+             files={"cells.parquet": "", "rounds.parquet": "sla_rounds", "probes.parquet": "sla_probes"},
+             no_options="drop them: an SLA search's probes depend on each other, so it is run again",
+             modules=("harness.inputs.spec.sla", "harness.run.sla", "harness.cli.sla_cmd", "harness.measure.sla",
+                      "harness.report.snapshot.sla")),
+    KindInfo("quick-bench", "quick-bench", "dsv4h bench", "archives",
+             recover="harness.run.partial:recover_quick",
+             modules=("harness.run.quick", "harness.cli.bench_cmd", "harness.measure.bench")),
+    KindInfo("external", "external", "dsv4h import", "imports",
+             recover="harness.run.kinds:refuse_external_recovery",
+             modules=("harness.store.peers.importer", "harness.cli.peers_cmd", "harness.report.snapshot.imports")),
+)}
+
+SPEC_KINDS: tuple[str, ...] = tuple(k.name for k in KINDS.values() if k.from_spec)
+"""Every value a spec's ``kind`` may take, in the order the docs list them."""
+
+PROTOCOL_KINDS: dict[str, str] = {k.protocol_class: k.name for k in KINDS.values()}
+"""Protocol class -> kind (one protocol class per kind)."""
+
+
+def kind_info(kind: str) -> KindInfo:
+    """The descriptor of ``kind``; ``ArchiveError`` for a kind this dsv4h does not know (an archive
+    or partial of it is left as it is rather than handled as another kind)."""
+    entry = KINDS.get(kind)
+    if entry is None:
+        raise ArchiveError(f"kind {kind!r} is not a kind this dsv4h knows ({', '.join(KINDS)})",
+                           hint="read it with the dsv4h version that wrote it")
+    return entry
+
+
+def kind_of_run(kind: str | None, protocol_class: str | None) -> KindInfo | None:
+    """The descriptor of a run block's kind, or (an older archive without one) of its protocol class;
+    None when neither is known."""
+    if kind in KINDS:
+        return KINDS[str(kind)]
+    name = PROTOCOL_KINDS.get(str(protocol_class))
+    return KINDS[name] if name is not None else None
+
+
+def resolve(ref: str) -> Any:
+    """The attribute a ``module:attribute`` reference names (imports the module)."""
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
