@@ -21,6 +21,9 @@ from typing import Any
 
 from harness.errors import ArchiveError
 
+MATCHED_SECTION = "speculative.matched"
+"""The report section of matched AR/SD runs (their acceptance is shown with them)."""
+
 _FORMAL_FILES = {"cells.parquet": "cells", "rounds.parquet": "rounds", "waves.parquet": "waves",
                  "acceptance.parquet": "acceptance"}
 _LEG_FILES = {"waves.parquet": "waves", "legs.parquet": "", "acceptance.parquet": "acceptance"}
@@ -71,7 +74,8 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              recover="harness.run.partial:recover_matrix", console="harness.cli.campaign_cmd:run_matrix_cli",
              plan="harness.cli.campaign_cmd:plan_matrix",
              report="harness.report.snapshot.freeze:formal_entry", files=_FORMAL_FILES,
-             modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd")),
+             modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd",
+                      "harness.governance.record_claims")),
     KindInfo("abba", "abba-screen", "dsv4h abba", "screens",
              spec_model="harness.inputs.spec.abba:AbbaSpec", run="harness.run.kinds:run_abba_kind",
              recover="harness.run.partial:recover_abba", console="harness.cli.abba_cmd:run_abba_cli",
@@ -87,8 +91,8 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              files={"cells.parquet": "sweep_cells", "rounds.parquet": "sweep_rounds"},
              no_options="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
              modules=("harness.inputs.spec.sweep", "harness.run.sweep", "harness.cli.sweep_cmd", "harness.report.sweep",
-                      "harness.measure.sweep")),
-    KindInfo("matched-sd", "matched-sd", "dsv4h campaign run", "speculative.matched",
+                      "harness.measure.sweep", "harness.store.archive_legacy")),
+    KindInfo("matched-sd", "matched-sd", "dsv4h campaign run", MATCHED_SECTION,
              spec_model="harness.inputs.spec.matched:MatchedSdSpec", run="harness.run.kinds:run_matched_kind",
              recover="harness.run.partial:recover_matched", console="harness.cli.matched_cmd:run_matched_cli",
              report="harness.report.snapshot.speculative:matched_snapshot_entry",

@@ -85,10 +85,13 @@ MEASURED = ("cells", "rounds", "waves", "sweep_cells", "sweep_rounds")
 _KIND_TITLES = {"decode": "decode (resident and HTTP output tok/s)", "prefill": "prefill (input tok/s)"}
 
 
-def row_kind(row: Mapping[str, Any]) -> str:
-    """A measured row's kind: ``sweep`` (a rate sweep's, by its protocol class), ``prefill``,
-    ``decode`` or ``other``."""
-    if row.get("protocol_class") in ("rate-sweep", "sla-search"):  # an SLA search's probes are sweep cells
+SWEEP_TABLES = ("sweep_cells", "sweep_rounds")
+
+
+def row_kind(row: Mapping[str, Any], table: str = "") -> str:
+    """A measured row's kind: ``sweep`` (a row of a sweep table: a rate sweep's, or an SLA search's
+    ingested before it had tables of its own), ``prefill``, ``decode`` or ``other``."""
+    if table in SWEEP_TABLES:
         return "sweep"
     return str(row.get("workload")) if row.get("workload") in ("prefill", "decode") else "other"
 
@@ -110,7 +113,7 @@ def kind_tables(table_name: str, rows: Sequence[Mapping[str, Any]]) -> list[tupl
     in the title (so the sweep's columns fit 80); ``other`` rows keep the table's default columns."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        kind = row_kind(r)
+        kind = row_kind(r, table_name)
         key = (kind, str(r.get("archive_id")) if kind == "sweep" else "")
         groups.setdefault(key, []).append(dict(r) | ({"status": sweep_status(r)} if kind == "sweep" else {}))
     out = []

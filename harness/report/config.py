@@ -27,7 +27,8 @@ Errors raise ``SpecError`` naming the file and the field path (``select.kinds.0:
 Report config format history (``REPORT_CONFIG_FORMAT_VERSION``):
   1 - first version (2026-11-29). Later additions that older configs still satisfy: kind ``rate-sweep``
       (2026-12-01); ``description`` became a note after the description the report generates from its
-      content (2026-12-01); kind ``sla-search`` (2026-12-02).
+      content (2026-12-01); kind ``sla-search`` (2026-12-02); every kind of the kind descriptor
+      (``harness.kinds``: ``matched-sd``, ``quick-bench``, ``external`` too) (2026-12-03).
 """
 
 from __future__ import annotations
@@ -36,14 +37,14 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from harness.errors import SpecError
 from harness.formats import Strict, parse_model, read_yaml
+from harness.kinds import KINDS
 
 REPORT_CONFIG_FORMAT_VERSION = 1
 
-ArchiveKind = Literal["formal-matrix", "abba", "rate-sweep", "trace-replay", "sla-search"]
 ArchiveStatus = Literal["complete", "partial", "failed"]
 
 
@@ -52,12 +53,20 @@ class Selection(Strict):
     """Archive filters. Each given filter must hold (AND); an omitted filter selects everything."""
 
     campaigns: list[str] | None = Field(None, description="campaign (or screen) names, exact match")
-    kinds: list[ArchiveKind] | None = None
+    kinds: list[str] | None = Field(None, description="run kinds (harness.kinds: formal-matrix, abba, ...)")
     labels: list[str] | None = Field(None, description="the archive must carry every one of these labels")
     since: date | None = Field(None, description="first created_wall date included (UTC)")
     until: date | None = Field(None, description="last created_wall date included (UTC)")
     archive_ids: list[str] | None = Field(None, description="archive ids or unique id prefixes; each must exist")
     statuses: list[ArchiveStatus] | None = None
+
+    @field_validator("kinds")
+    @classmethod
+    def _known_kinds(cls, kinds: list[str] | None) -> list[str] | None:
+        unknown = [k for k in kinds or [] if k not in KINDS]
+        if unknown:
+            raise ValueError(f"{', '.join(map(repr, unknown))}: not a kind; one of {', '.join(KINDS)}")
+        return kinds
 
 
 class HistoricalFigure(Strict):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -516,23 +516,19 @@ def figure_jobs(snapshot: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return jobs
 
 
+def _historical_job(data: Any) -> FigureResult | None:
+    return historical_figure(data["entries"], data["groups"])
+
+
 def build_figure(kind: str, data: Any) -> FigureResult | None:
     """Draw one figure of :func:`figure_jobs` (``None`` when a historical figure has nothing to plot)."""
-    if kind == "formal":
-        return formal_matrix_figure(data)
-    if kind == "latency":
-        return latency_figure(data)
-    if kind == "abba":
-        return abba_figure(data)
-    if kind == "sweep":
-        return sweep_figure(data)
-    if kind == "memory":
-        return memory_figure(data)
-    if kind == "timeline":
-        return timeline_figure(data)
-    if kind == "historical":
-        return historical_figure(data["entries"], data["groups"])
-    raise ValueError(f"unknown figure kind {kind!r}; expected one of {', '.join(FIGURE_KINDS)}")
+    draw: dict[str, Callable[[Any], FigureResult | None]] = {
+        "formal": formal_matrix_figure, "latency": latency_figure, "abba": abba_figure, "sweep": sweep_figure,
+        "memory": memory_figure, "timeline": timeline_figure,
+        "historical": _historical_job}
+    if kind not in draw:
+        raise ValueError(f"unknown figure kind {kind!r}; expected one of {', '.join(FIGURE_KINDS)}")
+    return draw[kind](data)
 
 
 def snapshot_figures(snapshot: Mapping[str, Any]) -> list[FigureResult]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.kinds import MATCHED_SECTION, kind_of_run
+
 __all__ = ["NOT_RECORDED", "SD_RULE", "corpus_ranges", "energy_view", "historical_table", "oracle_when",
            "speculative_view"]
 
@@ -138,8 +140,15 @@ def speculative_view(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         matched.append({**e, "withheld": withheld})
     acceptance = [{**e, "withheld": "withheld (invalid: superseded)" if e.get("valid") is False else ""}
                   for e in spec.get("acceptance") or []
-                  if e.get("kind") != "matched-sd" and e.get("protocol_class") != "matched-sd"]
+                  if not _shown_with_matched(e)]
     return {"matched": matched, "acceptance": acceptance, "rule": SD_RULE, "present": bool(matched or acceptance)}
+
+
+def _shown_with_matched(entry: Mapping[str, Any]) -> bool:
+    """Whether an acceptance entry's archive is a kind whose entries the matched table shows (with
+    their acceptance), by the kind descriptor's report section."""
+    info = kind_of_run(entry.get("kind"), entry.get("protocol_class"))
+    return info is not None and info.report_section == MATCHED_SECTION
 
 
 def energy_view(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
