@@ -210,23 +210,23 @@ def verdict_of_view(view: FinishedArchive, findings: Sequence[Finding]) -> Verdi
 
 def archive_verdict(workspace: Path | None, archive: Archive | FinishedArchive) -> Verdict:
     """The :class:`Verdict` of an archive as it was decided: from the findings stored with its
-    ledger rows when ``workspace``'s ledger holds it (``source = "ledger"``), else by running the
-    rules now (``source = "rules"``: an archive outside this workspace's ledger). Every surface that
-    shows an archive's validity asks this."""
-    view = view_of(archive)
-    a = view.archive
+    ledger rows when ``workspace``'s ledger holds it (``source = "ledger"``; no record is read), else
+    by running the rules now (``source = "rules"``: an archive outside this workspace's ledger).
+    Every surface that shows an archive's validity asks this."""
+    a = archive.archive if isinstance(archive, FinishedArchive) else archive
     waves = _local(a, "waves.parquet", ("wave_id", "phase"))
     rounds = _local(a, "rounds.parquet", ("round_id", "cell_id", "status"))
     run_row = None
     if workspace is not None and ledger_dir(workspace).is_dir():
         runs = archive_rows(workspace, "runs", a.archive_id)
         run_row = runs.to_pylist()[0] if runs is not None and runs.num_rows else None
-    if run_row is not None:
-        stored = archive_rows(workspace, "findings", a.archive_id) if workspace is not None else None
+    if run_row is not None and workspace is not None:
+        stored = archive_rows(workspace, "findings", a.archive_id)
         findings = stored_findings(stored) if stored is not None else []
         if findings is not None:
             return decide(a.archive_id, str(run_row.get("data_origin") or data_origin(a)), findings, waves, rounds,
                           superseded_by=run_row.get("superseded_by"), source="ledger")
+    view = view_of(archive)
     return decide(a.archive_id, data_origin(a, view.run), check_archive(view), waves, rounds,
                   superseded_by=None if run_row is None else run_row.get("superseded_by"))
 
