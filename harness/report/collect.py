@@ -30,6 +30,7 @@ from harness.evidence.verdict import Verdict, decide
 from harness.hashing import sha256_file
 from harness.report.config import ReportConfig
 from harness.report.snapshot import ArchiveContent, freeze, select_archives
+from harness.report.snapshot.validity import finding_of
 from harness.report.timelines import timeline_entries
 from harness.store.archive import MANIFEST, Archive, iter_archives, verify_archive
 from harness.store.ledger import data_origin, read_table, rows_iso
@@ -60,7 +61,9 @@ def _rows(path: Path) -> list[dict[str, Any]] | None:
 
 
 def evidence_checker() -> FindingsFn | None:
-    """``harness.evidence.io.check_archive`` when that module exists, else ``None``."""
+    """``harness.evidence.io.check_archive`` when that module exists, else ``None``. The report does not
+    run it: it reads each archive's verdict (:func:`verdict_reader`), which runs the rules only for an
+    archive the workspace's ledger does not hold."""
     try:
         from harness.evidence.io import check_archive
     except ImportError:
@@ -97,8 +100,6 @@ def _local(archive: Archive, name: str, columns: Sequence[str]) -> list[dict[str
 def decided(archive: Archive, findings: Sequence[dict[str, Any]]) -> Verdict:
     """The verdict ``findings`` (Finding-shaped dicts, e.g. of an injected ``findings_fn``) decide for
     ``archive``: :func:`harness.evidence.verdict.decide` over its wave and round rows (``source = "rules"``)."""
-    from harness.report.snapshot.validity import finding_of
-
     return decide(archive.archive_id, data_origin(archive), [finding_of(f, archive.archive_id) for f in findings],
                   _local(archive, "waves.parquet", ("wave_id", "phase")),
                   _local(archive, "rounds.parquet", ("round_id", "cell_id", "status")))

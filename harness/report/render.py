@@ -196,15 +196,15 @@ def _cell_view(c: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]
                "http": https[i] if i < len(https) else None,
                "mark": invalid_mark(rounds_of.get((cid, i)) or {})} for i, v in enumerate(rates)]
     mark = invalid_mark(c)
-    blocked = c.get("valid") is False if "valid" in c else any(f["severity"] == "blocking" for f in mine)
+    blocked = bool(c.get("invalid_rules")) if "invalid_rules" in c else any(f["severity"] == "blocking" for f in mine)
     return {**c, "rounds_view": rounds, "findings": mine, "blocked": blocked, "mark": mark}
 
 
 def pd_rows(entry: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Table 2 rows of one formal archive: per concurrency, the prefill and decode cells (or None)
-    with their rounds (each with its ``mark``), findings, a ``blocked`` flag (the snapshot marks the
-    cell ``valid: false``; before format 10: a blocking finding names the cell or one of its
-    rounds/waves) and its ``mark`` (``INVALID (rules)``, :func:`harness.report.summary.invalid_mark`)."""
+    with their rounds (each with its ``mark``), findings, a ``blocked`` flag (a blocking finding
+    invalidates the cell: its ``invalid_rules``; before format 10: a blocking finding names the cell or
+    one of its rounds/waves) and its ``mark`` (``INVALID (rules)``, :func:`harness.report.summary.invalid_mark`)."""
     by = {(c.get("workload"), int(c.get("concurrency") or 0)): c for c in entry.get("cells") or []}
     rounds_of = {(str(r.get("cell_id")), int(r.get("round_index") or 0)): r for r in entry.get("rounds") or []}
     tiers = sorted({k[1] for k in by})

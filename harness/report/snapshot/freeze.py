@@ -247,8 +247,10 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     """Build the snapshot document from verified archive contents (any order; the snapshot is
     sorted by created_wall, then archive id) and the historical ledger rows (``None`` = no ledger).
 
-    ``findings_source`` names where findings came from (``harness.evidence.rules``, or ``unavailable``
-    when the evidence module could not be imported). ``superseded`` maps an archive id to the archive
+    ``findings_source`` names where findings came from (``harness.evidence.verdict``: each archive's
+    verdict, whose own source, ``ledger`` or ``rules``, is ``archives[].findings_source``;
+    ``harness.evidence.rules``: findings handed in; ``unavailable`` when the evidence module could not be
+    imported). ``superseded`` maps an archive id to the archive
     that resumed it (read from the whole workspace by :func:`harness.report.collect.collect`); the
     selected contents' own ``resumed_from`` are added (:func:`supersessions`). Validity comes from each
     archive's one verdict (``ArchiveContent.verdict``, :mod:`harness.report.snapshot.validity`): every
