@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from testkit import run_block
 
 from harness.inputs.spec import SPEC_KINDS, SPEC_MODELS, SpecBase
 from harness.kinds import KINDS, PROTOCOL_KINDS, kind_info, kind_of_run, resolve
@@ -15,7 +16,6 @@ from harness.report.config import Selection
 from harness.run import kinds as run_kinds
 from harness.store.ledger.layout import ARCHIVE_TABLES
 from harness.store.runblock import RunBlock
-from testkit import run_block
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = set(KINDS) | set(PROTOCOL_KINDS)
@@ -24,7 +24,7 @@ OWN = {"harness.kinds"} | {m for k in KINDS.values() for m in k.modules}
 
 
 def test_every_stage_covers_exactly_the_registered_kinds() -> None:
-    assert SPEC_KINDS == tuple(k for k, v in KINDS.items() if v.spec_model)
+    assert tuple(k for k, v in KINDS.items() if v.spec_model) == SPEC_KINDS
     assert list(SPEC_MODELS) == list(SPEC_KINDS)
     assert list(run_kinds.KINDS) == list(KINDS)
     assert {PROTOCOL_KINDS[k.protocol_class] for k in KINDS.values()} == set(KINDS)  # one class per kind

@@ -5,8 +5,10 @@ selected archive (a missing, changed or extra file, or a manifest that no longer
 stops the build with an ``ArchiveError`` naming the archive and what changed), then loads each
 archive's content and the optional inputs: ``memory.parquet`` (GPU memory samples),
 ``oracles.json``, ``sweep.json``, ``environment.json``, a matched AR/SD run's ``matched.json`` (with its
-``legs.parquet``), ``acceptance.parquet`` (speculative counts per wave), evidence findings
-(``harness.evidence.io.check_archive``, imported lazily) and
+``legs.parquet``), ``acceptance.parquet`` (speculative counts per wave), the archive's one verdict
+(``harness.evidence.io.archive_verdict``, imported lazily: the findings stored with its ledger rows
+when the workspace's ledger holds it, ``source = "ledger"``, else the rules run now, ``source =
+"rules"``; its findings are the report's findings) and
 the ``historical`` ledger table (``<workspace>/ledgers/historical/*.parquet``), and the wave
 timelines of formal matrices and screens (:mod:`harness.report.timelines`, from raw records). Absent optional inputs
 are skipped silently. Which archives a resumed run superseded is read from every archive of the
@@ -24,17 +26,23 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from harness.errors import ArchiveError
+from harness.evidence.verdict import Verdict, decide
 from harness.hashing import sha256_file
 from harness.report.config import ReportConfig
 from harness.report.snapshot import ArchiveContent, freeze, select_archives
+from harness.report.snapshot.validity import finding_of
 from harness.report.timelines import timeline_entries
 from harness.store.archive import MANIFEST, Archive, iter_archives, verify_archive
-from harness.store.ledger import read_table, rows_iso
+from harness.store.ledger import data_origin, read_table, rows_iso
 
 HISTORICAL_LEDGER = Path("ledgers") / "historical"  # a table directory (ledger schema 3)
+#: ``findings_source`` of a snapshot whose findings are the archives' verdicts' (each archive's
+#: ``findings_source`` says ``ledger`` or ``rules``); an injected ``findings_fn`` gives ``harness.evidence.rules``
+VERDICT_SOURCE = "harness.evidence.verdict"
 _ID_RE = re.compile(r"[0-9a-f]{16}")
 
 FindingsFn = Callable[[Archive], Sequence[Any]]
+VerdictFn = Callable[[Path | None, Archive], Verdict]
 
 
 def _json(archive: Archive, name: str) -> Any:
@@ -53,7 +61,9 @@ def _rows(path: Path) -> list[dict[str, Any]] | None:
 
 
 def evidence_checker() -> FindingsFn | None:
-    """``harness.evidence.io.check_archive`` when that module exists, else ``None``."""
+    """``harness.evidence.io.check_archive`` when that module exists, else ``None``. The report does not
+    run it: it reads each archive's verdict (:func:`verdict_reader`), which runs the rules only for an
+    archive the workspace's ledger does not hold."""
     try:
         from harness.evidence.io import check_archive
     except ImportError:
@@ -61,22 +71,58 @@ def evidence_checker() -> FindingsFn | None:
     return check_archive
 
 
+def verdict_reader() -> VerdictFn | None:
+    """``harness.evidence.io.archive_verdict`` when that module exists, else ``None``."""
+    try:
+        from harness.evidence.io import archive_verdict
+    except ImportError:
+        return None
+    return archive_verdict
+
+
 def finding_dict(f: Any) -> dict[str, Any]:
     """A Finding (dataclass or mapping) as a plain dict with ``rule, severity, message, remedy,
-    archive_id, rows``."""
+    archive_id, rows, scope`` (``scope`` ``rows`` when the mapping has none)."""
     d = asdict(f) if is_dataclass(f) and not isinstance(f, type) else dict(f)
-    return {k: d.get(k) for k in ("rule", "severity", "message", "remedy", "archive_id", "rows")}
+    out = {k: d.get(k) for k in ("rule", "severity", "message", "remedy", "archive_id", "rows")}
+    out["scope"] = d.get("scope") or "rows"
+    return out
 
 
-def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bool = True) -> ArchiveContent:
-    """Everything the snapshot needs from one (already verified) archive."""
+def _local(archive: Archive, name: str, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Some columns of one of the archive's result tables ([] when it has none)."""
+    if not archive.has(name):
+        return []
+    t = archive.table(name)
+    return list(t.select([c for c in columns if c in t.column_names]).to_pylist())
+
+
+def decided(archive: Archive, findings: Sequence[dict[str, Any]]) -> Verdict:
+    """The verdict ``findings`` (Finding-shaped dicts, e.g. of an injected ``findings_fn``) decide for
+    ``archive``: :func:`harness.evidence.verdict.decide` over its wave and round rows (``source = "rules"``)."""
+    return decide(archive.archive_id, data_origin(archive), [finding_of(f, archive.archive_id) for f in findings],
+                  _local(archive, "waves.parquet", ("wave_id", "phase")),
+                  _local(archive, "rounds.parquet", ("round_id", "cell_id", "status")))
+
+
+def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bool = True,
+                 workspace: Path | None = None, verdict_fn: VerdictFn | None = None) -> ArchiveContent:
+    """Everything the snapshot needs from one (already verified) archive. Its verdict: ``verdict_fn``
+    (``harness.evidence.io.archive_verdict`` of ``workspace``) when given, its findings then the
+    verdict's; else, with ``findings_fn``, the verdict those findings decide (:func:`decided`); with
+    neither, no verdict and no findings (freeze decides one from none)."""
     results = _json(archive, "results.json")
     if results is None and (archive.path / "cells.parquet").is_file():
         results = {"cells": archive.table("cells.parquet").to_pylist(),
                    "rounds": archive.table("rounds.parquet").to_pylist() if archive.has("rounds.parquet") else []}
-    findings = None
-    if findings_fn is not None:
+    findings: list[dict[str, Any]] | None = None
+    verdict: Verdict | None = None
+    if verdict_fn is not None:
+        verdict = verdict_fn(workspace, archive)
+        findings = [finding_dict(f) for f in verdict.findings]
+    elif findings_fn is not None:
         findings = [finding_dict(f) for f in findings_fn(archive)]
+        verdict = decided(archive, findings)
     matched = _json(archive, "matched.json")
     return ArchiveContent(
         archive_id=archive.archive_id,
@@ -100,6 +146,7 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
         energy=_json(archive, "energy.json"),
         replay=_json(archive, "replay.json"),
         sla=_json(archive, "sla.json"),
+        verdict=verdict,
     )
 
 
@@ -136,9 +183,14 @@ def collect(workspace: Path, config: ReportConfig, *,
             findings_fn: FindingsFn | bool | None = True) -> dict[str, Any]:
     """Select, verify and load archives of ``workspace`` and return the frozen snapshot document.
 
-    ``findings_fn``: ``True`` uses :func:`evidence_checker` (skipped when unavailable), ``False``
-    or ``None`` skips findings, or a callable replaces the checker (tests). Raises ``ArchiveError``
-    when a selected archive is missing or fails verification, or when the workspace holds none.
+    ``findings_fn``: ``True`` reads each archive's one verdict (:func:`verdict_reader`:
+    ``harness.evidence.io.archive_verdict``, the findings stored in the workspace's ledger, else the
+    rules run now; skipped when the evidence module is unavailable) and freezes its findings (unless
+    the config's ``findings`` is off: the findings list is then not shown, validity still comes from
+    the verdict); ``False`` or ``None`` skips findings and verdicts (every row valid unless
+    superseded); a callable replaces the findings (tests), the verdict then decided from them
+    (:func:`decided`). Raises ``ArchiveError`` when a selected archive is missing or fails
+    verification, or when the workspace holds none.
     """
     refs = config.select.archive_ids
     broken = [d for d in _unreadable_archive_dirs(workspace)
@@ -160,15 +212,20 @@ def collect(workspace: Path, config: ReportConfig, *,
                            hint="run a campaign first, or widen the config's select filters")
     selected = [by_id[i] for i in ids]
     verify_selected(selected)
-    fn: FindingsFn | None
+    fn: FindingsFn | None = None
+    vfn: VerdictFn | None = None
     if findings_fn is True:
-        fn = evidence_checker() if config.findings else None
-    elif findings_fn is False:
-        fn = None
+        vfn = verdict_reader()
+        source = VERDICT_SOURCE if vfn is not None else "unavailable"
+    elif findings_fn is False or findings_fn is None:
+        source = "unavailable"
     else:
-        fn = findings_fn if config.findings else None
-    source = "harness.evidence.rules" if fn is not None else ("disabled" if not config.findings else "unavailable")
-    contents = [load_content(a, findings_fn=fn, memory=config.memory) for a in selected]
+        fn = findings_fn
+        source = "harness.evidence.rules"
+    if not config.findings:
+        source = "disabled"
+    contents = [load_content(a, findings_fn=fn, memory=config.memory, workspace=workspace, verdict_fn=vfn)
+                for a in selected]
     historical = read_historical(workspace) if config.historical else None
     snapshot = freeze(contents, config, historical=historical, findings_source=source,
                       superseded=superseded_in(all_archives))

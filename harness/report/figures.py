@@ -21,7 +21,11 @@ Figures (numbers follow the technical report):
 - :func:`historical_figure` (Figure 2 style): historical milestones as bars, one panel per claim
   class, metric and unit; labelled "historical, not a controlled series".
 
-Anything simulated carries a "SIMULATED" watermark and title suffix.
+Anything simulated carries a "SIMULATED" watermark and title suffix. A point the snapshot marks
+invalid (a formal cell or a sweep rate with ``valid: false`` and ``invalid_rules``: a blocking evidence
+finding) is drawn distinctly: a large red ``x`` apart from the valid series (never joined by its line,
+its rounds and range not drawn), labelled ``INVALID (rules): not a result``, and the caption names it; a
+withheld ABBA verdict reads ``withheld (rules)`` in the annotation.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ CANDIDATE_COLOR = "#c2571a"
 PREFILL_COLOR = "#2e7d32"
 DECODE_COLOR = "#1f5fa8"
 HTTP_COLOR = "0.55"
+INVALID_COLOR = "#b00020"
 
 RC: dict[str, Any] = {
     "font.family": "DejaVu Sans",
@@ -104,6 +109,26 @@ def _watermark(fig: Figure) -> None:
              va="center", zorder=0, gid="simulated-watermark")
 
 
+def _invalid(row: Mapping[str, Any]) -> bool:
+    """Whether a blocking evidence finding invalidates a snapshot row (``invalid_rules`` set)."""
+    return bool(row.get("invalid_rules"))
+
+
+def _rules_label(rows: Sequence[Mapping[str, Any]]) -> str:
+    rules = sorted({str(r) for row in rows for r in row.get("invalid_rules") or []})
+    return f"INVALID ({', '.join(rules)}): not a result"
+
+
+def _plot_invalid(ax: Any, res: FigureResult, key: str,
+                  points: Sequence[tuple[float, float, Mapping[str, Any]]]) -> None:
+    """Draw invalid points (x, y, row) as large red x apart from every series, as artist ``key``."""
+    if not points:
+        return
+    (inv,) = ax.plot([p[0] for p in points], [p[1] for p in points], ls="none", marker="x", ms=9, mew=2.2,
+                     color=INVALID_COLOR, label=_rules_label([p[2] for p in points]), zorder=6)
+    res.artists[key] = inv
+
+
 def _new_figure(w: float, h: float) -> Figure:
     fig = Figure(figsize=(w, h), dpi=DPI)
     return fig
@@ -116,7 +141,8 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
     ``{prefill,decode}_rounds`` (Line2D markers: every finite ok round rate, cells in concurrency
     order, rounds in order), ``{..}_rounds_excluded`` (rounds not ok, when any), ``{..}_range``
     (LineCollection: observed min-max per cell), ``decode_http`` (Line2D: whole-wave HTTP output
-    tok/s per cell).
+    tok/s per cell), ``{..}_invalid`` (Line2D markers: the medians of cells a blocking finding
+    invalidates, when any; those cells are in no other artist).
     """
     sim = bool(entry.get("simulated"))
     aid = str(entry["archive_id"])
@@ -125,20 +151,24 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
         axes = fig.subplots(1, 2)
         res = FigureResult(f"formal-{aid}", fig, "", "")
         tiers: set[int] = set()
+        invalid_cells: list[Mapping[str, Any]] = []
         for ax, wl in zip(axes, ("prefill", "decode"), strict=True):
-            cells = sorted((c for c in entry.get("cells") or [] if c.get("workload") == wl),
+            every = sorted((c for c in entry.get("cells") or [] if c.get("workload") == wl),
                            key=lambda c: int(c.get("concurrency") or 0))
-            color = PREFILL_COLOR if wl == "prefill" else DECODE_COLOR
-            unit = "input tok/s" if wl == "prefill" else "output tok/s"
+            invalid_cells += (bad_cells := [c for c in every if _invalid(c)])
+            cells = [c for c in every if not _invalid(c)]
+            color, unit = (PREFILL_COLOR, "input tok/s") if wl == "prefill" else (DECODE_COLOR, "output tok/s")
             ax.set_title(f"{'Prefill' if wl == 'prefill' else 'Resident decode'} ({unit})")
             ax.set_xscale("log", base=2)
             ax.set_xlabel("client concurrency C (base-2 axis)")
             ax.set_ylabel(f"{'prefill input' if wl == 'prefill' else 'output'} tok/s")
-            if not cells:
+            if not every:
                 ax.text(0.5, 0.5, f"no {wl} cells in this archive", transform=ax.transAxes, ha="center",
                         va="center", color="0.4")
                 continue
-            tiers.update(int(c["concurrency"]) for c in cells)
+            tiers.update(int(c["concurrency"]) for c in every)
+            _plot_invalid(ax, res, f"{wl}_invalid", [(float(c["concurrency"]), float(c["median_tok_s"]), c)
+                                                     for c in bad_cells if _finite(c.get("median_tok_s"))])
             mx = [int(c["concurrency"]) for c in cells if _finite(c.get("median_tok_s"))]
             my = [float(c["median_tok_s"]) for c in cells if _finite(c.get("median_tok_s"))]
             (line,) = ax.plot(mx, my, "-", color=color, lw=1.6, marker="o", ms=4.5,
@@ -172,7 +202,7 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
                                   label="whole-wave HTTP output (not resident)", zorder=3)
                 res.artists["decode_http"] = http
             ax.set_ylim(bottom=0)
-            ticks = sorted(int(c["concurrency"]) for c in cells)
+            ticks = sorted(int(c["concurrency"]) for c in every)
             ax.set_xticks(ticks, [str(t) for t in ticks])
             ax.minorticks_off()
             if len(ticks) == 1:
@@ -186,10 +216,27 @@ def formal_matrix_figure(entry: Mapping[str, Any]) -> FigureResult:
         fig.subplots_adjust(left=0.07, right=0.985, bottom=0.13, top=0.85, wspace=0.2)
     res.caption = ("Formal matrix: lines are three-round medians, small points every round, bars the observed "
                    "range (min-max, not a confidence interval); grey diamonds are whole-wave HTTP output rates, "
-                   "a different metric from resident decode." + (" Simulated data." if sim else ""))
+                   "a different metric from resident decode." + _invalid_note(invalid_cells)
+                   + (" Simulated data." if sim else ""))
     res.alt = (f"Formal matrix of archive {aid}: prefill input tok/s and resident decode output tok/s against "
                f"concurrency {', '.join(str(t) for t in sorted(tiers))}")
     return res
+
+
+def _invalid_note(rows: Sequence[Mapping[str, Any]], what: str = "cell") -> str:
+    """The caption's note on the invalid points drawn as red x (none: '')."""
+    if not rows:
+        return ""
+    names = ", ".join(f"{r.get('workload', '')} C{r.get('concurrency')}".strip() if what == "cell"
+                      else f"{float(r.get('arrival_rate_req_s') or 0):g} req/s" for r in rows)
+    return f" Red x: {what}s {names} are {_rules_label(rows)}; they are left out of the lines."
+
+
+def _verdict_text(entry: Mapping[str, Any]) -> str:
+    if entry.get("verdict") == "withheld":
+        rules = ", ".join(str(r) for r in entry.get("invalid_rules") or [])
+        return f"withheld ({rules})" if rules else "withheld"
+    return str(entry.get("verdict"))
 
 
 def abba_figure(entry: Mapping[str, Any]) -> FigureResult:
@@ -251,7 +298,7 @@ def abba_figure(entry: Mapping[str, Any]) -> FigureResult:
             f"candidate spread B2/B1: {pct(entry.get('spread_pct'))}",
             f"every candidate wave beats every\n  control wave: {'yes' if entry.get('separated') else 'no'}",
             f"identical completions: {out.get('identical_all_legs', 'n/a')} of {out.get('compared', 'n/a')}",
-            f"verdict: {entry.get('verdict')}",
+            f"verdict: {_verdict_text(entry)}",
             "",
             "Percentages from other experiments",
             "must not be added or multiplied.",
@@ -449,11 +496,15 @@ def sweep_figure(entry: Mapping[str, Any]) -> FigureResult:
     per offered rate, with the goodput knee marked.
 
     Artists ``ttft_p50_s``, ``ttft_p99_s``, ``tpot_p50_s``, ``tpot_p99_s`` (Line2D: x = median output
-    tok/s of the rate's rounds, y = latency in ms) and ``knee`` (the vertical line, when there is a knee)."""
+    tok/s of the rate's rounds, y = latency in ms), ``knee`` (the vertical line, when there is a knee and
+    the run is valid) and ``invalid`` (Line2D markers at the TTFT p50 of rates a blocking finding
+    invalidates, when any; those rates are in no other series)."""
     sim = bool(entry.get("simulated"))
     aid = str(entry["archive_id"])
-    cells = [c for c in entry.get("cells") or [] if _finite(c.get("output_throughput_median_tok_s"))]
-    knee = entry.get("knee") or {}
+    every = [c for c in entry.get("cells") or [] if _finite(c.get("output_throughput_median_tok_s"))]
+    bad = [c for c in every if _invalid(c)]
+    cells = [c for c in every if not _invalid(c)]
+    knee = (entry.get("knee") or {}) if not entry.get("invalid_rules") else {}
     with style():
         fig = _new_figure(7.0, 4.0)
         ax = fig.add_subplot(1, 1, 1)
@@ -467,6 +518,9 @@ def sweep_figure(entry: Mapping[str, Any]) -> FigureResult:
             if _finite(c.get("ttft_p50_s")):
                 ax.annotate(f"{float(c['arrival_rate_req_s']):g}/s", (float(c["output_throughput_median_tok_s"]),
                                                         float(c["ttft_p50_s"]) * 1000), fontsize=7)
+        _plot_invalid(ax, res, "invalid", [(float(c["output_throughput_median_tok_s"]),
+                                            float(c["ttft_p50_s"]) * 1000, c)
+                                           for c in bad if _finite(c.get("ttft_p50_s"))])
         at: Any = knee.get("arrival_rate_req_s")
         kc = next((c for c in cells if _finite(at) and c.get("arrival_rate_req_s") == at), None)
         if kc is not None:
@@ -482,7 +536,7 @@ def sweep_figure(entry: Mapping[str, Any]) -> FigureResult:
         fig.subplots_adjust(left=0.1, right=0.97, bottom=0.13, top=0.9)
     res.caption = ("Open-loop rate sweep: TTFT and TPOT p50/p99 of each offered rate against its achieved output "
                    "throughput; the dotted line marks the goodput knee. A sweep is never a formal cell."
-                   + (" Simulated data." if sim else ""))
+                   + _invalid_note(bad, "rate") + (" Simulated data." if sim else ""))
     res.alt = f"Latency against achieved throughput per offered rate for rate sweep archive {aid}"
     return res
 

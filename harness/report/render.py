@@ -33,7 +33,15 @@ from markupsafe import Markup
 from harness.errors import ArchiveError, SpecError
 from harness.report import figures as figs
 from harness.report.snapshot import load_snapshot
-from harness.report.summary import count_noun, describe, slo_text, summary_card, superseded_text
+from harness.report.summary import (
+    count_noun,
+    describe,
+    invalid_mark,
+    slo_text,
+    summary_card,
+    superseded_text,
+    verdict_text,
+)
 from harness.report.timeline_figure import timeline_stem
 from harness.report.timelines import MAX_TIMELINES
 from harness.report.ttft_classes import ttft_class_rows
@@ -175,7 +183,8 @@ def _cell_findings(cell_id: str, findings: Sequence[Mapping[str, Any]]) -> list[
     return [f for f in findings if any(r == cell_id or str(r).startswith(cell_id + ".") for r in f["rows"])]
 
 
-def _cell_view(c: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def _cell_view(c: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]],
+               rounds_of: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, Any] | None:
     if c is None:
         return None
     cid = str(c.get("cell_id"))
@@ -184,19 +193,23 @@ def _cell_view(c: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]
     rates = list(c.get("round_tok_s") or [])
     https = list(c.get("round_http_output_tok_s") or [])
     rounds = [{"value": v, "status": statuses[i] if i < len(statuses) else "?",
-               "http": https[i] if i < len(https) else None} for i, v in enumerate(rates)]
-    return {**c, "rounds_view": rounds, "findings": mine,
-            "blocked": any(f["severity"] == "blocking" for f in mine)}
+               "http": https[i] if i < len(https) else None,
+               "mark": invalid_mark(rounds_of.get((cid, i)) or {})} for i, v in enumerate(rates)]
+    mark = invalid_mark(c)
+    blocked = bool(c.get("invalid_rules")) if "invalid_rules" in c else any(f["severity"] == "blocking" for f in mine)
+    return {**c, "rounds_view": rounds, "findings": mine, "blocked": blocked, "mark": mark}
 
 
 def pd_rows(entry: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Table 2 rows of one formal archive: per concurrency, the prefill and decode cells (or None)
-    with their rounds, findings and a ``blocked`` flag (a blocking finding names the cell or one of
-    its rounds/waves)."""
+    with their rounds (each with its ``mark``), findings, a ``blocked`` flag (a blocking finding
+    invalidates the cell: its ``invalid_rules``; before format 10: a blocking finding names the cell or
+    one of its rounds/waves) and its ``mark`` (``INVALID (rules)``, :func:`harness.report.summary.invalid_mark`)."""
     by = {(c.get("workload"), int(c.get("concurrency") or 0)): c for c in entry.get("cells") or []}
+    rounds_of = {(str(r.get("cell_id")), int(r.get("round_index") or 0)): r for r in entry.get("rounds") or []}
     tiers = sorted({k[1] for k in by})
-    return [{"concurrency": t, "prefill": _cell_view(by.get(("prefill", t)), findings),
-             "decode": _cell_view(by.get(("decode", t)), findings)} for t in tiers]
+    return [{"concurrency": t, "prefill": _cell_view(by.get(("prefill", t)), findings, rounds_of),
+             "decode": _cell_view(by.get(("decode", t)), findings, rounds_of)} for t in tiers]
 
 
 def count_note(entry: Mapping[str, Any]) -> str:
@@ -211,13 +224,14 @@ def count_note(entry: Mapping[str, Any]) -> str:
 
 
 def latency_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Decode cells with latency: concurrency, n and TTFT/TPOT/ITL/E2E p50, p90, p99, max in ms (pure)."""
+    """Decode cells with latency: concurrency, n, ``mark`` (``INVALID (rules)`` for an invalid cell) and
+    TTFT/TPOT/ITL/E2E p50, p90, p99, max in ms (pure)."""
     rows = []
     for c in entry.get("cells") or []:
         lat = c.get("latency") or {}
         if c.get("workload") != "decode" or not lat.get("ttft_n"):
             continue
-        row: dict[str, Any] = {"concurrency": c.get("concurrency"), "n": int(lat["ttft_n"])}
+        row: dict[str, Any] = {"concurrency": c.get("concurrency"), "n": int(lat["ttft_n"]), "mark": invalid_mark(c)}
         for metric in ("ttft", "tpot", "itl", "e2e"):
             for stat in ("p50", "p90", "p99", "max"):
                 v = lat.get(f"{metric}_{stat}_s")
@@ -233,13 +247,17 @@ def _ms(seconds: Any) -> float | None:
 
 def _labelled(entry: Mapping[str, Any]) -> dict[str, Any]:
     """``entry`` whose shown status says ``SUPERSEDED by <id>, not a result`` when a resumed run
-    superseded its archive, ``INVALID, not a result`` when it is marked invalid (every template prints
-    the status beside the archive's tables and in the archive list)."""
+    superseded its archive, ``INVALID (rules), not a result`` when it is marked invalid (every template
+    prints the status beside the archive's tables and in the archive list), with ``mark``
+    (:func:`harness.report.summary.invalid_mark`) and ``verdict_shown``
+    (:func:`harness.report.summary.verdict_text`: ``withheld (rules)`` for a withheld verdict)."""
     out = dict(entry)
     if entry.get("superseded_by"):
         out["status"] = f"{entry.get('status')}; SUPERSEDED by {entry['superseded_by']}, not a result"
     elif superseded_text(entry):
-        out["status"] = f"{entry.get('status')}; INVALID, not a result"
+        out["status"] = f"{entry.get('status')}; {invalid_mark(entry) or 'INVALID'}, not a result"
+    out["mark"] = invalid_mark(entry)
+    out["verdict_shown"] = verdict_text(entry)
     return out
 
 
@@ -341,6 +359,7 @@ def make_env(templates_dir: Path) -> jinja2.Environment:
         "md": md_escape,
         "mdcode": md_code, "anchor": anchor, "hnum": _html_num, "mdnum": _md_num, "texnum": _tex_num,
         "oracle_when": oracle_when, "corpus_ranges": corpus_ranges, "slo": slo_text, "count": count_noun,
+        "invalid": invalid_mark, "verdict": verdict_text,
     })
     return env
 

@@ -9,9 +9,13 @@ snapshot into the report's description sentences: they name only what the snapsh
 
 Units: rates in tokens per second (prefill: input, decode: output), sweep rates and goodput in requests
 per second, ABBA effects in percent (10.0 = +10 %). A cell carrying a blocking finding is never a key
-number, nor is any value of an archive a resumed run superseded (``superseded_by`` in the snapshot: its
-successor carries its records, so its numbers are not a result); every key number names its archive
-id (16 hex digits, whole) in its detail, and the card lists the superseded archives apart.
+number (a cell the snapshot marks ``valid: false``, or, in a snapshot before format 10, one a blocking
+finding names), nor is any value of an archive a resumed run superseded (``superseded_by`` in the
+snapshot: its successor carries its records, so its numbers are not a result) or of an entry invalid by
+a blocking evidence finding (``invalid_rules``); every key number names its archive id (16 hex digits,
+whole) in its detail, and the card lists the superseded and the invalid archives apart. Whether an
+archive is simulated, measured or another tool's is its verdict's decided ``data_origin``
+(``archives[].data_origin``; older snapshots: its ``simulated`` flag and the imports' origins).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["archive_note", "count_noun", "describe", "is_valid", "slo_text", "summary_card", "superseded_text"]
+__all__ = ["archive_note", "count_noun", "describe", "invalid_mark", "is_valid", "slo_text", "summary_card",
+           "superseded_text", "verdict_text"]
 
 SEVERITIES = ("blocking", "warning", "info")
 
@@ -44,11 +49,18 @@ def _is_blocked(cell_id: str, blocked: set[str]) -> bool:
     return any(r == cell_id or r.startswith(cell_id + ".") for r in blocked)
 
 
+def _cell_invalid(cell: Mapping[str, Any], blocked: set[str]) -> bool:
+    """A cell the snapshot marks invalid (before cells carried ``valid``: one a blocking finding names)."""
+    if "valid" in cell:
+        return cell.get("valid") is False
+    return _is_blocked(str(cell.get("cell_id")), blocked)
+
+
 def _best_cell(entry: Mapping[str, Any], workload: str, blocked: set[str]) -> tuple[Mapping[str, Any] | None, int]:
-    """The cell of ``workload`` with the largest finite median that no blocking finding names, and how
-    many cells of that workload were left out for a blocking finding."""
+    """The cell of ``workload`` with the largest finite median that is valid (:func:`_cell_invalid`), and
+    how many cells of that workload were left out for a blocking finding."""
     cells = [c for c in entry.get("cells") or [] if c.get("workload") == workload and _finite(c.get("median_tok_s"))]
-    left_out = [c for c in cells if _is_blocked(str(c.get("cell_id")), blocked)]
+    left_out = [c for c in cells if _cell_invalid(c, blocked)]
     usable = [c for c in cells if c not in left_out]
     best = max(usable, key=lambda c: (float(c["median_tok_s"]), -int(c.get("concurrency") or 0)), default=None)
     return best, len(left_out)
@@ -67,10 +79,38 @@ def archive_note(entry: Mapping[str, Any]) -> str:
     return note if status in (None, "complete") else f"{note} ({status})"
 
 
+def invalid_mark(entry: Mapping[str, Any]) -> str:
+    """``INVALID (rule, ...)`` for an entry or row a blocking evidence finding invalidates (its
+    ``invalid_rules``), ``INVALID`` for an entry (it has ``superseded_by``) marked ``valid: false`` that
+    no resumed run superseded, else '' (a row invalid only because its archive was superseded is not
+    marked: the entry says SUPERSEDED)."""
+    rules = entry.get("invalid_rules") or []
+    if rules:
+        return f"INVALID ({', '.join(str(r) for r in rules)})"
+    if entry.get("valid", True) is False and "superseded_by" in entry and not entry.get("superseded_by"):
+        return "INVALID"
+    return ""
+
+
 def superseded_text(entry: Mapping[str, Any]) -> str:
-    """``superseded by <id>`` for a superseded entry, else an empty string."""
+    """``superseded by <id>`` for a superseded entry, ``invalid (rule, ...)`` for one a blocking evidence
+    finding invalidates, ``invalid`` for one otherwise marked invalid, else an empty string."""
     by = entry.get("superseded_by")
-    return f"superseded by {by}" if by else ("invalid" if entry.get("valid", True) is False else "")
+    if by:
+        return f"superseded by {by}"
+    rules = entry.get("invalid_rules") or []
+    if rules:
+        return f"invalid ({', '.join(str(r) for r in rules)})"
+    return "invalid" if entry.get("valid", True) is False else ""
+
+
+def verdict_text(entry: Mapping[str, Any]) -> str:
+    """A run's verdict as shown: ``withheld (rule, ...)`` when withheld (never the measured one), else the verdict."""
+    v = entry.get("verdict")
+    if v == "withheld":
+        rules = entry.get("invalid_rules") or []
+        return f"withheld ({', '.join(str(r) for r in rules)})" if rules else "withheld"
+    return "" if v is None else str(v)
 
 
 def _formal_numbers(entry: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -116,9 +156,11 @@ def _sweep_numbers(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
-    return {"subject": entry.get("screen"), "verdict": entry.get("verdict"), "ratio_pct": entry.get("ratio_pct"),
-            "drift_pct": entry.get("drift_pct"), "spread_pct": entry.get("spread_pct"),
-            "separated": bool(entry.get("separated")), "boundary": entry.get("boundary"),
+    """A screen's verdict row; a withheld one (invalid by a blocking finding) shows none of its figures."""
+    withheld = entry.get("verdict") == "withheld" or not is_valid(entry)
+    figures = {k: None if withheld else entry.get(k) for k in ("ratio_pct", "drift_pct", "spread_pct")}
+    return {"subject": entry.get("screen"), "verdict": verdict_text(entry), **figures, "withheld": withheld,
+            "separated": bool(entry.get("separated")) and not withheld, "boundary": entry.get("boundary"),
             "concurrency": entry.get("concurrency"), "claim_class": entry.get("claim_class"),
             "protocol_class": entry.get("protocol_class"), "archive_id": entry.get("archive_id"),
             "simulated": bool(entry.get("simulated"))}
@@ -156,11 +198,14 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     archives, campaign names, claim and protocol classes, historical entries or None without a ledger),
     ``where`` (backends, distinct services, hosts), ``key_numbers`` (one row per number: subject,
     quantity, value, unit, detail naming the archive, claim and protocol class, archive id, simulated;
-    valid archives only), ``verdicts`` (one per valid ABBA screen: verdict, ratio/drift/spread in
-    percent, separation), ``superseded`` (archives a resumed run superseded or marked invalid: id,
-    campaign, status, superseded_by, label; none of their values is a key number), ``statuses`` (archive status ->
-    count), ``findings`` (severity -> count, and ``source``), ``oracles`` (checks, failed, and counts
-    before/after measurement).
+    valid archives and cells only), ``verdicts`` (one per ABBA screen not superseded: verdict,
+    ratio/drift/spread in percent, separation; a screen invalid by a blocking finding reads
+    ``withheld (rules)`` with none of its figures), ``superseded`` (archives a resumed run superseded or
+    otherwise marked invalid: id, campaign, status, superseded_by, label; none of their values is a key
+    number), ``invalid`` (archives with a blocking evidence finding: id, campaign, status, rules, label),
+    ``statuses`` (archive status -> count), ``findings`` (severity -> count, and ``source``),
+    ``verdict_sources`` (how many archives' verdicts were read from the ledger, ``ledger``, or decided
+    by running the rules now, ``rules``), ``oracles`` (checks, failed, and counts before/after measurement).
     """
     archives = list(snapshot.get("archives") or [])
     formal = list(snapshot.get("formal") or [])
@@ -168,9 +213,13 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     sweeps = list(snapshot.get("sweeps") or [])
     findings = list(snapshot.get("findings") or [])
     oracles = list(snapshot.get("oracles") or [])
-    n_sim = sum(1 for a in archives if a.get("simulated"))
-    # an import not known to be simulated was not measured by dsv4h either (harness.report.snapshot.imports)
-    n_ext = sum(1 for e in snapshot.get("imports") or [] if e.get("data_origin") != "simulated")
+    if archives and all("data_origin" in a for a in archives):  # the verdicts' decided origins (format 10)
+        n_sim = sum(1 for a in archives if a.get("data_origin") == "simulated")
+        n_ext = sum(1 for a in archives if a.get("data_origin") not in ("simulated", "measured"))
+    else:
+        n_sim = sum(1 for a in archives if a.get("simulated"))
+        # an import not known to be simulated was not measured by dsv4h either (harness.report.snapshot.imports)
+        n_ext = sum(1 for e in snapshot.get("imports") or [] if e.get("data_origin") != "simulated")
     historical = list(snapshot.get("historical") or []) if snapshot.get("historical_present") else None
     spec = snapshot.get("speculative")
     matched = list(spec.get("matched") or []) if isinstance(spec, Mapping) else []
@@ -189,7 +238,10 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     numbers += [n for e in sweeps if is_valid(e) for n in _sweep_numbers(e)]
     superseded = [{"archive_id": a.get("archive_id"), "campaign": a.get("campaign"), "status": a.get("status"),
                    "superseded_by": a.get("superseded_by"), "label": superseded_text(a)}
-                  for a in archives if not is_valid(a)]
+                  for a in archives if not is_valid(a) and (a.get("superseded_by") or not a.get("invalid_rules"))]
+    invalid = [{"archive_id": a.get("archive_id"), "campaign": a.get("campaign"), "status": a.get("status"),
+                "rules": list(a.get("invalid_rules") or []), "label": superseded_text(a)}
+               for a in archives if not a.get("superseded_by") and a.get("invalid_rules")]
     statuses: dict[str, int] = {}
     for a in archives:
         statuses[str(a.get("status"))] = statuses.get(str(a.get("status")), 0) + 1
@@ -198,10 +250,14 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "what": what,
         "where": _where(snapshot),
         "key_numbers": numbers,
-        "verdicts": [_verdict(e) for e in screens if is_valid(e)],
+        "verdicts": [_verdict(e) for e in screens if is_valid(e) or (e.get("invalid_rules")
+                                                                     and not e.get("superseded_by"))],
         "superseded": superseded,
+        "invalid": invalid,
         "statuses": dict(sorted(statuses.items())),
         "findings": counts | {"total": len(findings), "source": snapshot.get("findings_source")},
+        "verdict_sources": {src: sum(1 for a in archives if a.get("findings_source") == src)
+                            for src in ("ledger", "rules")},
         "oracles": {"checks": len(oracles), "failed": sum(1 for o in oracles if not o.get("passed")),
                     "before": sum(1 for o in oracles if o.get("phase") == "before"),
                     "after": sum(1 for o in oracles if o.get("phase") == "after")},
@@ -211,6 +267,24 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
 def _kind_phrase(n: int, one: str, many: str, names: Sequence[Any]) -> str:
     listed = ", ".join(dict.fromkeys(str(x) for x in names))
     return f"{count_noun(n, one, many)} ({listed})" if listed else count_noun(n, one, many)
+
+
+def _validity_sentences(card: Mapping[str, Any]) -> list[str]:
+    """The description's sentences on superseded archives and archives with a blocking evidence finding."""
+    out: list[str] = []
+    if card["superseded"]:
+        listed = "; ".join(f"{x['archive_id']} ({x['campaign']}, {x['status']}) {x['label']}"
+                           for x in card["superseded"])
+        out.append(f"{count_noun(len(card['superseded']), 'archive was', 'archives were')} superseded by a resumed "
+                   f"run and {'is' if len(card['superseded']) == 1 else 'are'} not a result (the successor carries "
+                   f"the records; no key number comes from {'it' if len(card['superseded']) == 1 else 'them'}): "
+                   f"{listed}.")
+    if card["invalid"]:
+        listed = "; ".join(f"{x['archive_id']} ({x['campaign']}, {', '.join(x['rules'])})" for x in card["invalid"])
+        out.append(f"{count_noun(len(card['invalid']), 'archive has', 'archives have')} a blocking evidence finding: "
+                   f"{'its' if len(card['invalid']) == 1 else 'their'} run verdicts are withheld and the rows the "
+                   f"findings concern are marked INVALID (never a key number): {listed}.")
+    return out
 
 
 def describe(snapshot: Mapping[str, Any]) -> list[str]:
@@ -260,13 +334,7 @@ def describe(snapshot: Mapping[str, Any]) -> list[str]:
                    f"server is not known to be the simulator (backends {backends}); they are never mixed.")
     elif what["archives"]:
         out.append(f"Every archive was measured on a live service (backends {backends}).")
-    if card["superseded"]:
-        listed = "; ".join(f"{x['archive_id']} ({x['campaign']}, {x['status']}) {x['label']}"
-                           for x in card["superseded"])
-        out.append(f"{count_noun(len(card['superseded']), 'archive was', 'archives were')} superseded by a resumed "
-                   f"run and {'is' if len(card['superseded']) == 1 else 'are'} not a result (the successor carries "
-                   f"the records; no key number comes from {'it' if len(card['superseded']) == 1 else 'them'}): "
-                   f"{listed}.")
+    out += _validity_sentences(card)
     if what["historical_entries"]:
         out.append(f"The historical ledger adds {count_noun(what['historical_entries'], 'entry', 'entries')} "
                    "measured elsewhere, shown apart with their original protocol labels.")

@@ -27,12 +27,21 @@ def sweep_archives(workspace: Path) -> list[Archive]:
     return [a for a in iter_archives(workspace) if a.run.kind == "rate-sweep" and a.has("sweep.json")]
 
 
-def archive_sweep_entry(a: Archive) -> dict[str, Any] | None:
-    """The snapshot entry of one sweep archive (as ``dsv4h report build`` freezes it)."""
+def archive_sweep_entry(a: Archive, workspace: Path | None = None) -> dict[str, Any] | None:
+    """The snapshot entry of one sweep archive (as ``dsv4h report build`` freezes it), its rates and its
+    knee marked by the archive's one verdict (``harness.evidence.io.archive_verdict`` of ``workspace``:
+    the findings stored in its ledger, else the rules run now; none when the evidence module is absent)."""
     run = a.run
     base = {"campaign": run.campaign, "claim_class": run.claim_class, "protocol_class": run.protocol_class,
             "status": a.status, "simulated": run.simulated, "created_wall": run.created_wall}
-    return sweep_entry(ArchiveContent(a.archive_id, a.manifest, "", sweep=a.json("sweep.json")), base)
+    try:
+        from harness.evidence.io import archive_verdict
+    except ImportError:  # pragma: no cover - the evidence module is part of the package
+        verdict = None
+    else:
+        verdict = archive_verdict(workspace, a)
+    return sweep_entry(ArchiveContent(a.archive_id, a.manifest, "", sweep=a.json("sweep.json"), verdict=verdict),
+                       base, verdict)
 
 
 def _fmt(v: Any, scale: float = 1.0, decimals: int | None = None) -> str:
@@ -56,18 +65,21 @@ def slo_text(slo: Any) -> str:
 
 
 def sweep_markdown(entry: Mapping[str, Any], figure: str | None) -> list[str]:
-    """The Markdown lines of one sweep entry: heading, SLO and knee, the per-rate table, the figure."""
+    """The Markdown lines of one sweep entry: heading, SLO and knee (withheld on an invalid run), the
+    per-rate table (a rate a blocking finding invalidates marked ``INVALID (rules)``), the figure."""
     knee = entry.get("knee")
     title = f"{entry['campaign']} ({entry['archive_id']})" + (" SIMULATED" if entry.get("simulated") else "")
-    lines = [f"## {title}", "", f"SLO: {slo_text(entry.get('slo'))}; knee: "
-             + (f"{_fmt(knee.get('arrival_rate_req_s'))} req/s offered, goodput "
-                f"{_fmt(knee.get('goodput_median_req_s'), decimals=2)} req/s"
-                if knee else "none"), "",
+    rules = ", ".join(entry.get("invalid_rules") or [])
+    knee_text = f"withheld ({rules}): the run is INVALID" if rules else (
+        f"{_fmt(knee.get('arrival_rate_req_s'))} req/s offered, goodput "
+        f"{_fmt(knee.get('goodput_median_req_s'), decimals=2)} req/s" if knee else "none")
+    lines = [f"## {title}", "", f"SLO: {slo_text(entry.get('slo'))}; knee: " + knee_text, "",
              "| rate | req/s | out tok/s | goodput | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | E2E p50 ms | schedule "
              "| over-saturated rounds |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in entry.get("cells") or []:
-        lines.append(f"| {_fmt(c.get('arrival_rate_req_s'))} | "
+        mark = f" INVALID ({', '.join(c['invalid_rules'])})" if c.get("invalid_rules") else ""
+        lines.append(f"| {_fmt(c.get('arrival_rate_req_s'))}{mark} | "
                      f"{_fmt(c.get('request_throughput_median_req_s'), decimals=2)} | "
                      f"{_fmt(c.get('output_throughput_median_tok_s'))} | "
                      f"{_fmt(c.get('goodput_median_req_s'), decimals=2)} | "
@@ -91,7 +103,7 @@ def build_sweep_report(workspace: Path, out: Path) -> Path:
              "Goodput as sglang.bench_serving's --goodput. Never combined with formal matrices or ABBA screens.",
              ""]
     for a in sweep_archives(workspace):
-        entry = archive_sweep_entry(a)
+        entry = archive_sweep_entry(a, workspace)
         if entry is None:
             continue
         figure = None

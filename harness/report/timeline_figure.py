@@ -118,6 +118,11 @@ def draw_timeline(fig: Figure, entry: Mapping[str, Any]) -> dict[str, Any]:
     return art
 
 
+def _invalid_note(entry: Mapping[str, Any]) -> str:
+    rules = entry.get("invalid_rules") or []
+    return f" INVALID ({', '.join(str(r) for r in rules)}): not a result." if rules else ""
+
+
 def timeline_caption(entry: Mapping[str, Any]) -> str:
     """The figure's caption: what bars, markers and the shading are."""
     rows = entry.get("rows") or []
@@ -130,10 +135,8 @@ def timeline_caption(entry: Mapping[str, Any]) -> str:
                     if n)
     return (f"Wave {entry.get('wave_id')} of archive {entry.get('archive_id')}: each bar is one request from send to "
             f"end of response, | marks its first token and x its last; {window}; dashed lines bound the HTTP "
-            f"window. {len(rows)} requests, {bad} failed (hatched)." + marks
-            + (" Simulated data." if entry.get("simulated") else "")
-            + (f" {invalid_mark(entry)}: the archive's evidence invalidates this wave's data." if invalid_mark(entry)
-               else ""))
+            f"window. {len(rows)} requests, {bad} failed (hatched)." + marks + _invalid_note(entry)
+            + (" Simulated data." if entry.get("simulated") else ""))
 
 
 def timeline_alt(entry: Mapping[str, Any]) -> str:

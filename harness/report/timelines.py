@@ -5,7 +5,10 @@ order), the timeline of the first measured wave of each cell (a screen's cells a
 B2, A2), at most :data:`MAX_TIMELINES` in all; each entry is
 :meth:`harness.measure.timeline.Timeline.to_json` plus ``archive_id``, ``simulated`` and ``source``
 (``formal`` or ``abba``). Archives without raw records give none. Rows carry their TTFT class when the
-archive has a ``coldness.json`` (:func:`ttft_classes_of`), so the figure marks cold requests.
+archive has a ``coldness.json`` (:func:`ttft_classes_of`), so the figure marks cold requests. Each entry
+carries ``invalid_rules``: the blocking rules of its archive's verdict (``snapshot['archives'][].verdict``)
+when that verdict invalidates the whole archive or names the wave (never from its round or cell: validity
+is never spread downward), else empty; the figure's caption then says the wave is INVALID.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def timeline_entries(archives: Sequence[Archive], snapshot: Mapping[str, Any],
                      limit: int = MAX_TIMELINES) -> tuple[list[dict[str, Any]], int]:
     """``(entries, omitted)``: the timelines to draw (at most ``limit``) and how many more there were."""
     by_id = {a.archive_id: a for a in archives}
+    verdicts = {str(a.get("archive_id")): a.get("verdict") or {} for a in snapshot.get("archives") or []}
     sources = [("formal", e) for e in snapshot.get("formal") or []] + \
               [("abba", e) for e in snapshot.get("screens") or []]
     out: list[dict[str, Any]] = []
@@ -52,6 +56,9 @@ def timeline_entries(archives: Sequence[Archive], snapshot: Mapping[str, Any],
                 omitted += 1
                 continue
             t = wave_timeline(waves[wid], classes)
+            v = verdicts.get(archive.archive_id) or {}
+            hit = bool(v.get("blocking")) and (bool(v.get("whole")) or wid in (v.get("invalid_rows") or []))
             out.append(json_value(t.to_json() | {"archive_id": archive.archive_id, "source": source,
-                                                 "simulated": bool(entry.get("simulated"))}))
+                                                 "simulated": bool(entry.get("simulated")),
+                                                 "invalid_rules": list(v.get("blocking") or []) if hit else []}))
     return out, omitted

@@ -22,15 +22,22 @@ def _ms(v: Any) -> float | None:
     return float(v) * 1000 if isinstance(v, int | float) and math.isfinite(v) else None
 
 
+def _mark(cell: Mapping[str, Any]) -> str:
+    rules = cell.get("invalid_rules") or []
+    return f"INVALID ({', '.join(str(r) for r in rules)})" if rules else ""
+
+
 def ttft_class_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Rows of a formal snapshot entry's cells, prefill before decode, by concurrency; keys ``workload``,
     ``concurrency``, ``cold_n``, ``cold_p50``, ``cold_max``, ``restarted_n``, ``restarted_p50``,
-    ``restarted_max``, ``warm_n``, ``warm_p50``, ``warm_p90``, ``warm_p99`` (ms)."""
+    ``restarted_max``, ``warm_n``, ``warm_p50``, ``warm_p90``, ``warm_p99`` (ms), and ``mark``
+    (``INVALID (rules)`` for a cell the snapshot marks invalid, else '')."""
     rows = []
     for c in entry.get("cells") or []:
         if not all(k in c for k in CELL_COLUMNS):
             continue
-        row: dict[str, Any] = {"workload": c.get("workload"), "concurrency": c.get("concurrency")}
+        row: dict[str, Any] = {"workload": c.get("workload"), "concurrency": c.get("concurrency"),
+                               "mark": _mark(c)}
         for col in CELL_COLUMNS:
             name = col.removeprefix("ttft_").removesuffix("_s")
             row[name] = int(c[col] or 0) if col.endswith("_n") else _ms(c[col])

@@ -8,7 +8,8 @@
 - :func:`corpus_ranges`: a corpus entry's tokenizer and token ranges as display text, saying
   "not recorded" where an older archive did not record them;
 - :func:`speculative_view`: the speculative-decoding section (matched AR/SD runs, whose figures are
-  withheld when the entry is not valid, and the acceptance counts of the other archives);
+  withheld when the entry is not valid, and the acceptance counts of the other archives, invalid rows
+  marked ``INVALID (rules)``);
 - :func:`energy_view`: the energy section (per archive, cell or leg: median output tokens per joule, mean
   W, method and source; withheld for a superseded archive).
 """
@@ -125,22 +126,41 @@ def corpus_ranges(entry: Mapping[str, Any]) -> dict[str, str]:
             "token_ids": _range(entry.get("token_ids")) or NOT_RECORDED}
 
 
+def _rules_text(entry: Mapping[str, Any]) -> str:
+    return ", ".join(str(r) for r in entry.get("invalid_rules") or [])
+
+
+def _with_marks(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with ``mark``: ``INVALID (rules)`` for a row a blocking finding invalidates (its
+    ``invalid_rules``), else '' (a row of a superseded archive: its entry says so)."""
+    return [{**c, "mark": f"INVALID ({_rules_text(c)})" if c.get("invalid_rules") else ""} for c in cells]
+
+
 def speculative_view(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """The speculative section's view (pure): ``matched`` entries (each with ``withheld``: the reason
-    its figures are not shown, or "" for a valid entry), ``acceptance`` entries of archives that are not
-    matched runs (a matched run's counts are in its own row), ``rule`` and ``present`` (anything to show).
-    A snapshot before format 6 has no ``speculative`` key and gives an empty section."""
+    its figures are not shown, or "" for a valid entry; ``withheld (rules)`` for a run a blocking
+    evidence finding invalidates, its break-even verdict never shown), ``acceptance`` entries of archives
+    that are not matched runs (a matched run's counts are in its own row; each cell with ``mark``),
+    ``rule`` and ``present`` (anything to show). A snapshot before format 6 has no ``speculative`` key and
+    gives an empty section."""
     raw = snapshot.get("speculative")
     spec: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     matched = []
     for e in spec.get("matched") or []:
         withheld = ""
         if e.get("valid") is False:
-            withheld = f"withheld (invalid: {e.get('invalid_reason') or 'not a result'})"
+            withheld = (f"withheld ({_rules_text(e)})" if e.get("invalid_rules") and not e.get("superseded_by")
+                        else f"withheld (invalid: {e.get('invalid_reason') or 'not a result'})")
         matched.append({**e, "withheld": withheld})
-    acceptance = [{**e, "withheld": "withheld (invalid: superseded)" if e.get("valid") is False else ""}
-                  for e in spec.get("acceptance") or []
-                  if not _shown_with_matched(e)]
+    acceptance = []
+    for e in spec.get("acceptance") or []:
+        if _shown_with_matched(e):
+            continue
+        withheld = ""
+        if e.get("valid") is False:
+            withheld = (f"withheld ({_rules_text(e)})" if e.get("invalid_rules") and not e.get("superseded_by")
+                        else "withheld (invalid: superseded)")
+        acceptance.append({**e, "withheld": withheld, "cells": _with_marks(e.get("cells") or [])})
     return {"matched": matched, "acceptance": acceptance, "rule": SD_RULE, "present": bool(matched or acceptance)}
 
 
@@ -153,12 +173,17 @@ def _shown_with_matched(entry: Mapping[str, Any]) -> bool:
 
 def energy_view(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The energy section's entries (pure): each with ``withheld`` (the reason its figures are not shown,
-    "" for a valid entry) and its cells' ``methods``/``sources`` joined for display. A snapshot before
-    format 7 has no ``energy`` key and gives none."""
+    "" for a valid entry: superseded, or ``withheld (rules)`` when a blocking finding invalidates the
+    whole archive) and its cells' ``methods``/``sources`` joined for display and ``mark`` (``INVALID
+    (rules)`` for a row whose windows a blocking finding concerns). A snapshot before format 7 has no
+    ``energy`` key and gives none."""
     out = []
     for e in snapshot.get("energy") or []:
-        withheld = f"withheld (invalid: superseded by {e.get('superseded_by')})" if e.get("valid") is False else ""
+        withheld = ""
+        if e.get("valid") is False:
+            withheld = (f"withheld ({_rules_text(e)})" if e.get("invalid_rules") and not e.get("superseded_by")
+                        else f"withheld (invalid: superseded by {e.get('superseded_by')})")
         cells = [{**c, "method": ", ".join(c.get("methods") or []) or "none",
-                  "source": ", ".join(c.get("sources") or []) or "none"} for c in e.get("cells") or []]
+                  "source": ", ".join(c.get("sources") or []) or "none"} for c in _with_marks(e.get("cells") or [])]
         out.append({**e, "withheld": withheld, "cells": cells})
     return out

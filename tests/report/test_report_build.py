@@ -127,9 +127,11 @@ def test_tampered_or_missing_archive_stops_the_build(tmp_path: Path) -> None:
 
 def test_real_evidence_rules_and_unavailable_evidence(tmp_path: Path) -> None:
     ids = make_workspace(tmp_path, historical=False)
-    snap = collect(tmp_path, ReportConfig())  # harness.evidence.rules when importable
+    snap = collect(tmp_path, ReportConfig())  # each archive's verdict when harness.evidence is importable
     if evidence_checker() is not None:
-        assert snap["findings_source"] == "harness.evidence.rules"
+        assert snap["findings_source"] == "harness.evidence.verdict"
+        # no ledger in this workspace: every verdict was decided by running the rules now
+        assert {a["findings_source"] for a in snap["archives"]} == {"rules"}
         # the failed decode round of f1 is reported by the formal-rounds rule
         assert any(f["rule"] == "formal-rounds" and f["archive_id"] == ids["f1"] for f in snap["findings"])
     cfg = ReportConfig(select=Selection(kinds=["abba"]))

@@ -48,7 +48,7 @@ def test_sla_section_frozen_and_rendered(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     aid = _archive(ws)
     snap = collect(ws, ReportConfig(), findings_fn=False)
-    assert snap["snapshot_format_version"] == SNAPSHOT_FORMAT_VERSION == 9
+    assert snap["snapshot_format_version"] == SNAPSHOT_FORMAT_VERSION == 10
     (e,) = snap["sla"]
     assert (e["archive_id"], e["kind"], e["valid"]) == (aid, "sla-search", True)
     assert (e["highest_passing_req_s"], e["lowest_failing_req_s"], e["end"], e["converged"]) == (9.75, 10.5,
@@ -75,3 +75,27 @@ def test_older_snapshot_loads_without_sla(tmp_path: Path) -> None:
     snap["snapshot_format_version"] = 7
     del snap["sla"]
     assert load_snapshot(snapshot_bytes(snap), "old.json")["sla"] == []
+
+
+def test_sla_probe_invalid_and_bracket_withheld(tmp_path: Path) -> None:
+    """A blocking finding naming one probe's cell marks that probe INVALID and withholds the bracket (a
+    conclusion over every probe)."""
+    ws = tmp_path / "ws"
+    _archive(ws)
+
+    def late(a: object) -> list[dict[str, object]]:
+        return [{"rule": "sim-lateness", "severity": "blocking", "message": "late", "remedy": "re-run",
+                 "archive_id": "", "rows": ("sweep-12rps",)}]
+
+    snap = collect(ws, ReportConfig(), findings_fn=late)
+    (e,) = snap["sla"]
+    assert (e["valid"], e["invalid_rules"]) == (False, ["sim-lateness"])
+    marks = [(p["cell_id"], p["valid"], p["invalid_rules"]) for p in e["probes"]]
+    assert [m for m in marks if not m[1]] == [("sweep-12rps", False, ["sim-lateness"])] and len(marks) == 6
+    out = render_report(snapshot_bytes(snap), ws / "report", build_time=BUILD)
+    html = out.html.read_text()
+    sec = html[html.index('<h2 id="sla">'):]
+    sec = sec[:sec.index("</section>")]
+    assert "Bracket withheld (sim-lateness)" in sec and "Bracket: highest passing" not in sec
+    assert sec.count("INVALID (sim-lateness)") == 3  # the status, the bracket line and the one probe
+    assert "**Bracket withheld**" in (out.out_dir / "report.md").read_text()

@@ -83,3 +83,27 @@ def test_an_invalid_wave_is_titled_invalid_with_its_rules() -> None:
     assert "INVALID (r1, r2)" in timeline_caption(entry) and "INVALID (r1, r2)" in timeline_alt(entry)
     valid = timeline_figure(entry | {"invalid_rules": []})
     assert "INVALID" not in valid.artists["title"].get_text() and "INVALID" not in valid.caption
+
+
+def test_a_wave_a_blocking_finding_names_is_marked_invalid(tmp_path: Path) -> None:
+    """The timeline of a wave the verdict invalidates says so (caption and heading); the other does not."""
+    from harness.report.render import view_model
+
+    ws = tmp_path / "ws"
+    aid = write_timeline_archive(ws).archive_id
+
+    def late(a: object) -> list[dict[str, object]]:
+        return [{"rule": "sim-lateness", "severity": "blocking", "message": "late", "remedy": "re-run",
+                 "archive_id": aid, "rows": ("decode-c03.r0.w0",)}]
+
+    out = tmp_path / "report"
+    build_report(ws, out, build_time=BUILD_TIME, findings_fn=late, jobs=1)
+    snap = json.loads((out / "results.json").read_text())
+    marks = {t["wave_id"]: t["invalid_rules"] for t in snap["timelines"]}
+    assert marks == {FAILED_WAVE: [], "decode-c03.r0.w0": ["sim-lateness"]}
+    (bad,) = [t for t in snap["timelines"] if t["invalid_rules"]]
+    assert "INVALID (sim-lateness): not a result." in timeline_figure(bad).caption
+    assert len(view_model(snap)["timelines"]) == 2
+    html = (out / "report.html").read_text()
+    sec = html[html.index('<h2 id="timelines">'):html.index('<h2 id="historical">')]
+    assert sec.count('<span class="invalid"') == 1

@@ -14,6 +14,7 @@ from datetime import date
 from typing import Any
 
 from harness.errors import ArchiveError
+from harness.evidence.verdict import Verdict
 from harness.report.config import Selection
 from harness.service.origin import backends_of, run_is_simulated
 from harness.store.runblock import RunBlock, read_run_block
@@ -34,7 +35,11 @@ class ArchiveContent:
     matched AR/SD run's ``matched.json`` and ``matched_legs`` the rows of its ``legs.parquet`` (read only
     beside ``matched.json``); ``acceptance`` the rows of ``acceptance.parquet`` (one per measured wave
     with speculative counts, any run kind); ``energy`` the archive's ``energy.json`` (energy per
-    measurement window, any run kind).
+    measurement window, any run kind). ``verdict`` is the archive's decided evidence
+    (:class:`harness.evidence.verdict.Verdict`: ``harness.evidence.io.archive_verdict``, or decided from
+    an injected ``findings`` list by :func:`harness.evidence.verdict.decide`); ``None`` when the
+    evidence module is unavailable or findings are skipped: freeze then decides one from ``findings``
+    (no findings: every row valid unless a resumed run superseded the archive).
     """
 
     archive_id: str
@@ -58,6 +63,7 @@ class ArchiveContent:
     energy: Mapping[str, Any] | None = None  # energy.json (harness.run.energy), any run kind
     replay: Mapping[str, Any] | None = None  # a trace replay's replay.json (harness.run.replay)
     sla: Mapping[str, Any] | None = None  # sla.json of an SLA search (harness.run.sla)
+    verdict: Verdict | None = None  # the archive's one verdict (harness.evidence.verdict)
 
 
 def _created_date(run: RunBlock) -> date | None:
@@ -111,7 +117,10 @@ def select_archives(manifests: Sequence[Mapping[str, Any]], selection: Selection
 
 
 def is_simulated(content: ArchiveContent) -> bool:
-    """True when any data of the archive comes from the built-in simulator (backend ``sim``, a
-    ``simulated`` label, or a simulated service identity)."""
+    """True when any data of the archive comes from the built-in simulator: the verdict's decided
+    ``data_origin`` when the content carries a verdict with one, else backend ``sim``, a ``simulated``
+    label, or a simulated service identity."""
+    if content.verdict is not None and content.verdict.data_origin:
+        return content.verdict.simulated
     run = read_run_block(content.manifest, f"archive {content.archive_id}")
     return run_is_simulated(backends_of(run.backend), run.labels, (content.service or {}).get("services") or [])

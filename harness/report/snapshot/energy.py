@@ -7,7 +7,9 @@ the **median output tokens per joule** over those windows, the **mean power** (W
 window seconds: time-weighted), total J and s, the methods (``energy-counter``, ``power-integral``) and
 the sources (``nvml``, ``amd-smi``, ``xpu-smi``, ``sim``: the simulator's power model, never a
 measurement) that measured them. A window without energy (not bracketed by samples) counts in
-``windows`` only: nothing is estimated. Absent ``energy.json`` gives ``None``.
+``windows`` only: nothing is estimated. Absent ``energy.json`` gives ``None``. The entry is marked as a
+whole, each row by the wave and round ids of its windows (``valid``, ``invalid_rules``: a row is invalid
+when a blocking finding concerns any of its windows; :mod:`harness.report.snapshot.validity`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from harness.evidence.verdict import Verdict
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.io import finite_or_none as _num
+from harness.report.snapshot.validity import content_verdict, mark_row, mark_rows
 
 __all__ = ["energy_entry"]
 
@@ -27,9 +31,11 @@ def _sources(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [s if isinstance(s, Mapping) else {} for s in raw]
 
 
-def energy_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
+def energy_entry(c: ArchiveContent, base: Mapping[str, Any],
+                 verdict: Verdict | None = None) -> dict[str, Any] | None:
     """One ``energy`` entry (module docstring); None without ``energy.json`` or without windows. ``base``
     is the archive's snapshot entry (campaign, kind, protocol and claim class, status, simulated)."""
+    verdict = content_verdict(c) if verdict is None else verdict  # default: the content's own
     doc = c.energy
     if not isinstance(doc, Mapping) or not isinstance(doc.get("waves"), list) or not doc["waves"]:
         return None
@@ -50,7 +56,8 @@ def energy_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] |
         intervals = sorted({float(samplers[i]["interval_s"]) for i in idx
                             if i < len(samplers) and _num(samplers[i].get("interval_s")) is not None})
         concurrency = rows[0].get("concurrency")
-        cells.append({
+        ids = [w.get(k) for w in rows for k in ("wave_id", "round_id")]
+        cells.append(mark_row({
             "cell_id": cell_id, "window_kind": kind, "concurrency": concurrency, "windows": len(rows),
             "windows_measured": len(ok), "median_tokens_per_j": statistics.median(tpj) if tpj else None,
             "mean_power_w": joules / seconds if seconds > 0 else None, "energy_j": joules if ok else None,
@@ -58,8 +65,8 @@ def energy_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] |
             "methods": sorted({str(w.get("method")) for w in ok if w.get("method")}),
             "sources": sources, "interval_s": intervals,
             "unmeasured_reason": next((str(w.get("reason")) for w in rows if w not in ok and w.get("reason")), None),
-        })
-    return {"archive_id": c.archive_id, "campaign": base["campaign"], "kind": base["kind"],
+        }, verdict, ids))
+    return mark_rows({"archive_id": c.archive_id, "campaign": base["campaign"], "kind": base["kind"],
             "protocol_class": base["protocol_class"], "claim_class": base["claim_class"], "status": base["status"],
             "simulated": base["simulated"] or any(s.get("source") == "sim" for s in samplers),
-            "created_wall": base["created_wall"], "cells": cells}
+            "created_wall": base["created_wall"], "cells": cells}, verdict)

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.evidence.verdict import Verdict
 from harness.inputs.spec.base import legacy_cache
 from harness.report.config import HistoricalFigure, ReportConfig
-from harness.report.snapshot.archives import ArchiveContent, is_simulated
+from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.energy import energy_entry
 from harness.report.snapshot.imports import import_entries
 from harness.report.snapshot.io import SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, json_value
@@ -37,6 +38,7 @@ from harness.report.snapshot.sections import (
 )
 from harness.report.snapshot.sla import sla_entry
 from harness.report.snapshot.speculative import acceptance_entry, invalid_reason, matched_entry
+from harness.report.snapshot.validity import content_verdict, mark_row, mark_rows, mark_run, withhold
 from harness.store.runblock import read_run_block
 
 __all__ = ["MILESTONE_EXCLUDED_CLASSES", "freeze", "historical_figure_groups", "supersessions"]
@@ -48,9 +50,9 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 
 
-def _archive_entry(c: ArchiveContent) -> dict[str, Any]:
+def _archive_entry(c: ArchiveContent, verdict: Verdict) -> dict[str, Any]:
     run = read_run_block(c.manifest, f"archive {c.archive_id}")
-    return {
+    return mark_run({
         "archive_id": c.archive_id,
         "manifest_sha256": c.manifest_sha256,
         "status": str(c.manifest.get("status", "unknown")),
@@ -65,9 +67,12 @@ def _archive_entry(c: ArchiveContent) -> dict[str, Any]:
         "labels": sorted(run.labels),
         "service_name": run.service_name,
         "error": run.error,
-        "simulated": is_simulated(c),
+        "simulated": verdict.simulated,
+        "data_origin": verdict.data_origin,
+        "findings_source": verdict.source,
+        "verdict": verdict.to_json(),
         "host": host_entry(c),
-    }
+    }, verdict)
 
 
 def _spec_summary(spec: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -84,11 +89,17 @@ def _spec_summary(spec: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 
-def _formal_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
+def _formal_entry(c: ArchiveContent, base: Mapping[str, Any], verdict: Verdict) -> dict[str, Any] | None:
     if c.results is None:
         return None
     cells = [json_value(dict(x)) for x in c.results.get("cells") or []]
-    rounds = [json_value(dict(x)) for x in c.results.get("rounds") or []]
+    rounds = [mark_row(json_value(dict(x)), verdict, [x.get("round_id")]) for x in c.results.get("rounds") or []]
+    ok_rounds: dict[str, list[str]] = {}
+    for r in rounds:
+        if r.get("status") == "ok" and r.get("round_id") is not None:
+            ok_rounds.setdefault(str(r.get("cell_id")), []).append(str(r["round_id"]))
+    for x in cells:
+        mark_row(x, verdict, [x.get("cell_id")], ok_rounds.get(str(x.get("cell_id")), []))
     cells.sort(key=lambda x: (0 if x.get("workload") == "prefill" else 1, x.get("concurrency") or 0,
                               str(x.get("cell_id"))))
     rounds.sort(key=lambda x: (str(x.get("cell_id")), x.get("round_index") or 0, str(x.get("round_id"))))
@@ -106,10 +117,10 @@ def _formal_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] 
         "rounds": rounds,
     }
     entry["limits"] = formal_limits(entry)
-    return entry
+    return mark_rows(entry, verdict)
 
 
-def _screen_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
+def _screen_entry(c: ArchiveContent, base: Mapping[str, Any], verdict: Verdict) -> dict[str, Any] | None:
     if c.comparison is None:
         return None
     comp = c.comparison
@@ -166,7 +177,7 @@ def _screen_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] 
         "allow_identity_change": ident.get("allow_identity_change"),
     }
     entry["limits"] = screen_limits(entry)
-    return entry
+    return withhold(mark_run(entry, verdict), verdict)
 
 
 def _historical(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -223,17 +234,10 @@ def supersessions(contents: Sequence[ArchiveContent],
     return out
 
 
-def _validity(entry: dict[str, Any], successor: str | None) -> dict[str, Any]:
-    """``entry`` with ``valid`` (False once a resumed run superseded the archive) and ``superseded_by``."""
-    entry["valid"] = successor is None
-    entry["superseded_by"] = successor
-    return entry
-
-
-def _add(entries: list[dict[str, Any]], entry: dict[str, Any] | None, successor: str | None) -> None:
-    """Append ``entry`` with its validity (:func:`_validity`) unless it is None (the archive lacks the file)."""
+def _add(entries: list[dict[str, Any]], entry: dict[str, Any] | None) -> None:
+    """Append ``entry`` (already marked from the archive's verdict) unless it is None (the archive lacks the file)."""
     if entry is not None:
-        entries.append(_validity(entry, successor))
+        entries.append(entry)
 
 
 def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
@@ -243,16 +247,27 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     """Build the snapshot document from verified archive contents (any order; the snapshot is
     sorted by created_wall, then archive id) and the historical ledger rows (``None`` = no ledger).
 
-    ``findings_source`` names where findings came from (``harness.evidence.rules``, or ``unavailable``
-    when the evidence module could not be imported). ``superseded`` maps an archive id to the archive
+    ``findings_source`` names where findings came from (``harness.evidence.verdict``: each archive's
+    verdict, whose own source, ``ledger`` or ``rules``, is ``archives[].findings_source``;
+    ``harness.evidence.rules``: findings handed in; ``unavailable`` when the evidence module could not be
+    imported). ``superseded`` maps an archive id to the archive
     that resumed it (read from the whole workspace by :func:`harness.report.collect.collect`); the
-    selected contents' own ``resumed_from`` are added (:func:`supersessions`). Every archive, matrix,
-    screen and sweep entry carries ``valid`` and ``superseded_by``: a superseded archive's values are
-    never a result (its successor carries its records). Pure: the same inputs give the same snapshot.
+    selected contents' own ``resumed_from`` are added (:func:`supersessions`). Validity comes from each
+    archive's one verdict (``ArchiveContent.verdict``, :mod:`harness.report.snapshot.validity`): every
+    archive, matrix, screen, sweep, SLA, matched, acceptance, energy and replay entry carries ``valid``,
+    ``invalid_rules`` and ``superseded_by`` (entries of one row per run are invalid by any blocking
+    finding, a matrix or energy entry only as a whole), every formal cell and round, sweep rate, SLA
+    probe, energy and acceptance group its own ``valid`` and ``invalid_rules``; a screen's or matched
+    run's verdict on an invalid run is ``withheld`` (``verdict_as_measured`` keeps it). A superseded
+    archive's values are never a result (its successor carries its records). Pure: the same inputs
+    give the same snapshot.
     """
     ordered = sorted(contents, key=lambda c: (read_run_block(c.manifest).created_wall, c.archive_id))
     successors = supersessions(ordered, superseded)
-    archives, formal, memory, findings = [], [], [], []
+    archives: list[dict[str, Any]] = []
+    formal: list[dict[str, Any]] = []
+    memory: list[dict[str, Any]] = []
+    findings: list[dict[str, Any]] = []
     screens: list[dict[str, Any]] = []
     sweeps: list[dict[str, Any]] = []
     services, corpora, oracles = [], [], []
@@ -262,31 +277,30 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     replays: list[dict[str, Any]] = []
     sla: list[dict[str, Any]] = []
     for c in ordered:
-        succ = successors.get(c.archive_id)
-        base = _validity(_archive_entry(c), succ)
+        verdict = content_verdict(c, successors.get(c.archive_id))
+        base = _archive_entry(c, verdict)
         archives.append(base)
         kind, proto = base["kind"], base["protocol_class"]
         if kind == "abba" or proto == "abba-screen":
-            _add(screens, _screen_entry(c, base), succ)
+            _add(screens, _screen_entry(c, base, verdict))
         elif kind == "formal-matrix" or proto == "formal":
-            frm = _formal_entry(c, base)
-            if frm is not None:
-                formal.append(_validity(frm, succ))
+            _add(formal, _formal_entry(c, base, verdict))
         elif kind == "rate-sweep" or proto == "rate-sweep":
-            _add(sweeps, sweep_entry(c, base), succ)
+            _add(sweeps, sweep_entry(c, base, verdict))
         elif kind == "sla-search" or proto == "sla-search":
-            _add(sla, sla_entry(c, base), succ)
+            _add(sla, sla_entry(c, base, verdict))
         elif kind == "matched-sd" or proto == "matched-sd":
             mat = matched_entry(c, base)
             if mat is not None:
-                mat = _validity(mat, succ)
+                mat = withhold(mark_run(mat, verdict), verdict)
                 mat["invalid_reason"] = invalid_reason(mat)
                 mat["valid"] = mat["invalid_reason"] is None
                 spec_matched.append(mat)
-        _add(spec_acceptance, acceptance_entry(c, base), succ)
-        _add(energy, energy_entry(c, base), succ)
+        _add(spec_acceptance, acceptance_entry(c, base, verdict))
+        _add(energy, energy_entry(c, base, verdict))
         if kind == "trace-replay" or proto == "trace-replay":
-            _add(replays, replay_entry(c.replay, c.archive_id, base), succ)
+            rep = replay_entry(c.replay, c.archive_id, base)
+            _add(replays, mark_run(rep, verdict) if rep is not None else None)
         if config.memory:
             mem = memory_entry(c, base["simulated"])
             if mem is not None:

@@ -33,6 +33,18 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
   9 - (2026-12-02) ``sla``: per SLA-search archive its limits, rule, bracket (highest passing and lowest
       failing rate), end, convergence, width and every probe (harness.report.snapshot.sla); older
       snapshots load with none.
+  10 - (2026-12-03) validity from each archive's one verdict (harness.evidence.verdict, read by
+      ``harness.evidence.io.archive_verdict``: the findings stored with its ledger rows, else the rules run
+      now), no longer from supersession alone: ``archives[]`` carry ``data_origin`` (the decided one),
+      ``findings_source`` (``ledger`` or ``rules``) and ``verdict`` (``Verdict.to_json``); every entry's
+      ``valid`` is False when superseded or invalidated, with ``invalid_rules`` (the blocking rules) beside it
+      (archives, screens, matched runs, sweeps, SLA searches and replays: by any blocking finding; formal,
+      energy and acceptance entries: as a whole); ``formal[].cells`` / ``rounds``, ``sweeps[].cells``,
+      ``sla[].probes``, ``energy[].cells`` and ``speculative.acceptance[].cells`` carry their own ``valid``
+      and ``invalid_rules``; ``screens[]`` and ``speculative.matched[]`` show ``verdict`` ``withheld`` on a
+      run with a blocking finding and keep ``verdict_as_measured``; the top-level ``findings_source`` is
+      ``harness.evidence.verdict`` for the verdicts' findings. Older snapshots load unchanged: absent marks
+      read as valid (cells: as the findings name them).
 """
 
 from __future__ import annotations
@@ -51,8 +63,8 @@ from harness.store.archive_legacy import upgrade_json
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "finite_or_none", "json_value", "load_snapshot",
            "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 9
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+SNAPSHOT_FORMAT_VERSION = 10
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")

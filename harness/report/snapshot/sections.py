@@ -14,8 +14,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from harness.evidence.verdict import Verdict
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.io import json_value
+from harness.report.snapshot.validity import content_verdict, mark_row, mark_run
 from harness.service.origin import service_is_simulated
 
 __all__ = [
@@ -199,27 +201,37 @@ def host_entry(c: ArchiveContent) -> dict[str, Any] | None:
             "gpu_memory_total_bytes": devices[0].get("memory_total_bytes") if devices else None}
 
 
-def sweep_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
+def sweep_entry(c: ArchiveContent, base: Mapping[str, Any],
+                verdict: Verdict | None = None) -> dict[str, Any] | None:
     """A rate sweep archive's section (from ``sweep.json``): per offered rate (requests/s) the medians of
     its ok rounds (request/output throughput, goodput), its pooled latency (seconds) and its over-saturated
     rounds (null before they were counted), the SLO, the goodput knee and where ``stop_at_saturation``
-    stopped it; None without ``sweep.json``."""
+    stopped it; None without ``sweep.json``. The entry is marked as one run (its knee is a conclusion
+    over every rate), each rate by its cell id (:mod:`harness.report.snapshot.validity`)."""
+    verdict = content_verdict(c) if verdict is None else verdict  # default: the content's own
     if not isinstance(c.sweep, Mapping):
         return None
-    keys = ("arrival_rate_req_s", "rounds_ok", "rounds_planned", "concurrency", "request_throughput_median_req_s",
+    ok_rounds: dict[str, list[str]] = {}
+    for r in c.sweep.get("rounds") or []:
+        if isinstance(r, Mapping) and r.get("status") == "ok" and r.get("round_id") is not None:
+            ok_rounds.setdefault(str(r.get("cell_id")), []).append(str(r["round_id"]))
+    keys = ("cell_id", "arrival_rate_req_s", "rounds_ok", "rounds_planned", "concurrency",
+            "request_throughput_median_req_s",
             "output_throughput_median_tok_s", "input_throughput_median_tok_s", "goodput_median_req_s",
             "goodput_min_req_s", "goodput_max_req_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
             "e2e_p50_s", "e2e_p99_s", "schedule_kept",
             "client_lag_p99_s", "saturated_rounds")
-    cells = [{k: json_value(cell.get(k)) for k in keys} for cell in c.sweep.get("cells") or []
-             if isinstance(cell, Mapping)]
+    cells = [mark_row({k: json_value(cell.get(k)) for k in keys}, verdict, [cell.get("cell_id")],
+                      ok_rounds.get(str(cell.get("cell_id")), []))
+             for cell in c.sweep.get("cells") or [] if isinstance(cell, Mapping)]
     cells.sort(key=lambda x: float(x.get("arrival_rate_req_s") or 0.0))
     knee = c.sweep.get("knee")
-    return {"archive_id": c.archive_id, "campaign": base["campaign"], "claim_class": base["claim_class"],
-            "protocol_class": base["protocol_class"], "status": base["status"], "simulated": base["simulated"],
-            "created_wall": base["created_wall"], "slo": json_value(c.sweep.get("slo")),
-            "knee": json_value(dict(knee)) if isinstance(knee, Mapping) else None, "cells": cells,
-            "stopped": json_value(dict(stop)) if isinstance(stop := c.sweep.get("stopped"), Mapping) else None}
+    return mark_run({
+        "archive_id": c.archive_id, "campaign": base["campaign"], "claim_class": base["claim_class"],
+        "protocol_class": base["protocol_class"], "status": base["status"], "simulated": base["simulated"],
+        "created_wall": base["created_wall"], "slo": json_value(c.sweep.get("slo")),
+        "knee": json_value(dict(knee)) if isinstance(knee, Mapping) else None, "cells": cells,
+        "stopped": json_value(dict(stop)) if isinstance(stop := c.sweep.get("stopped"), Mapping) else None}, verdict)
 
 
 def memory_entry(c: ArchiveContent, simulated: bool) -> dict[str, Any] | None:

@@ -5,6 +5,9 @@ entry: the declared limits (ms), the rule a probe passes by, the bracket (highes
 lowest failing rate, monotone), why the search ended, whether it converged, its width and precision,
 and every probe in probe order (rate, verdict, reasons, the worst measured round's p99 TTFT / TPOT /
 E2E in seconds, rounds ok, schedule kept, bracket end). It never reduces the bracket to one number.
+The entry is marked as one run (its bracket is a conclusion over every probe: not a result when the run
+has a blocking finding), each probe by its cell id (``valid``, ``invalid_rules``;
+:mod:`harness.report.snapshot.validity`).
 Absent ``sla.json`` gives ``None``.
 """
 
@@ -13,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.evidence.verdict import Verdict
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.io import finite_or_none as _num
+from harness.report.snapshot.validity import content_verdict, mark_row, mark_run
 
 __all__ = ["sla_entry"]
 
@@ -33,16 +38,19 @@ def _probe(p: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def sla_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
+def sla_entry(c: ArchiveContent, base: Mapping[str, Any],
+              verdict: Verdict | None = None) -> dict[str, Any] | None:
     """One ``sla`` entry (module docstring); ``base`` is the archive's snapshot entry."""
+    verdict = content_verdict(c) if verdict is None else verdict  # default: the content's own
     doc = c.sla
     if not isinstance(doc, Mapping):
         return None
     raw_b, raw_s = doc.get("bracket"), doc.get("settings")
     bracket: Mapping[str, Any] = raw_b if isinstance(raw_b, Mapping) else {}
     settings: Mapping[str, Any] = raw_s if isinstance(raw_s, Mapping) else {}
-    probes = [_probe(p) for p in doc.get("probes") or [] if isinstance(p, Mapping)]
-    return {"archive_id": c.archive_id, "campaign": base["campaign"], "kind": base["kind"],
+    probes = [mark_row(_probe(p), verdict, [p.get("cell_id")]) for p in doc.get("probes") or []
+              if isinstance(p, Mapping)]
+    return mark_run({"archive_id": c.archive_id, "campaign": base["campaign"], "kind": base["kind"],
             "protocol_class": base["protocol_class"], "claim_class": base["claim_class"], "status": base["status"],
             "simulated": base["simulated"], "created_wall": base["created_wall"],
             "limits_ms": dict(doc.get("limits_ms") or {}), "rule": str(doc.get("rule") or ""),
@@ -51,4 +59,4 @@ def sla_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | No
             "monotone": bool(bracket.get("monotone", True)), "end": str(doc.get("end") or ""),
             "converged": bool(doc.get("converged")), "width": _num(doc.get("width")),
             "width_unit": str(doc.get("width_unit") or "req_s"), "precision": _num(settings.get("precision")),
-            "max_probes": settings.get("max_probes"), "probes": probes}
+            "max_probes": settings.get("max_probes"), "probes": probes}, verdict)

@@ -10,8 +10,11 @@ per-request and a counter-delta row of the same steps). Absent files give ``None
 
 Units: rates tok/s (resident decode), step times ms, percentages plain percent, acceptance rate a
 fraction in [0, 1]. A matched entry's ``valid`` is False when a resumed run superseded the archive
-(``superseded_by``) or when the run did not finish every leg (``status`` not ``complete`` or a
-``failed_leg``; ``invalid_reason`` says which): its figures are then withheld by the renderer.
+(``superseded_by``), when a blocking evidence finding invalidates the run (``invalid_rules``; its
+break-even ``verdict`` is then ``withheld``, ``verdict_as_measured`` keeps it) or when the run did not
+finish every leg (``status`` not ``complete`` or a ``failed_leg``); ``invalid_reason`` says which, and
+its figures are then withheld by the renderer. An acceptance entry is marked as a whole and per
+(cell, source) group by the wave ids of its rows (:mod:`harness.report.snapshot.validity`).
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.evidence.verdict import Verdict
 from harness.measure.speculative import SpecCounts
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.io import finite_or_none as _num
 from harness.report.snapshot.io import json_value
+from harness.report.snapshot.validity import content_verdict, mark_row, mark_rows
 
 __all__ = ["acceptance_entry", "invalid_reason", "matched_entry", "sd_algorithm"]
 
@@ -139,9 +144,12 @@ def matched_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] 
 
 
 def invalid_reason(entry: Mapping[str, Any]) -> str | None:
-    """Why a matched entry is not a result: superseded, or a run that did not finish every leg."""
+    """Why a matched entry is not a result: superseded, a blocking evidence finding (its rules named),
+    or a run that did not finish every leg."""
     if entry.get("superseded_by"):
         return f"superseded by {entry['superseded_by']}"
+    if entry.get("invalid_rules"):
+        return f"blocking finding: {', '.join(entry['invalid_rules'])}"
     if entry.get("failed_leg"):
         return f"leg {entry['failed_leg']} failed"
     if entry.get("status") != "complete":
@@ -149,9 +157,11 @@ def invalid_reason(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def acceptance_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
+def acceptance_entry(c: ArchiveContent, base: Mapping[str, Any],
+                     verdict: Verdict | None = None) -> dict[str, Any] | None:
     """One ``speculative.acceptance`` entry: per (cell, source) the summed counts of its measured waves
-    and the values derived from the sums; None without acceptance rows."""
+    and the values derived from the sums, marked by the wave ids it sums; None without acceptance rows."""
+    verdict = content_verdict(c) if verdict is None else verdict  # default: the content's own
     rows = [r for r in c.acceptance or [] if isinstance(r, Mapping)]
     if not rows:
         return None
@@ -165,11 +175,14 @@ def acceptance_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, An
                             accepted=sums["drafts_accepted"], completion_tokens=sums["completion_tokens"],
                             source=source)
         conc = sorted({int(v) for r in mine if (v := _num(r.get("concurrency"))) is not None})
-        cells.append({"cell_id": cell_id, "source": source, "concurrency": conc[0] if len(conc) == 1 else None,
-                      "waves": len(mine), **sums, "tokens_per_step": _num(counts.tokens_per_step),
-                      "acceptance_rate": _num(counts.acceptance_rate),
-                      "sglang_accept_length": _num(counts.sglang_accept_length)})
+        cells.append(mark_row({"cell_id": cell_id, "source": source,
+                               "concurrency": conc[0] if len(conc) == 1 else None,
+                               "waves": len(mine), **sums, "tokens_per_step": _num(counts.tokens_per_step),
+                               "acceptance_rate": _num(counts.acceptance_rate),
+                               "sglang_accept_length": _num(counts.sglang_accept_length)},
+                              verdict, [r.get("wave_id") for r in mine]))
     cells.sort(key=lambda x: (x["concurrency"] or 0, x["cell_id"], x["source"]))
-    return {"archive_id": c.archive_id, "campaign": base["campaign"], "kind": base["kind"],
-            "claim_class": base["claim_class"], "protocol_class": base["protocol_class"], "status": base["status"],
-            "simulated": base["simulated"], "created_wall": base["created_wall"], "cells": cells}
+    return mark_rows({"archive_id": c.archive_id, "campaign": base["campaign"], "kind": base["kind"],
+                      "claim_class": base["claim_class"], "protocol_class": base["protocol_class"],
+                      "status": base["status"], "simulated": base["simulated"], "created_wall": base["created_wall"],
+                      "cells": cells}, verdict)
