@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_scale_spec_resolves_profile_file_and_workers() -> None:
     loaded = load_spec(ROOT / "campaigns" / "scale-c1024.yaml")
     spec = loaded.spec
-    assert spec.kind == "formal-matrix"
+    assert isinstance(spec, CampaignSpec) and spec.kind == "formal-matrix"  # its kind's model
     path = spec.service.sim.profile_file
     assert path is not None and Path(path).is_absolute() and Path(path).name == "scale-20ms.yaml"
     argv = sim_command(spec.service).argv
