@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field
 
 from harness.errors import SpecError
 from harness.formats import Strict, parse_model, read_yaml
@@ -49,24 +49,25 @@ ArchiveStatus = Literal["complete", "partial", "failed"]
 
 
 
+def _known_kind(value: str) -> str:
+    if value not in KINDS:
+        raise ValueError(f"{value!r} is not a kind; one of {', '.join(KINDS)}")
+    return value
+
+
 class Selection(Strict):
     """Archive filters. Each given filter must hold (AND); an omitted filter selects everything."""
 
     campaigns: list[str] | None = Field(None, description="campaign (or screen) names, exact match")
-    kinds: list[str] | None = Field(None, description="run kinds (harness.kinds: formal-matrix, abba, ...)")
+    kinds: list[Annotated[str, AfterValidator(_known_kind)]] | None = Field(
+        None, description="run kinds (harness.kinds: formal-matrix, abba, ...)")
     labels: list[str] | None = Field(None, description="the archive must carry every one of these labels")
     since: date | None = Field(None, description="first created_wall date included (UTC)")
     until: date | None = Field(None, description="last created_wall date included (UTC)")
     archive_ids: list[str] | None = Field(None, description="archive ids or unique id prefixes; each must exist")
     statuses: list[ArchiveStatus] | None = None
 
-    @field_validator("kinds")
-    @classmethod
-    def _known_kinds(cls, kinds: list[str] | None) -> list[str] | None:
-        unknown = [k for k in kinds or [] if k not in KINDS]
-        if unknown:
-            raise ValueError(f"{', '.join(map(repr, unknown))}: not a kind; one of {', '.join(KINDS)}")
-        return kinds
+
 
 
 class HistoricalFigure(Strict):

@@ -18,6 +18,7 @@ import numpy as np
 
 from harness.evidence.verdict import Verdict
 from harness.inputs.spec.base import legacy_cache
+from harness.kinds import MATCHED_SECTION, kind_of_run, resolve
 from harness.report.config import HistoricalFigure, ReportConfig
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.energy import energy_entry
@@ -25,7 +26,6 @@ from harness.report.snapshot.imports import import_entries
 from harness.report.snapshot.io import SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, json_value
 from harness.report.snapshot.io import finite_or_none as _num
 from harness.report.snapshot.limits import GENERAL_LIMITS, formal_limits, screen_limits
-from harness.report.snapshot.replay import replay_entry
 from harness.report.snapshot.sections import (
     LEG_ORDER,
     corpus_entries,
@@ -34,10 +34,8 @@ from harness.report.snapshot.sections import (
     memory_entry,
     oracle_entries,
     service_entries,
-    sweep_entry,
 )
-from harness.report.snapshot.sla import sla_entry
-from harness.report.snapshot.speculative import acceptance_entry, invalid_reason, matched_entry
+from harness.report.snapshot.speculative import acceptance_entry
 from harness.report.snapshot.validity import content_verdict, mark_row, mark_rows, mark_run, withhold
 from harness.store.runblock import read_run_block
 
@@ -89,7 +87,7 @@ def _spec_summary(spec: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 
-def _formal_entry(c: ArchiveContent, base: Mapping[str, Any], verdict: Verdict) -> dict[str, Any] | None:
+def formal_entry(c: ArchiveContent, base: Mapping[str, Any], verdict: Verdict) -> dict[str, Any] | None:
     if c.results is None:
         return None
     cells = [json_value(dict(x)) for x in c.results.get("cells") or []]
@@ -120,7 +118,7 @@ def _formal_entry(c: ArchiveContent, base: Mapping[str, Any], verdict: Verdict) 
     return mark_rows(entry, verdict)
 
 
-def _screen_entry(c: ArchiveContent, base: Mapping[str, Any], verdict: Verdict) -> dict[str, Any] | None:
+def screen_entry(c: ArchiveContent, base: Mapping[str, Any], verdict: Verdict) -> dict[str, Any] | None:
     if c.comparison is None:
         return None
     comp = c.comparison
@@ -276,31 +274,17 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     energy: list[dict[str, Any]] = []
     replays: list[dict[str, Any]] = []
     sla: list[dict[str, Any]] = []
+    sections: dict[str, list[dict[str, Any]]] = {"formal": formal, "screens": screens, "sweeps": sweeps, "sla": sla,
+                                                 MATCHED_SECTION: spec_matched, "replays": replays}
     for c in ordered:
         verdict = content_verdict(c, successors.get(c.archive_id))
         base = _archive_entry(c, verdict)
         archives.append(base)
-        kind, proto = base["kind"], base["protocol_class"]
-        if kind == "abba" or proto == "abba-screen":
-            _add(screens, _screen_entry(c, base, verdict))
-        elif kind == "formal-matrix" or proto == "formal":
-            _add(formal, _formal_entry(c, base, verdict))
-        elif kind == "rate-sweep" or proto == "rate-sweep":
-            _add(sweeps, sweep_entry(c, base, verdict))
-        elif kind == "sla-search" or proto == "sla-search":
-            _add(sla, sla_entry(c, base, verdict))
-        elif kind == "matched-sd" or proto == "matched-sd":
-            mat = matched_entry(c, base)
-            if mat is not None:
-                mat = withhold(mark_run(mat, verdict), verdict)
-                mat["invalid_reason"] = invalid_reason(mat)
-                mat["valid"] = mat["invalid_reason"] is None
-                spec_matched.append(mat)
+        info = kind_of_run(base["kind"], base["protocol_class"])
+        if info is not None and info.report is not None:  # the kind's own entry, in its section's list
+            _add(sections[info.report_section], resolve(info.report)(c, base, verdict))
         _add(spec_acceptance, acceptance_entry(c, base, verdict))
         _add(energy, energy_entry(c, base, verdict))
-        if kind == "trace-replay" or proto == "trace-replay":
-            rep = replay_entry(c.replay, c.archive_id, base)
-            _add(replays, mark_run(rep, verdict) if rep is not None else None)
         if config.memory:
             mem = memory_entry(c, base["simulated"])
             if mem is not None:

@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.evidence.verdict import Verdict
+from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.io import json_value
+from harness.report.snapshot.validity import mark_run
 
 __all__ = ["replay_entry"]
 
@@ -22,6 +25,12 @@ KEYS = ("trace_sha256", "block_size_tokens", "speed", "max_concurrency", "n_requ
         "late_requests", "lateness_tolerance_s", "schedule_kept", "prompt_tokens", "expected_cached_tokens",
         "reported_cached_tokens", "expected_hit_ratio", "reported_hit_ratio", "cached_tolerance_pct",
         "cached_agree", "cached_mismatch_requests")
+
+
+def replay_snapshot_entry(c: ArchiveContent, base: Mapping[str, Any], verdict: Verdict) -> dict[str, Any] | None:
+    """The trace-replay kind's snapshot entry (:func:`replay_entry`) marked by the archive's verdict."""
+    rep = replay_entry(c.replay, c.archive_id, base)
+    return mark_run(rep, verdict) if rep is not None else None
 
 
 def replay_entry(doc: Mapping[str, Any] | None, archive_id: str, base: Mapping[str, Any]) -> dict[str, Any] | None:

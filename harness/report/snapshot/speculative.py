@@ -27,9 +27,9 @@ from harness.measure.speculative import SpecCounts
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.io import finite_or_none as _num
 from harness.report.snapshot.io import json_value
-from harness.report.snapshot.validity import content_verdict, mark_row, mark_rows
+from harness.report.snapshot.validity import content_verdict, mark_row, mark_rows, mark_run, withhold
 
-__all__ = ["acceptance_entry", "invalid_reason", "matched_entry", "sd_algorithm"]
+__all__ = ["acceptance_entry", "invalid_reason", "matched_entry", "matched_snapshot_entry", "sd_algorithm"]
 
 _LEG_KEYS = ("wave_rates_tok_s", "http_rates_tok_s", "median_tok_s", "http_median_tok_s", "step_ms",
              "step_samples", "tokens_per_step", "acceptance_rate", "spec_source")
@@ -81,6 +81,18 @@ def _first_differences(raw: Any) -> list[dict[str, Any]]:
         elif isinstance(d, Mapping):
             out.append({k: json_value(d.get(k)) for k in ("leg", "wave_index", "case_id", "position")})
     return out
+
+
+def matched_snapshot_entry(c: ArchiveContent, base: Mapping[str, Any], verdict: Verdict) -> dict[str, Any] | None:
+    """The matched kind's snapshot entry (:func:`matched_entry`) with its verdict decided: marked by the
+    archive's verdict, its verdict withheld on an invalid run, ``valid`` and ``invalid_reason``."""
+    mat = matched_entry(c, base)
+    if mat is None:
+        return None
+    mat = withhold(mark_run(mat, verdict), verdict)
+    mat["invalid_reason"] = invalid_reason(mat)
+    mat["valid"] = mat["invalid_reason"] is None
+    return mat
 
 
 def matched_entry(c: ArchiveContent, base: Mapping[str, Any]) -> dict[str, Any] | None:
