@@ -6,7 +6,7 @@ speculative claim on a service that does not, or a full-target claim on a servic
 relaxed verification. Both read the configuration through
 ``harness.service.speculative_identity.served_speculation`` (the server's own report, else the launch
 argv), so they cover archives imported from elsewhere or made before the start-time check
-(``verify_identity``) existed. Registered in ``harness.evidence.rules.RULES``.
+(``verify_identity``) existed. All three apply to every kind.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules._registry import ALL, rule
 from harness.service.speculative_identity import SPECULATIVE_CLAIMS, claim_conflicts, served_speculation
 
 
@@ -31,6 +32,7 @@ def service_claim(run: Mapping[str, Any], service: Mapping[str, Any]) -> str:
     return str(run.get("claim_class") or "")
 
 
+@rule("speculative-native", kinds=ALL)
 def rule_speculative_native(d: ArchiveData) -> list[Finding]:
     """A native-ar claim (the run's, or a matched run's AR leg) is refused when its service reports (or,
     reporting nothing, was launched with) speculative decoding."""
@@ -44,6 +46,7 @@ def rule_speculative_native(d: ArchiveData) -> list[Finding]:
                "relaunch without speculative decoding or declare the correct claim class", bad, "run")]
 
 
+@rule("claim-vs-server", kinds=ALL)
 def rule_claim_vs_server(d: ArchiveData) -> list[Finding]:
     """A speculative claim class must match what every service started under it serves (a matched run's SD
     legs; its AR legs are native-ar): speculation reported by the server (or its launch argv), and no
@@ -61,6 +64,7 @@ def rule_claim_vs_server(d: ArchiveData) -> list[Finding]:
     return out
 
 
+@rule("mapped-libraries", kinds=ALL)
 def rule_mapped_libraries(d: ArchiveData) -> list[Finding]:
     """``mapped-libraries``: a service whose live workers, in the snapshot taken before it was stopped
     (``stack.mapped.at_end``), no longer map what its profile requires (``require_libraries``,
