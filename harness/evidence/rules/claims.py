@@ -24,7 +24,7 @@ def _name(s: Mapping[str, Any], i: int) -> str:
     return f"service#{s.get('start_index', i + 1)}"
 
 
-def service_claim(run: Mapping[str, Any], service: Mapping[str, Any]) -> str:
+def _service_claim(run: Mapping[str, Any], service: Mapping[str, Any]) -> str:
     """The claim class one recorded service was started under: the run's, except the AR legs of a matched
     AR/SD run (protocol class matched-sd, ``first_leg`` AR...), which are native-ar."""
     if run.get("protocol_class") == "matched-sd" and str(service.get("first_leg") or "").startswith("AR"):
@@ -36,7 +36,7 @@ def service_claim(run: Mapping[str, Any], service: Mapping[str, Any]) -> str:
 def rule_speculative_native(d: ArchiveData) -> list[Finding]:
     """A native-ar claim (the run's, or a matched run's AR leg) is refused when its service reports (or,
     reporting nothing, was launched with) speculative decoding."""
-    bad = [_name(s, i) for i, s in enumerate(d.services) if service_claim(d.run, s) == "native-ar"
+    bad = [_name(s, i) for i, s in enumerate(d.services) if _service_claim(d.run, s) == "native-ar"
            and served_speculation(s.get("server_info"), s.get("command")) is not None]
     if not bad:
         return []
@@ -53,7 +53,7 @@ def rule_claim_vs_server(d: ArchiveData) -> list[Finding]:
     relaxed verification under speculative-full-target."""
     out: list[Finding] = []
     for i, s in enumerate(d.services):
-        claim = service_claim(d.run, s)
+        claim = _service_claim(d.run, s)
         if claim not in SPECULATIVE_CLAIMS:
             continue  # native-ar: speculative-native; external: the peer's own claim
         served = served_speculation(s.get("server_info"), s.get("command"))

@@ -24,8 +24,8 @@ from harness.formats import finite_float as _num
 from harness.ids import round_of
 from harness.service.origin import server_is_simulator
 
-LAG_P50_FRACTION = 0.10
-LAG_P99_FRACTION = 0.50
+_LAG_P50_FRACTION = 0.10
+_LAG_P99_FRACTION = 0.50
 
 
 def serves_simulator(service: Mapping[str, Any]) -> bool:
@@ -48,17 +48,17 @@ def rule_client_lag(d: ArchiveData) -> list[Finding]:
         if math.isnan(rate) or rate <= 0:
             continue
         step = conc / rate
-        if float(p50) > LAG_P50_FRACTION * step or float(p99) > LAG_P99_FRACTION * step:
+        if float(p50) > _LAG_P50_FRACTION * step or float(p99) > _LAG_P99_FRACTION * step:
             bad.append(str(w["wave_id"]))
     if not bad:
         return []
     return [_f(d.archive_id, "client-lag", "warning",
-               f"{len(bad)} wave(s) with client receive lag above {LAG_P50_FRACTION:.0%} (median) or "
-               f"{LAG_P99_FRACTION:.0%} (p99) of a decode step: the client, not the server, may have limited the rate",
+               f"{len(bad)} wave(s) with client receive lag above {_LAG_P50_FRACTION:.0%} (median) or "
+               f"{_LAG_P99_FRACTION:.0%} (p99) of a decode step: the client, not the server, may have limited the rate",
                "run the client on an idle core or with fewer concurrent streams per process", bad)]
 
 
-CLIENT_LOOP_PREFILL_FRACTION = 0.02
+_CLIENT_LOOP_PREFILL_FRACTION = 0.02
 """client-bound: event-loop delay p99 above this fraction of the prefill window (prefill waves)."""
 CLIENT_CPU_SHARE = 0.90
 """client-bound: the event-loop thread busy (CPU time / wall time) at least this share of the wave."""
@@ -77,14 +77,14 @@ def _client_late(w: dict[str, Any], c: dict[str, Any]) -> str | None:
         return f"loop thread busy {cpu:.0%} of the wave"
     if w.get("workload") == "prefill":
         window = _num(w.get("prefill_seconds"))
-        if edge > CLIENT_LOOP_PREFILL_FRACTION * window:
+        if edge > _CLIENT_LOOP_PREFILL_FRACTION * window:
             return f"loop delay {at} {edge * 1e3:.2f} ms, above 2% of the {window:.3f} s prefill window"
         return None
     rate = _num(w.get("resident_output_tok_s"))
     step = max(int(w.get("concurrency") or 1), 1) / rate if rate > 0 else math.nan
-    if p50 > LAG_P50_FRACTION * step or edge > LAG_P99_FRACTION * step:
+    if p50 > _LAG_P50_FRACTION * step or edge > _LAG_P99_FRACTION * step:
         return (f"loop delay median {p50 * 1e3:.2f} ms, {at} {edge * 1e3:.2f} ms against a {step * 1e3:.2f} ms "
-                f"decode step (limits {LAG_P50_FRACTION:.0%} / {LAG_P99_FRACTION:.0%} of it)")
+                f"decode step (limits {_LAG_P50_FRACTION:.0%} / {_LAG_P99_FRACTION:.0%} of it)")
     return None
 
 
@@ -122,25 +122,25 @@ def rule_client_bound(d: ArchiveData) -> list[Finding]:
 STALL_FLOOR_S = 1.0
 """client-stalled: no stall shorter than this invalidates a wave (scheduling noise of a busy host: the
 largest loop delays seen on a loaded 2-core CI machine are a few hundred ms)."""
-STALL_STEPS = 10.0
+_STALL_STEPS = 10.0
 """client-stalled: a decode wave is invalid once its client stalled for more than this many of its own
 decode steps (and at least ``STALL_FLOOR_S``)."""
-STALL_PREFILL_FRACTION = 0.5
+_STALL_PREFILL_FRACTION = 0.5
 """client-stalled: a prefill wave is invalid once its client stalled for more than this fraction of its
 prefill window (and at least ``STALL_FLOOR_S``)."""
 
 
 def stall_limit_s(w: dict[str, Any]) -> float:
     """The longest client stall wave ``w`` tolerates (pure): its step scale (the observed decode step,
-    concurrency / resident rate, or for prefill its prefill window) times ``STALL_STEPS`` (prefill:
-    ``STALL_PREFILL_FRACTION``), never below ``STALL_FLOOR_S``; the floor alone when the wave has no
+    concurrency / resident rate, or for prefill its prefill window) times ``_STALL_STEPS`` (prefill:
+    ``_STALL_PREFILL_FRACTION``), never below ``STALL_FLOOR_S``; the floor alone when the wave has no
     step scale (no resident window)."""
     if w.get("workload") == "prefill":
         window = _num(w.get("prefill_seconds"))
-        scale = STALL_PREFILL_FRACTION * window if window > 0 else math.nan
+        scale = _STALL_PREFILL_FRACTION * window if window > 0 else math.nan
     else:
         rate = _num(w.get("resident_output_tok_s"))
-        scale = STALL_STEPS * max(int(w.get("concurrency") or 1), 1) / rate if rate > 0 else math.nan
+        scale = _STALL_STEPS * max(int(w.get("concurrency") or 1), 1) / rate if rate > 0 else math.nan
     return STALL_FLOOR_S if math.isnan(scale) else max(STALL_FLOOR_S, scale)
 
 

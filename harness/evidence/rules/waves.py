@@ -90,7 +90,7 @@ def _round_of_wave(wave: str) -> str | None:
         return None
 
 
-WITNESS_EDGE_STEPS = 1.0
+_WITNESS_EDGE_STEPS = 1.0
 """Decode steps allowed at each edge of a resident window before a /metrics sample counts (a server
 may update its running count one step before or after the client sees the step's tokens)."""
 
@@ -109,7 +109,7 @@ def _witness_allowance_s(wave: dict[str, Any] | None, check: dict[str, Any] | No
     if check is not None:
         loop_lag = _num(check.get("loop_lag_p99_s"))
         lag = max(lag, loop_lag) if loop_lag > 0 else lag
-    return lag, WITNESS_EDGE_STEPS * step
+    return lag, _WITNESS_EDGE_STEPS * step
 
 
 def _witness_view(row: dict[str, Any], margin_s: float) -> tuple[int, float | None, float]:
