@@ -24,7 +24,7 @@ RULE_1 = "rule 1: native, full-target speculative and approximate-target results
 RULE_3_PROTOCOL = "rule 3: formal three-round matrices and ABBA screens stay separate"
 RULE_3_PERCENT = "rule 3: percentages from different experiments are never added or multiplied"
 RULE_COUNTS = "approximate token counts never share a claim with exact ones"
-MATCHED_PROTOCOL = "matched-sd"
+_MATCHED_PROTOCOL = "matched-sd"
 RULE_1_MATCHED = ("rule 1: a speculative rate over a native-AR rate exists only inside one matched AR/SD run "
                   "(protocol class matched-sd, one archive)")
 _SPECULATIVE = ("speculative-full-target", "speculative-approximate")
@@ -55,7 +55,7 @@ class LabeledPercent:
 
 def matched(a: LabeledRate, b: LabeledRate) -> bool:
     """True when ``a`` and ``b`` are legs of one matched AR/SD run: protocol class matched-sd, one archive."""
-    return (a.protocol_class == b.protocol_class == MATCHED_PROTOCOL and a.archive_id != ""
+    return (a.protocol_class == b.protocol_class == _MATCHED_PROTOCOL and a.archive_id != ""
             and a.archive_id == b.archive_id)
 
 

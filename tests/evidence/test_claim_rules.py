@@ -10,8 +10,7 @@ from typing import Any
 from test_evidence import CLEAN, SVC, rules_hit
 
 from harness.evidence.findings import ArchiveData
-from harness.evidence.rules import check
-from harness.evidence.rules_claims import rule_claim_vs_server, rule_speculative_native
+from harness.evidence.rules import check, rule_claim_vs_server, rule_speculative_native
 
 EAGLE_INFO = {"tp_size": 8, "_source": "/server_info", "speculative_algorithm": "EAGLE",
               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}

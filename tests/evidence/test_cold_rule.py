@@ -1,12 +1,12 @@
-"""The ``cold-in-measured-wave`` rule (harness.evidence.rules_cold) on hand-built archive data."""
+"""The ``cold-in-measured-wave`` rule (harness.evidence.rules.cold) on hand-built archive data."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from harness.evidence.findings import ArchiveData
-from harness.evidence.rules import check
-from harness.evidence.rules_cold import RULE, rule_cold_in_measured
+from harness.evidence.rules import check, rule_cold_in_measured
+from harness.evidence.rules.cold import RULE
 
 
 def data(waves: list[dict[str, Any]] | None) -> ArchiveData:

@@ -1,4 +1,4 @@
-"""Rule ids sd-reconcile, sd-outputs and acceptance-sources (harness.evidence.rules_speculative), with
+"""Rule ids sd-reconcile, sd-outputs and acceptance-sources (harness.evidence.rules.speculative), with
 literal matched.json and acceptance rows."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from test_evidence import CLEAN
 
 from harness.evidence.findings import ArchiveData
-from harness.evidence.rules_speculative import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
+from harness.evidence.rules import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
 
 
 def matched(result: dict[str, Any], claim: str = "speculative-full-target") -> ArchiveData:

@@ -1,4 +1,4 @@
-"""Per-unit judgement of every kind (harness.evidence.rules_client, rules_sla): a rate sweep's and an SLA
+"""Per-unit judgement of every kind (harness.evidence.rules.instruments, rules.sla): a rate sweep's and an SLA
 search's rounds and a trace replay's window are judged from their ``wave_checks.jsonl`` rows like a
 formal matrix's waves (``sim-lateness``, ``client-stalled``, ``client-bound``; ``sla-probe-invalid`` for a
 probe's round), with literal numbers on hand-made archive data."""
@@ -11,7 +11,7 @@ from typing import Any
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.io import concerned_rows
 from harness.evidence.rules import check
-from harness.evidence.rules_client import open_loop_units, unit_problems
+from harness.evidence.rules.instruments import open_loop_units, unit_problems
 
 C4, C8 = "sweep-4rps", "sweep-8rps"
 

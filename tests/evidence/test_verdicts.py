@@ -12,10 +12,9 @@ import pyarrow as pa
 from ledger_helpers import ledger_df
 from testkit import run_block
 
-from harness.evidence import rules as ev
 from harness.evidence.findings import ArchiveData, Finding, Scope, Severity
 from harness.evidence.io import apply_findings, check_archive, concerned_rows
-from harness.evidence.rules import check
+from harness.evidence.rules import check, waves
 from harness.records import RequestRecord
 from harness.store.archive import ArchiveWriter, open_archive
 from harness.store.ledger import delta as dl
@@ -62,12 +61,12 @@ def test_witness_allows_receive_lag_and_one_step_at_the_edges() -> None:
     demo = every_100ms(last=(T1 - 5 * MS, T1 - int(2.4 * MS), 0.0, 0.0))
     d = replace(BASE, extra={"server_metrics": [witness(demo)]})
     assert found(d, "concurrency-witness") == []
-    lag, step = ev._witness_allowance_s(WAVE, None)
+    lag, step = waves._witness_allowance_s(WAVE, None)
     assert lag == 0.0008 and round(step * 1e3, 2) == 30.72  # 32 / 1041.78 tok/s
-    n, low, _ = ev._witness_view(witness(demo), lag + step)
+    n, low, _ = waves._witness_view(witness(demo), lag + step)
     assert (n, low) == (44, 32.0)
     # the client's own loop delay widens the allowance (any server, no emit stamps)
-    assert ev._witness_allowance_s(WAVE | {"lag_p99_s": None}, {"loop_lag_p99_s": 0.004})[0] == 0.004
+    assert waves._witness_allowance_s(WAVE | {"lag_p99_s": None}, {"loop_lag_p99_s": 0.004})[0] == 0.004
 
 
 def test_witness_names_the_cause_it_computed() -> None:

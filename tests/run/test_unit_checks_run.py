@@ -1,5 +1,5 @@
 """Every kind judged per measured unit, end to end on the simulator (harness.run.sweep, harness.run.sla,
-harness.run.replay; the rules of harness.evidence.rules_client): with the simulator's loop blocked
+harness.run.replay; the rules of harness.evidence.rules.instruments): with the simulator's loop blocked
 (``stall_loop``) during one request, the sweep round, SLA-probe round or trace replay that request
 belongs to gets a blocking ``sim-lateness`` naming its rows (a round: its wave, round and cell id; a
 replay: the replay and its wave, scope ``run``), from the ``wave_checks.jsonl`` row the runner wrote for
@@ -21,7 +21,7 @@ import pytest
 from testkit import only_archive, run_cli
 
 from harness.evidence.findings import Finding
-from harness.evidence.rules_client import SIM_LATENESS_FRACTION
+from harness.evidence.rules.instruments import SIM_LATENESS_FRACTION
 from harness.inputs.spec import load_spec
 from harness.run.replay import run_replay_loaded
 from harness.run.sla import run_sla_loaded

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from testkit import run_block
 
-from harness.evidence.rules_client import serves_simulator
+from harness.evidence.rules.instruments import serves_simulator
 from harness.service.origin import run_is_simulated, server_is_simulator, service_is_simulated
 from harness.store.peers.parse import origin_of, server_identity
 

@@ -1,13 +1,16 @@
 """Evidence rules about where a number came from (pure): an imported peer result is the peer's own number
 (``external-claim``), and output tokens counted approximately are said so (``token-counts``,
-``token-count-mismatch``). Registered in ``harness.evidence.rules.RULES``."""
+``token-count-mismatch``). Both apply to every kind (``external-claim`` reads the claim class, not the
+kind)."""
 
 from __future__ import annotations
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules._registry import ALL, rule
 
 
+@rule("external-claim", kinds=ALL)
 def rule_external_claim(d: ArchiveData) -> list[Finding]:
     """Imported results are the peer's numbers, not measurements."""
     if d.run.get("claim_class") != "external":
@@ -17,6 +20,7 @@ def rule_external_claim(d: ArchiveData) -> list[Finding]:
                "definitions (external.json); never combined with measured claims", "", [], "run")]
 
 
+@rule("token-counts", "token-count-mismatch", kinds=ALL)
 def rule_token_counts(d: ArchiveData) -> list[Finding]:
     """How output tokens were counted (harness.load.openai): approximate methods are said once
     (info); a per-chunk count that disagrees with the server's final usage is a warning on the waves

@@ -6,7 +6,7 @@ speculative claim on a service that does not, or a full-target claim on a servic
 relaxed verification. Both read the configuration through
 ``harness.service.speculative_identity.served_speculation`` (the server's own report, else the launch
 argv), so they cover archives imported from elsewhere or made before the start-time check
-(``verify_identity``) existed. Registered in ``harness.evidence.rules.RULES``.
+(``verify_identity``) existed. All three apply to every kind.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules._registry import ALL, rule
 from harness.service.speculative_identity import SPECULATIVE_CLAIMS, claim_conflicts, served_speculation
 
 
@@ -23,7 +24,7 @@ def _name(s: Mapping[str, Any], i: int) -> str:
     return f"service#{s.get('start_index', i + 1)}"
 
 
-def service_claim(run: Mapping[str, Any], service: Mapping[str, Any]) -> str:
+def _service_claim(run: Mapping[str, Any], service: Mapping[str, Any]) -> str:
     """The claim class one recorded service was started under: the run's, except the AR legs of a matched
     AR/SD run (protocol class matched-sd, ``first_leg`` AR...), which are native-ar."""
     if run.get("protocol_class") == "matched-sd" and str(service.get("first_leg") or "").startswith("AR"):
@@ -31,10 +32,11 @@ def service_claim(run: Mapping[str, Any], service: Mapping[str, Any]) -> str:
     return str(run.get("claim_class") or "")
 
 
+@rule("speculative-native", kinds=ALL)
 def rule_speculative_native(d: ArchiveData) -> list[Finding]:
     """A native-ar claim (the run's, or a matched run's AR leg) is refused when its service reports (or,
     reporting nothing, was launched with) speculative decoding."""
-    bad = [_name(s, i) for i, s in enumerate(d.services) if service_claim(d.run, s) == "native-ar"
+    bad = [_name(s, i) for i, s in enumerate(d.services) if _service_claim(d.run, s) == "native-ar"
            and served_speculation(s.get("server_info"), s.get("command")) is not None]
     if not bad:
         return []
@@ -44,13 +46,14 @@ def rule_speculative_native(d: ArchiveData) -> list[Finding]:
                "relaunch without speculative decoding or declare the correct claim class", bad, "run")]
 
 
+@rule("claim-vs-server", kinds=ALL)
 def rule_claim_vs_server(d: ArchiveData) -> list[Finding]:
     """A speculative claim class must match what every service started under it serves (a matched run's SD
     legs; its AR legs are native-ar): speculation reported by the server (or its launch argv), and no
     relaxed verification under speculative-full-target."""
     out: list[Finding] = []
     for i, s in enumerate(d.services):
-        claim = service_claim(d.run, s)
+        claim = _service_claim(d.run, s)
         if claim not in SPECULATIVE_CLAIMS:
             continue  # native-ar: speculative-native; external: the peer's own claim
         served = served_speculation(s.get("server_info"), s.get("command"))
@@ -61,6 +64,7 @@ def rule_claim_vs_server(d: ArchiveData) -> list[Finding]:
     return out
 
 
+@rule("mapped-libraries", kinds=ALL)
 def rule_mapped_libraries(d: ArchiveData) -> list[Finding]:
     """``mapped-libraries``: a service whose live workers, in the snapshot taken before it was stopped
     (``stack.mapped.at_end``), no longer map what its profile requires (``require_libraries``,

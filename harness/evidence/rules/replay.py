@@ -1,8 +1,8 @@
 """Evidence rules of trace replays (pure): a replay whose client sent requests later than the tolerance
 after their scheduled time (``replay-schedule``) and prefix-cache hits that differ from those the trace
 implies (``replay-cache``; harness.measure.replay defines both), and a replay over the server's
-capacity (``replay-saturated``, docs/saturation.md). Registered in
-``harness.evidence.rules.RULES``."""
+capacity (``replay-saturated``, docs/saturation.md). All three apply to kind ``trace-replay`` only; they
+read its ``replay.parquet`` rows (``ArchiveData.extra["replay"]``)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules._registry import rule
 
 
 def _rows(d: ArchiveData) -> list[dict[str, Any]]:
-    if d.run.get("protocol_class") != "trace-replay":
-        return []
+    """The replay's rows (one per replay)."""
     return list(d.extra.get("replay") or [])
 
 
+@rule("replay-schedule", kinds=("trace-replay",))
 def rule_replay_schedule(d: ArchiveData) -> list[Finding]:
     """Replays with a request the client sent later than ``lateness_tolerance_ms`` after its schedule."""
     out = []
@@ -33,6 +34,7 @@ def rule_replay_schedule(d: ArchiveData) -> list[Finding]:
     return out
 
 
+@rule("replay-cache", kinds=("trace-replay",))
 def rule_replay_cache(d: ArchiveData) -> list[Finding]:
     """Replays whose server reported prefix-cache hits other than the trace implies (beyond
     ``cached_tolerance_pct``), or reported none."""
@@ -58,6 +60,7 @@ def rule_replay_cache(d: ArchiveData) -> list[Finding]:
     return out
 
 
+@rule("replay-saturated", kinds=("trace-replay",))
 def rule_replay_saturated(d: ArchiveData) -> list[Finding]:
     """Replays during which requests in flight and TTFT both kept rising (harness.measure.saturation):
     the trace at this speed offered more than the server completes."""

@@ -11,7 +11,7 @@
   ``/metrics`` counter deltas) disagree: the counters saw traffic the harness did not send, or a
   server miscounts; warning naming the waves.
 
-Registered in ``harness.evidence.rules.RULES``; they read ``extra['matched']`` (``matched.json``),
+All three apply to every kind; they read ``extra['matched']`` (``matched.json``),
 ``extra['cycles']`` (``cycles.json``) and ``extra['acceptance']`` (``acceptance.parquet`` rows).
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules._registry import ALL, rule
 
 _COUNTS = ("verify_steps", "drafts_proposed", "drafts_accepted")
 
@@ -31,6 +32,7 @@ def _result(d: ArchiveData) -> dict[str, Any]:
     return res if isinstance(res, dict) else {}
 
 
+@rule("sd-reconcile", kinds=ALL)
 def rule_sd_reconcile(d: ArchiveData) -> list[Finding]:
     """A matched run whose C*a/T_SD and resident rate disagree (``reconciled`` false), or a formal
     matrix's cells that do (``cycles.json``, per cell)."""
@@ -58,6 +60,7 @@ def rule_sd_reconcile(d: ArchiveData) -> list[Finding]:
                "counts cover the measured requests; the break-even verdict rests on T_SD", [], "run")]
 
 
+@rule("sd-outputs", kinds=ALL)
 def rule_sd_outputs(d: ArchiveData) -> list[Finding]:
     """A full-target matched run whose outputs differ from the AR legs'."""
     if d.run.get("claim_class") != "speculative-full-target":
@@ -75,6 +78,7 @@ def rule_sd_outputs(d: ArchiveData) -> list[Finding]:
                "not greedy, a relaxed acceptance rule) or claim speculative-approximate", [], "run")]
 
 
+@rule("acceptance-sources", kinds=ALL)
 def rule_acceptance_sources(d: ArchiveData) -> list[Finding]:
     """Waves whose two sources of speculative counts disagree."""
     by_wave: dict[str, list[dict[str, Any]]] = {}

@@ -6,8 +6,7 @@ figures include the slow first forward (and its batch-mates waited for it too). 
 enters a warm TTFT figure, but the wave's own figures do: the finding is ``blocking`` for a prefill wave
 (its prefill rate's window holds the compile) and a ``warning`` for a decode wave (its resident window
 opens after every first token, so the resident rate is untouched; TTFT and HTTP figures are not).
-Read from the archive's ``coldness.json`` (``ArchiveData.extra["coldness"]``); registered in
-``harness.evidence.rules.RULES``.
+Read from the archive's ``coldness.json`` (``ArchiveData.extra["coldness"]``); it applies to every kind.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules._registry import ALL, rule
 
 RULE = "cold-in-measured-wave"
 
@@ -28,6 +28,7 @@ def _describe(waves: list[dict[str, Any]]) -> str:
     return " and ".join(parts) + f" request(s) in {len(waves)} measured wave(s) (e.g. {waves[0].get('wave_id')})"
 
 
+@rule(RULE, kinds=ALL)
 def rule_cold_in_measured(d: ArchiveData) -> list[Finding]:
     """Measured waves holding a cold or restarted request (``coldness.json``)."""
     doc = d.extra.get("coldness") or {}

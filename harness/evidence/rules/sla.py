@@ -3,7 +3,7 @@ ended before its bracket was as narrow as declared (``sla-not-converged``), a pr
 not all ok, whose client did not keep the planned arrival schedule, or whose simulator fell behind
 its model or client stalled in a round (``sla-probe-invalid``: its verdict is not a measurement of
 that rate), and a bracket that some passing rate above a failing
-one contradicts (``sla-not-monotone``). Registered in ``harness.evidence.rules.RULES``."""
+one contradicts (``sla-not-monotone``). All three apply to kind ``sla-search`` only."""
 
 from __future__ import annotations
 
@@ -11,20 +11,21 @@ from typing import Any
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
-from harness.evidence.rules_client import unit_problems
+from harness.evidence.rules._registry import rule
+from harness.evidence.rules.instruments import unit_problems
 
 
-def _sla(d: ArchiveData) -> dict[str, Any] | None:
-    if d.run.get("protocol_class") != "sla-search":
-        return None
+def _sla(d: ArchiveData) -> dict[str, Any]:
+    """The search's ``sla.json`` (empty when it is missing or not an object)."""
     doc = d.extra.get("sla")
     return doc if isinstance(doc, dict) else {}
 
 
+@rule("sla-not-converged", kinds=("sla-search",))
 def rule_sla_not_converged(d: ArchiveData) -> list[Finding]:
     """A search that ended (probe cap, or cut short) with a bracket wider than its precision."""
     doc = _sla(d)
-    if doc is None or doc.get("converged") or doc.get("end") == "max-rate-passed":
+    if doc.get("converged") or doc.get("end") == "max-rate-passed":
         return []
     s = doc.get("settings") or {}
     unit = "" if s.get("relative") else " req/s"
@@ -38,14 +39,13 @@ def rule_sla_not_converged(d: ArchiveData) -> list[Finding]:
                "end: the bracket cannot be split at 6 significant digits)", scope="run")]
 
 
+@rule("sla-probe-invalid", kinds=("sla-search",))
 def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
     """Probes whose measured rounds were not all ok, whose client did not keep the schedule, or that a
     blocking ``sim-lateness`` or ``client-stalled`` invalidates (the simulator lost at least
     ``SIM_LATENESS_FRACTION`` of a round's window, or the client stalled longer than a round tolerates:
-    ``rules_client.unit_problems``): one blocking finding per such round, naming it and its probe's cell,
+    ``instruments.unit_problems``): one blocking finding per such round, naming it and its probe's cell,
     so no invalid probe decides the bracket silently."""
-    if _sla(d) is None:
-        return []
     instruments = unit_problems(d)
     out = []
     for r in d.rounds:
@@ -66,10 +66,11 @@ def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
     return out
 
 
+@rule("sla-not-monotone", kinds=("sla-search",))
 def rule_sla_not_monotone(d: ArchiveData) -> list[Finding]:
     """A rate passed above the lowest failing rate: the pass/fail boundary is not one threshold."""
     doc = _sla(d)
-    if doc is None or (doc.get("bracket") or {}).get("monotone", True):
+    if (doc.get("bracket") or {}).get("monotone", True):
         return []
     return [_f(d.archive_id, "sla-not-monotone", "warning",
                "a probe passed at a rate above the lowest failing rate; the bracket uses the lowest failure, but "

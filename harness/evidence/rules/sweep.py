@@ -1,22 +1,18 @@
 """Evidence rules of open-loop rate sweeps (pure): a round whose client could not keep the planned arrival
 schedule (``sweep-schedule``), rate cells with missing or failed rounds (``sweep-rounds``) and rates at
-which the server was over-saturated (``sweep-saturated``, docs/saturation.md). Registered in
-``harness.evidence.rules.RULES``."""
+which the server was over-saturated (``sweep-saturated``, docs/saturation.md). All three apply to kind
+``rate-sweep`` only."""
 
 from __future__ import annotations
 
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
+from harness.evidence.rules._registry import rule
 
 
-def _sweep(d: ArchiveData) -> bool:
-    return d.run.get("protocol_class") == "rate-sweep"
-
-
+@rule("sweep-schedule", kinds=("rate-sweep",))
 def rule_sweep_schedule(d: ArchiveData) -> list[Finding]:
     """Rounds whose client could not keep the planned arrival schedule."""
-    if not _sweep(d):
-        return []
     tol = float(d.spec.get("schedule_tolerance_ms", 50.0)) / 1000
     late = [r for r in d.rounds if r.get("client_schedule_kept") is False]
     return [_f(d.archive_id, "sweep-schedule", "blocking",
@@ -26,10 +22,9 @@ def rule_sweep_schedule(d: ArchiveData) -> list[Finding]:
                "schedule.jsonl", [str(r["round_id"]), str(r["cell_id"])]) for r in late]
 
 
+@rule("sweep-rounds", kinds=("rate-sweep",))
 def rule_sweep_rounds(d: ArchiveData) -> list[Finding]:
     """Rate cells with missing or failed rounds."""
-    if not _sweep(d):
-        return []
     out = []
     for c in d.cells:
         ok, planned = int(c.get("rounds_ok", 0)), int(c.get("rounds_planned", 3))
@@ -40,13 +35,11 @@ def rule_sweep_rounds(d: ArchiveData) -> list[Finding]:
     return out
 
 
-
+@rule("sweep-saturated", kinds=("rate-sweep",))
 def rule_sweep_saturated(d: ArchiveData) -> list[Finding]:
     """Rates with an over-saturated round: requests in flight and TTFT both kept rising over the
     sending period (harness.measure.saturation), so the rate's throughput and latency are those of a
     growing queue, not of a steady state at that offered rate."""
-    if not _sweep(d):
-        return []
     out = []
     for c in d.cells:
         hit = [r for r in d.rounds if r.get("cell_id") == c.get("cell_id") and r.get("saturated") is True]
