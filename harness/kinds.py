@@ -123,6 +123,12 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              modules=("harness.store.peers.importer", "harness.cli.peers_cmd", "harness.report.snapshot.imports")),
 )}
 
+FORMAL = KINDS["formal-matrix"]
+"""The formal matrix kind: the protocol every formal claim (records, Table 2) comes from."""
+
+MATCHED = KINDS["matched-sd"]
+"""The matched AR/SD kind: its AR legs are native-ar services inside a speculative claim."""
+
 SPEC_KINDS: tuple[str, ...] = tuple(k.name for k in KINDS.values() if k.from_spec)
 """Every value a spec's ``kind`` may take, in the order the docs list them."""
 

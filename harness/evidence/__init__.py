@@ -16,15 +16,17 @@ from harness.evidence.findings import Finding
 from harness.evidence.guard import LabeledRate, ratio_pct
 from harness.evidence.io import apply_findings, archive_verdict, check_archive, ingest_checked, verdict_of_view
 from harness.evidence.rules.instruments import serves_simulator
-from harness.evidence.verdict import Verdict
+from harness.evidence.verdict import WITHHELD, Verdict, decide
 
 __all__ = [
+    "WITHHELD",
     "Finding",
     "LabeledRate",
     "Verdict",
     "apply_findings",
     "archive_verdict",
     "check_archive",
+    "decide",
     "ingest_checked",
     "ratio_pct",
     "serves_simulator",

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from harness.kinds import FORMAL
+
 Severity = Literal["blocking", "warning", "info"]
 Scope = Literal["rows", "run"]
 
@@ -52,7 +54,7 @@ class ArchiveData:
     @property
     def formal(self) -> bool:
         """True for a formal matrix archive."""
-        return self.run.get("protocol_class") == "formal"
+        return self.run.get("protocol_class") == FORMAL.protocol_class
 
 
 def make_finding(aid: str, rule: str, sev: Severity, msg: str, remedy: str, rows: Sequence[str] = (),

@@ -16,8 +16,7 @@ Contract:
   when it is a known kind, else the kind of its ``protocol_class`` (older archives and hand-built data
   carry no kind), else None, which only :data:`ALL` rules accept.
 
-The kind <-> protocol class pairs repeat ``harness.run.kinds.KINDS`` (evidence sits below ``run`` and
-may not import it); ``tests/evidence/test_rule_registry.py`` keeps the two equal.
+The kind <-> protocol class pairs come from the kind descriptor (``harness.kinds``, base layer).
 """
 
 from __future__ import annotations
@@ -29,19 +28,13 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, TypeVar
 
 from harness.evidence.findings import ArchiveData, Finding
+from harness.kinds import KINDS, kind_of_run
 
-KindName = Literal["formal-matrix", "abba", "rate-sweep", "matched-sd", "trace-replay", "sla-search",
-                   "quick-bench", "external"]
-"""A run kind (``RunBlock.kind``)."""
+KindName = str
+"""A run kind (``RunBlock.kind``): a key of the kind descriptor, ``harness.kinds.KINDS``."""
 
-KIND_PROTOCOLS: Final[Mapping[KindName, str]] = MappingProxyType({
-    "formal-matrix": "formal", "abba": "abba-screen", "rate-sweep": "rate-sweep", "matched-sd": "matched-sd",
-    "trace-replay": "trace-replay", "sla-search": "sla-search", "quick-bench": "quick-bench",
-    "external": "external",
-})
-"""Every run kind and its protocol class (one protocol class per kind, and the reverse)."""
-
-_PROTOCOL_KINDS: Final[Mapping[str, KindName]] = MappingProxyType({p: k for k, p in KIND_PROTOCOLS.items()})
+KIND_PROTOCOLS: Final[Mapping[KindName, str]] = MappingProxyType({k.name: k.protocol_class for k in KINDS.values()})
+"""Every run kind and its protocol class, from the kind descriptor (one protocol class per kind)."""
 
 ROUND_PROTOCOLS: Final = ("rate-sweep", "sla-search")
 """Protocol classes whose measured units are open-loop rounds (a sweep round; an SLA-search probe's round)."""
@@ -116,11 +109,8 @@ def registered() -> tuple[Rule, ...]:
 
 def archive_kind(run: Mapping[str, Any]) -> KindName | None:
     """The kind of an archive's run block (module docstring): ``kind``, else its protocol class's kind."""
-    kind = run.get("kind")
-    for known in KIND_PROTOCOLS:
-        if kind == known:
-            return known
-    return _PROTOCOL_KINDS.get(str(run.get("protocol_class")))
+    info = kind_of_run(run.get("kind"), run.get("protocol_class"))
+    return info.name if info is not None else None
 
 
 def applicable(rules: tuple[Rule, ...], d: ArchiveData) -> tuple[Rule, ...]:

@@ -17,6 +17,7 @@ from typing import Any
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
 from harness.evidence.rules._registry import ALL, rule
+from harness.kinds import MATCHED
 from harness.service.speculative_identity import SPECULATIVE_CLAIMS, claim_conflicts, served_speculation
 
 
@@ -26,8 +27,8 @@ def _name(s: Mapping[str, Any], i: int) -> str:
 
 def _service_claim(run: Mapping[str, Any], service: Mapping[str, Any]) -> str:
     """The claim class one recorded service was started under: the run's, except the AR legs of a matched
-    AR/SD run (protocol class matched-sd, ``first_leg`` AR...), which are native-ar."""
-    if run.get("protocol_class") == "matched-sd" and str(service.get("first_leg") or "").startswith("AR"):
+    AR/SD run (the descriptor's matched kind; ``first_leg`` AR...), which are native-ar."""
+    if run.get("protocol_class") == MATCHED.protocol_class and str(service.get("first_leg") or "").startswith("AR"):
         return "native-ar"
     return str(run.get("claim_class") or "")
 
