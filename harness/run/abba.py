@@ -46,6 +46,7 @@ from harness.records import RequestRecord
 from harness.run.energy import PowerLog, resident_windows
 from harness.run.events import AbbaStart, AbbaWave, LegWaveLive, Reporter, silent
 from harness.run.legs import LegInputs, LegWaves, Outcome, drive_legs, fixed_cases, leg_service, run_leg
+from harness.run.partial import recover_records_only
 from harness.run.prompts import openai_options, prompt_texts
 from harness.run.session import (
     ServiceSession,
@@ -57,7 +58,7 @@ from harness.run.session import (
     start_memory_sampler,
     write_memory,
 )
-from harness.run.skeleton import finish
+from harness.run.skeleton import Finished, finish
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free
 from harness.service.memory import MemorySampler
@@ -323,6 +324,12 @@ class AbbaRunner:
             error.hint = (error.hint + "; " if error.hint else "") + where
         return AbbaOutcome(archive, status, self.spec, result, match, self.leg_services, self.declared,
                            self.undeclared, error, done.ledger_rows, done.findings, done.verdict)
+
+
+def recover_abba(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
+    """Finalize a killed screen's partial (the abba recovery of harness.run.kinds): its records, no
+    verdict (status ``partial``, label ``recovered``, protocol class abba-screen)."""
+    return recover_records_only(workspace, writer, spec, "abba")
 
 
 def run_abba(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> AbbaOutcome:

@@ -29,11 +29,12 @@ from typing import Any
 
 from harness.errors import ArchiveError, SpecError
 from harness.inputs.spec import LoadedSpec
-from harness.run.abba import run_abba
-from harness.run.campaign import run_matrix
+from harness.run.abba import recover_abba, run_abba
+from harness.run.campaign import recover_matrix, run_matrix
 from harness.run.events import Reporter
-from harness.run.matched import run_matched
-from harness.run.partial import Recover, recover_abba, recover_matched, recover_matrix, recover_quick
+from harness.run.matched import recover_matched, run_matched
+from harness.run.partial import Recover
+from harness.run.quick import recover_quick
 from harness.run.replay import recover_replay, run_replay_loaded
 from harness.run.skeleton import Finished
 from harness.run.sla import recover_sla, run_sla_loaded

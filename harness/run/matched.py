@@ -39,6 +39,7 @@ from harness.records import RequestRecord
 from harness.run.energy import PowerLog, resident_windows
 from harness.run.events import MatchedLegWave, MatchedStart, Reporter, silent
 from harness.run.legs import LegInputs, LegWaves, Outcome, drive_legs, fixed_cases, leg_service, run_leg
+from harness.run.partial import recover_records_only
 from harness.run.prompts import openai_options, prompt_texts
 from harness.run.session import (
     ServiceSession,
@@ -48,7 +49,7 @@ from harness.run.session import (
     spec_counters,
     stack_differences,
 )
-from harness.run.skeleton import finish
+from harness.run.skeleton import Finished, finish
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free
 from harness.store.archive import Archive, ArchiveWriter
@@ -292,6 +293,12 @@ def result_json(r: MatchedResult) -> dict[str, Any]:
             "reconciled": r.reconciled,
             "break_even": {k: (_f(v) if isinstance(v, float) else v) for k, v in asdict(r.break_even).items()},
             "outputs": asdict(r.outputs) | {"differing": r.outputs.differing}}
+
+
+def recover_matched(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
+    """Finalize a killed matched run's partial (the matched-sd recovery of harness.run.kinds): its
+    records, no verdict (status ``partial``, label ``recovered``, kind and protocol class matched-sd)."""
+    return recover_records_only(workspace, writer, spec, "matched-sd")
 
 
 def run_matched(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> MatchedOutcome:
