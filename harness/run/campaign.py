@@ -8,7 +8,8 @@ A failure never loses data: completed waves are already on disk; the archive is 
 status ``partial`` (Ctrl-C) or ``failed`` (dead server, failed requests), and
 ``run_campaign(..., resume=ARCHIVE)`` continues it in a new archive that carries the old records;
 :func:`recover_matrix` (the formal-matrix recovery of harness.run.kinds) finalizes a killed run's
-partial with the same :func:`finalize_matrix`. Progress goes to a ``Reporter``; this module never prints.
+partial with the same :func:`finalize_matrix`. The archive is opened by
+:func:`harness.run.base.open_run`. Progress goes to a ``Reporter``; this module never prints.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from harness.measure.results import CampaignResults, compute_results, results_js
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.base import open_run
 from harness.run.energy import PowerLog, resident_windows
 from harness.run.events import (
     CellSkipped,
@@ -57,9 +59,7 @@ from harness.run.events import (
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, recover_records_only, run_start
 from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
-    ServiceSession,
     check_governance,
-    open_writer,
     run_labels,
     spec_counters,
     start_memory_sampler,
@@ -261,21 +261,19 @@ class CampaignRunner:
 
     def run(self) -> RunOutcome:
         """Run every cell; always finalize an archive, whatever happens."""
-        writer, anchor = open_writer(
-            self.workspace, self.token, spec=self.spec, spec_bytes=self.inputs.loaded.raw,
+        opened = open_run(
+            self.workspace, self.token, self.spec, spec_bytes=self.inputs.loaded.raw,
             corpora={k: c.identity() for k, c in self.corpora.items()},
-            governance=self.inputs.governance,
+            governance=self.inputs.governance, claim_class=self.spec.claim_class,
+            sentinels=self.inputs.sentinels, reporter=self.report, services=self.state.services,
             extra_files={"plan.json": {"plan_id": self.plan.plan_id, "estimate_s": self.plan.estimate_s,
                                        "cells": [c.definition | {"cell_id": c.cell_id} for c in self.plan.cells]}},
             resumed_from=self.resume.archive_id if self.resume else None)
+        writer, anchor, self.session, power = opened.writer, opened.anchor, opened.session, opened.power
         if self.state.old_records:
             writer.write_wave(self.state.old_records)
-        self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.claim_class,
-                                      sentinels=self.inputs.sentinels, reporter=self.report,
-                                      services=self.state.services, request_timeout_s=self.spec.request_timeout_s)
         self.report(PlanReady(self.plan))
         sampler: list[MemorySampler] = []
-        power = PowerLog(writer)
 
         def body() -> None:
             self.state.service_starts += 1
