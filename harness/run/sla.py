@@ -34,6 +34,7 @@ from harness.errors import DsvError, SpecError
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.spec import LoadedSpec, SlaSpec, probe_sweep, sla_definition
 from harness.inputs.spec.sweep import MAX_RATE
+from harness.inputs.sweep_plan import SweepPlan, make_sweep_plan
 from harness.interrupts import fault_point
 from harness.measure import sla
 from harness.measure.rows import check_row
@@ -47,9 +48,7 @@ from harness.run.skeleton import Finished, drive, finish
 from harness.run.sweep import (
     MAX_CONNECTIONS,
     SweepOutcome,
-    SweepPlan,
     SweepRunner,
-    make_sweep_plan,
     recovered_rounds,
     sweep_cells,
 )

@@ -3,7 +3,7 @@
 Built on what every runner shares (:mod:`harness.run.session`: governance check, archive preamble, one
 owned service with identity and sentinels) and ended by the one run skeleton
 (:func:`harness.run.skeleton.drive`: clean up, end events, result tables, ``finish``). Every round's arrival
-plan (:mod:`harness.inputs.arrivals`) is made and archived (``arrivals.json``, with its hash) before
+plan (:mod:`harness.inputs.sweep_plan`) is made and archived (``arrivals.json``, with its hash) before
 the service starts; the runner then follows it open-loop: request *i* is sent at round start + its
 planned offset whether or not earlier requests finished, unless the ``max_concurrency`` cap holds it
 back. Per rate: warmup requests at that rate (kept, never counted), then ``rounds`` measured rounds.
@@ -46,9 +46,10 @@ from harness import ids
 from harness.aio import new_event_loop
 from harness.errors import DsvError, SpecError
 from harness.ids import RequestIdentity
-from harness.inputs.arrivals import RoundPlan, plan_hash, plan_round
+from harness.inputs.arrivals import RoundPlan
 from harness.inputs.corpus import Case, Corpus, cache_salt, load_corpus
-from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec, sweep_definition
+from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec
+from harness.inputs.sweep_plan import make_sweep_plan
 from harness.interrupts import fault_point
 from harness.load.driver import LoadClient, WaveRequest
 from harness.measure import sweep as sw
@@ -74,36 +75,6 @@ MAX_CONNECTIONS = 4096
 def cell_id(rate: float) -> str:
     """Stable id of the cell of one offered rate (``harness.ids.sweep_cell_id``)."""
     return ids.sweep_cell_id(rate)
-
-
-@dataclass(frozen=True)
-class SweepPlan:
-    """Every round's arrival plan (warmup rounds have ``round_index = -1``) and the plan's hash."""
-
-    rounds: tuple[RoundPlan, ...]
-    plan_id: str
-    definition: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        """``arrivals.json``."""
-        return {"plan_id": self.plan_id, "definition": self.definition,
-                "rounds": [r.to_json() for r in self.rounds]}
-
-
-def make_sweep_plan(spec: SweepSpec, corpus: Corpus) -> SweepPlan:
-    """Plan every round of every rate (pure apart from reading the spec)."""
-    a = spec.arrivals
-    ids = [c.case_id for c in corpus.cases]
-    rounds: list[RoundPlan] = []
-    for rate in spec.rate_list:
-        if spec.warmup_requests:
-            rounds.append(plan_round(a.process, rate, -1, ids, seed=a.seed, count=spec.warmup_requests,
-                                     burstiness=a.burstiness))
-        for k in range(spec.rounds):
-            rounds.append(plan_round(a.process, rate, k, ids, seed=a.seed, count=a.count, duration_s=a.duration_s,
-                                     burstiness=a.burstiness))
-    definition = sweep_definition(spec) | {"corpus_manifest_sha256": corpus.manifest_sha256}
-    return SweepPlan(tuple(rounds), plan_hash(rounds)[:16], definition)
 
 
 @dataclass
