@@ -7,7 +7,7 @@ unit's start + its planned offset whether or not earlier requests finished, unle
 time the cap held it (:class:`Sent`). Around it, what the kinds build from one sent unit in the same
 way: its ``schedule.jsonl`` rows (:func:`schedule_rows`), its ``wave_checks.jsonl`` key
 (:func:`round_check`), the client instants that define its rate (:func:`unit_edges`) and how many
-connections its client opens (:func:`connections`). No module here knows a kind's runner.
+connections its client opens (:func:`connections`). It imports no kind's runner.
 """
 
 from __future__ import annotations

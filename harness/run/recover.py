@@ -11,8 +11,8 @@ finalized (``kill -9``, a power cut, a full disk). :func:`recover_partial` turns
   protocol class (each recovery beside its kind's runner: a formal matrix's results from its
   records, harness.run.campaign; an ABBA screen's records without a verdict, harness.run.abba; a
   quick screen as ``quick-bench``, harness.run.quick; a rate sweep's cells and rounds as the sweep
-  computes them, harness.run.sweep; the readers they share: harness.run.partial). A partial of a kind this dsv4h does not know
-  is refused. A partial of ``dsv4h import`` (it holds ``import.json``,
+  computes them, harness.run.sweep; the readers they share: harness.run.partial). A partial of a
+  kind this dsv4h does not know is refused. A partial of ``dsv4h import`` (it holds ``import.json``,
   ``harness.store.peers.IMPORT_MARKER``) stays what it is: kind, claim and protocol class ``external``,
   status ``partial``, labelled ``recovered``; never a measurement.
 
