@@ -16,11 +16,12 @@ from harness.cli.render import latency_grid, sim_label
 from harness.errors import SpecError
 from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec
+from harness.inputs.sweep_plan import make_sweep_plan
 from harness.measure.latency import parse_percentiles
 from harness.measure.results import cell_latency_at
 from harness.records import RequestRecord
 from harness.run.kinds import RunOptions, run_loaded
-from harness.run.sweep import SweepOutcome, make_sweep_plan
+from harness.run.sweep import SweepOutcome
 
 app = typer.Typer(help="Open-loop rate sweeps (Poisson/gamma/constant arrivals, goodput under SLOs).\n\n"
                   "Example: dsv4h sweep run campaigns/sweep-demo.yaml -w ws", no_args_is_help=True)

@@ -43,21 +43,21 @@ from harness.measure.results import run_count_methods, waves_table
 from harness.measure.rows import check_row
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
-from harness.run.energy import PowerLog, resident_windows
+from harness.run.base import open_run
+from harness.run.energy import resident_windows
 from harness.run.events import AbbaStart, AbbaWave, LegWaveLive, Reporter, silent
 from harness.run.legs import LegInputs, LegWaves, Outcome, drive_legs, fixed_cases, leg_service, run_leg
+from harness.run.partial import recover_records_only
 from harness.run.prompts import openai_options, prompt_texts
 from harness.run.session import (
-    ServiceSession,
     check_governance,
-    open_writer,
     run_labels,
     spec_counters,
     stack_differences,
     start_memory_sampler,
     write_memory,
 )
-from harness.run.skeleton import finish
+from harness.run.skeleton import Finished, finish
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free
 from harness.service.memory import MemorySampler
@@ -164,20 +164,18 @@ class AbbaRunner:
 
     def run(self) -> AbbaOutcome:
         """Run the four legs; always finalize an archive with whatever finished."""
-        writer, anchor = open_writer(
-            self.workspace, self.token, spec=self.spec, spec_bytes=self.inputs.loaded.raw,
+        opened = open_run(
+            self.workspace, self.token, self.spec, spec_bytes=self.inputs.loaded.raw,
             corpora={"workload": self.inputs.corpus.identity()}, governance=self.inputs.governance,
+            claim_class=self.spec.claim_class, sentinels=self.inputs.sentinels, reporter=self.report,
+            service_json_extra=self._service_json_extra,
             extra_files={"identity_check.json": {
                 "declared_change": self.spec.workload.declared_change, "declared_differences": self.declared,
                 "undeclared_differences": self.undeclared,
                 "allow_identity_change": self.spec.allow_identity_change}})
-        self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.claim_class,
-                                      sentinels=self.inputs.sentinels, reporter=self.report,
-                                      service_json_extra=self._service_json_extra,
-                                      request_timeout_s=self.spec.request_timeout_s)
+        writer, anchor, self.session, self.power = opened.writer, opened.anchor, opened.session, opened.power
         self.report(AbbaStart(self.spec, tuple(self.declared), tuple(self.undeclared)))
         sampler = start_memory_sampler(self.spec.control)
-        self.power = PowerLog(writer)
 
         return drive_legs(writer, lambda: self._legs(writer), current=lambda: self.failed_leg, what="screen",
                           clean_up=lambda: self._clean_up(writer, sampler),
@@ -323,6 +321,12 @@ class AbbaRunner:
             error.hint = (error.hint + "; " if error.hint else "") + where
         return AbbaOutcome(archive, status, self.spec, result, match, self.leg_services, self.declared,
                            self.undeclared, error, done.ledger_rows, done.findings, done.verdict)
+
+
+def recover_abba(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
+    """Finalize a killed screen's partial (the abba recovery of harness.run.kinds): its records, no
+    verdict (status ``partial``, label ``recovered``, protocol class abba-screen)."""
+    return recover_records_only(workspace, writer, spec, "abba")
 
 
 def run_abba(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> AbbaOutcome:

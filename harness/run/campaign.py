@@ -6,15 +6,17 @@ spec -> corpora (verified before any request) -> plan -> one fresh service -> ce
 
 A failure never loses data: completed waves are already on disk; the archive is finalized with
 status ``partial`` (Ctrl-C) or ``failed`` (dead server, failed requests), and
-``run_campaign(..., resume=ARCHIVE)`` continues it in a new archive that carries the old records.
-Progress goes to a ``Reporter``; this module never prints.
+``run_campaign(..., resume=ARCHIVE)`` continues it in a new archive that carries the old records;
+:func:`recover_matrix` (the formal-matrix recovery of harness.run.kinds) finalizes a killed run's
+partial with the same :func:`finalize_matrix`. The archive is opened by
+:func:`harness.run.base.open_run`. Progress goes to a ``Reporter``; this module never prints.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-import json
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pydantic import ValidationError
 
 from harness.aio import new_event_loop
 from harness.errors import DsvError, MeasurementError, SpecError
@@ -40,6 +43,7 @@ from harness.measure.results import CampaignResults, compute_results, results_js
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run.base import open_run
 from harness.run.energy import PowerLog, resident_windows
 from harness.run.events import (
     CellSkipped,
@@ -52,11 +56,10 @@ from harness.run.events import (
     WaveLive,
     silent,
 )
+from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, recover_records_only, run_start
 from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
-    ServiceSession,
     check_governance,
-    open_writer,
     run_labels,
     spec_counters,
     start_memory_sampler,
@@ -67,7 +70,15 @@ from harness.run.wave import WaveSpec, execute_wave
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free, port_field
 from harness.service.memory import MemorySampler
-from harness.store.archive import Archive, ArchiveWriter, already_resumed, open_verified, resumed_by
+from harness.store.archive import (
+    Archive,
+    ArchiveWriter,
+    already_resumed,
+    find_archive,
+    open_archive,
+    open_verified,
+    resumed_by,
+)
 from harness.store.runblock import RunBlock
 
 
@@ -250,21 +261,19 @@ class CampaignRunner:
 
     def run(self) -> RunOutcome:
         """Run every cell; always finalize an archive, whatever happens."""
-        writer, anchor = open_writer(
-            self.workspace, self.token, spec=self.spec, spec_bytes=self.inputs.loaded.raw,
+        opened = open_run(
+            self.workspace, self.token, self.spec, spec_bytes=self.inputs.loaded.raw,
             corpora={k: c.identity() for k, c in self.corpora.items()},
-            governance=self.inputs.governance,
+            governance=self.inputs.governance, claim_class=self.spec.claim_class,
+            sentinels=self.inputs.sentinels, reporter=self.report, services=self.state.services,
             extra_files={"plan.json": {"plan_id": self.plan.plan_id, "estimate_s": self.plan.estimate_s,
                                        "cells": [c.definition | {"cell_id": c.cell_id} for c in self.plan.cells]}},
             resumed_from=self.resume.archive_id if self.resume else None)
+        writer, anchor, self.session, power = opened.writer, opened.anchor, opened.session, opened.power
         if self.state.old_records:
             writer.write_wave(self.state.old_records)
-        self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.claim_class,
-                                      sentinels=self.inputs.sentinels, reporter=self.report,
-                                      services=self.state.services, request_timeout_s=self.spec.request_timeout_s)
         self.report(PlanReady(self.plan))
         sampler: list[MemorySampler] = []
-        power = PowerLog(writer)
 
         def body() -> None:
             self.state.service_starts += 1
@@ -436,26 +445,13 @@ class MatrixState:
     extra_labels: tuple[str, ...] = ()
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
-    """The run's events so far (a line cut short by a crash skipped; none when the file is absent)."""
-    out: list[dict[str, Any]] = []
-    for line in (path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            out.append(row)
-    return out
-
-
 def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, st: MatrixState, status: str,
                     error: str | None) -> tuple[Finished, CampaignResults]:
     """Compute the results from the streamed records, write the result tables, and finish the
     archive (finalize, ledgers, evidence); inside the caller's critical section (the runner's
     :func:`~harness.run.skeleton.drive`, or the recovery's)."""
     records = writer.streamed_records()
-    events = _events(writer.dir / "events.jsonl")
+    events = read_events(writer.dir)
     starts = cold.archive_starts(records, st.services, events, writer.token)
     key = cold.ShapeKey(tuple(spec.ttft_shapes.input_len_edges), tuple(spec.ttft_shapes.batch_tiers))
     classes = cold.classify(records, starts, key)
@@ -489,6 +485,59 @@ def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, 
         resumed_from=st.resumed_from, labels=tuple(labels), error=error, oracles_failed=st.oracles_failed,
         identity_hash=identity_hash(st.services), direction=spec.direction, analysis_plan=analysis_plan)
     return finish(writer, workspace, status, run), results
+
+
+def _round_status(workspace: Path, events: list[dict[str, Any]], resumed_from: str | None) -> dict[str, str]:
+    """Each round's last status: those a resumed run inherited (its predecessor's ``results.json``),
+    then the partial's ``round`` events."""
+    status: dict[str, str] = {}
+    if resumed_from:  # the rounds the resumed run inherited
+        with contextlib.suppress(DsvError, OSError):
+            prev = open_archive(find_archive(resumed_from, workspace))
+            for r in prev.json("results.json").get("rounds", []):
+                status[str(r["round_id"])] = str(r["status"])
+    for ev in events:
+        if ev.get("event") == "round" and ev.get("round_id"):
+            status[str(ev["round_id"])] = str(ev.get("status", "incomplete"))
+    return status
+
+
+def _recovered_matrix(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, Any]) -> Finished:
+    spec = CampaignSpec.model_validate(spec_json)
+    d = writer.dir
+    plan = read_json_or(d, "plan.json", {})
+    events = read_events(d)
+    start = run_start(events)
+    services = list(read_json_or(d, "service.json", {}).get("services", []))
+    oracles = read_json_or(d, "oracles.json", {}).get("results", [])
+    cells = [(str(c["cell_id"]), str(c["workload"]), int(c["concurrency"]), int(c["rounds"]))
+             for c in plan.get("cells", [])]
+    if not (d / "service.json").exists():
+        writer.write_json("service.json", {"services": services})
+    st = MatrixState(
+        plan_id=str(plan.get("plan_id", "")), cells=cells,
+        round_status=_round_status(workspace, events, start.get("resumed_from")),
+        services=services, governance=read_json_or(d, "governance.json", {}),
+        created_wall=str(start.get("wall_iso", "")),
+        service_starts=max([int(s.get("start_index") or 0) for s in services] + [len(services)]),
+        oracles_failed=sum(1 for r in oracles if not r.get("passed")),
+        resumed_from=start.get("resumed_from"), extra_labels=("recovered",))
+    done, _ = finalize_matrix(writer, workspace, spec, st, "partial", RECOVERED_ERROR)
+    return done
+
+
+def recover_matrix(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
+    """Finalize a killed formal matrix's partial (the formal-matrix recovery of harness.run.kinds):
+    results computed from its streamed records (each round's status from ``events.jsonl``; a round that
+    never reported an end is ``incomplete``), status ``partial``, label ``recovered``; one not readable
+    as a matrix of this version keeps its records without results (still kind formal-matrix, protocol
+    class formal)."""
+    if (writer.dir / "plan.json").is_file():
+        try:
+            return _recovered_matrix(workspace, writer, spec)
+        except (ValidationError, KeyError, TypeError, ValueError):
+            pass  # not readable as a matrix of this version: keep its records at least
+    return recover_records_only(workspace, writer, spec, "formal-matrix")
 
 
 def run_campaign(spec_path: Path, workspace: Path, *, reporter: Reporter = silent,

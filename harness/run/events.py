@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 if TYPE_CHECKING:
     from harness.inputs.plan import CellPlan, Plan
     from harness.inputs.spec import AbbaSpec, MatchedSdSpec, ServiceProfile
+    from harness.inputs.sweep_plan import SweepPlan
     from harness.load.live import LiveTally
     from harness.records import RequestRecord
-    from harness.run.sweep import SweepPlan
     from harness.service.manager import RunningService
 
 RoundStatus = Literal["ok", "short", "failed"]

@@ -36,19 +36,19 @@ from harness.measure.results import run_count_methods, waves_table
 from harness.measure.speculative import sum_counts
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
-from harness.run.energy import PowerLog, resident_windows
+from harness.run.base import open_run
+from harness.run.energy import resident_windows
 from harness.run.events import MatchedLegWave, MatchedStart, Reporter, silent
 from harness.run.legs import LegInputs, LegWaves, Outcome, drive_legs, fixed_cases, leg_service, run_leg
+from harness.run.partial import recover_records_only
 from harness.run.prompts import openai_options, prompt_texts
 from harness.run.session import (
-    ServiceSession,
     check_governance,
-    open_writer,
     run_labels,
     spec_counters,
     stack_differences,
 )
-from harness.run.skeleton import finish
+from harness.run.skeleton import Finished, finish
 from harness.service.identity import identity_hash
 from harness.service.manager import RunningService, check_port_free
 from harness.store.archive import Archive, ArchiveWriter
@@ -128,17 +128,15 @@ class MatchedRunner:
 
     def run(self) -> MatchedOutcome:
         """Run every leg in order; always finalize an archive with whatever finished."""
-        writer, anchor = open_writer(
-            self.workspace, self.token, spec=self.spec, spec_bytes=self.inputs.loaded.raw,
+        opened = open_run(
+            self.workspace, self.token, self.spec, spec_bytes=self.inputs.loaded.raw,
             corpora={"workload": self.inputs.corpus.identity()}, governance=self.inputs.governance,
+            claim_class=self.spec.sd_claim, sentinels=self.inputs.sentinels, reporter=self.report,
+            service_json_extra=lambda: {"legs": self.leg_services},
             extra_files={"identity_check.json": {"declared_change": self.spec.declared_change,
                                                  "declared_differences": self.inputs.declared}})
-        self.session = ServiceSession(writer, self.workspace, claim_class=self.spec.sd_claim,
-                                      sentinels=self.inputs.sentinels, reporter=self.report,
-                                      service_json_extra=lambda: {"legs": self.leg_services},
-                                      request_timeout_s=self.spec.request_timeout_s)
+        writer, anchor, self.session, self.power = opened.writer, opened.anchor, opened.session, opened.power
         self.report(MatchedStart(self.spec, tuple(self.inputs.declared)))
-        self.power = PowerLog(writer)
 
         return drive_legs(writer, lambda: self._legs(writer), current=lambda: self.current_leg, what="matched run",
                           clean_up=lambda: self._clean_up(writer),
@@ -292,6 +290,12 @@ def result_json(r: MatchedResult) -> dict[str, Any]:
             "reconciled": r.reconciled,
             "break_even": {k: (_f(v) if isinstance(v, float) else v) for k, v in asdict(r.break_even).items()},
             "outputs": asdict(r.outputs) | {"differing": r.outputs.differing}}
+
+
+def recover_matched(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
+    """Finalize a killed matched run's partial (the matched-sd recovery of harness.run.kinds): its
+    records, no verdict (status ``partial``, label ``recovered``, kind and protocol class matched-sd)."""
+    return recover_records_only(workspace, writer, spec, "matched-sd")
 
 
 def run_matched(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> MatchedOutcome:

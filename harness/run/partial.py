@@ -1,12 +1,13 @@
-"""Reading what a killed run left in its ``.partial-*`` directory, and each kind's recovery of it
-(edge module: reads and writes the partial's files).
+"""Reading what a killed run left in its ``.partial-*`` directory: the pieces every kind's recovery
+reads (edge module: reads the partial's files; imports no kind's runner).
 
-A kind's recovery function (:data:`Recover`, registered in :mod:`harness.run.kinds`) turns a partial
-without a manifest into an archive of status ``partial`` labelled ``recovered``, under the kind's own
-kind and protocol class: a formal matrix gets its results computed from the streamed records (each
-round's status from ``events.jsonl``; a round that never reported an end is ``incomplete``); an
-ABBA screen and a matched AR/SD run keep their records without a verdict; a quick screen stays
-``quick-bench``; a rate sweep is recovered by :func:`harness.run.sweep.recover_sweep`.
+A kind's recovery function (:data:`Recover`, registered in :mod:`harness.run.kinds`, defined beside
+the kind's runner) turns a partial without a manifest into an archive of status ``partial`` labelled
+``recovered``, under the kind's own kind and protocol class. Here: the readers of a partial's files
+(:func:`read_events`, :func:`read_jsonl`, :func:`read_json_or`, :func:`run_start`), the run block of a
+recovered one-service run (:func:`recovered_run_block`) and the recovery that keeps a partial's
+records without a verdict (:func:`recover_records_only`: ABBA screens, matched runs, a formal matrix
+not readable as one).
 """
 
 from __future__ import annotations
@@ -17,17 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from harness.errors import ArchiveError, DsvError
-from harness.evidence.rules_client import serves_simulator
-from harness.inputs.spec import SPEC_MODELS, CampaignSpec, OneServiceSpec
-from harness.run.campaign import MatrixState, finalize_matrix
-from harness.run.quick import quick_run_block
+from harness.errors import ArchiveError
+from harness.inputs.spec import SPEC_MODELS, OneServiceSpec
 from harness.run.session import one_service_run_block, run_labels
 from harness.run.skeleton import Finished, finish
 from harness.service.identity import identity_hash
-from harness.store.archive import ArchiveWriter, find_archive, open_archive, read_json_file
+from harness.store.archive import ArchiveWriter, read_json_file
 from harness.store.runblock import RunBlock
 
 RECOVERED_ERROR = "dsv4h ended before finalizing this run; recovered from its partial directory"
@@ -35,18 +31,20 @@ RECOVERED_ERROR = "dsv4h ended before finalizing this run; recovered from its pa
 Recover = Callable[[Path, ArchiveWriter, dict[str, Any]], Finished]
 
 
-def read_events(directory: Path) -> list[dict[str, Any]]:
-    """The run's events; a last line cut short by a crash is skipped."""
-    path = directory / "events.jsonl"
-    out: list[dict[str, Any]] = []
-    if not path.is_file():
-        return out
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+def read_jsonl(directory: Path, name: str) -> list[Any]:
+    """Every line of ``directory/name`` that parses as JSON, in order (none when the file is missing; a
+    line cut short by a crash is skipped)."""
+    path = directory / name
+    out: list[Any] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []:
         with contextlib.suppress(ValueError):
-            row = json.loads(line)
-            if isinstance(row, dict):
-                out.append(row)
+            out.append(json.loads(line))
     return out
+
+
+def read_events(directory: Path) -> list[dict[str, Any]]:
+    """The run's events (``events.jsonl``); a last line cut short by a crash is skipped."""
+    return [row for row in read_jsonl(directory, "events.jsonl") if isinstance(row, dict)]
 
 
 def read_json_or(directory: Path, name: str, default: Any) -> Any:
@@ -65,76 +63,10 @@ def run_start(events: list[dict[str, Any]]) -> dict[str, Any]:
     return next((e for e in events if e.get("event") == "run-start"), {})
 
 
-def _round_status(workspace: Path, events: list[dict[str, Any]], resumed_from: str | None) -> dict[str, str]:
-    status: dict[str, str] = {}
-    if resumed_from:  # the rounds the resumed run inherited
-        with contextlib.suppress(DsvError, OSError):
-            prev = open_archive(find_archive(resumed_from, workspace))
-            for r in prev.json("results.json").get("rounds", []):
-                status[str(r["round_id"])] = str(r["status"])
-    for ev in events:
-        if ev.get("event") == "round" and ev.get("round_id"):
-            status[str(ev["round_id"])] = str(ev.get("status", "incomplete"))
-    return status
-
-
-def _matrix(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, Any]) -> Finished:
-    spec = CampaignSpec.model_validate(spec_json)
-    d = writer.dir
-    plan = read_json_or(d, "plan.json", {})
-    events = read_events(d)
-    start = run_start(events)
-    services = list(read_json_or(d, "service.json", {}).get("services", []))
-    oracles = read_json_or(d, "oracles.json", {}).get("results", [])
-    cells = [(str(c["cell_id"]), str(c["workload"]), int(c["concurrency"]), int(c["rounds"]))
-             for c in plan.get("cells", [])]
-    if not (d / "service.json").exists():
-        writer.write_json("service.json", {"services": services})
-    st = MatrixState(
-        plan_id=str(plan.get("plan_id", "")), cells=cells,
-        round_status=_round_status(workspace, events, start.get("resumed_from")),
-        services=services, governance=read_json_or(d, "governance.json", {}),
-        created_wall=str(start.get("wall_iso", "")),
-        service_starts=max([int(s.get("start_index") or 0) for s in services] + [len(services)]),
-        oracles_failed=sum(1 for r in oracles if not r.get("passed")),
-        resumed_from=start.get("resumed_from"), extra_labels=("recovered",))
-    done, _ = finalize_matrix(writer, workspace, spec, st, "partial", RECOVERED_ERROR)
-    return done
-
-
-def recover_matrix(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
-    """A formal matrix: results from its records; one not readable as a matrix of this version keeps
-    its records without results (still kind formal-matrix, protocol class formal)."""
-    if (writer.dir / "plan.json").is_file():
-        try:
-            return _matrix(workspace, writer, spec)
-        except (ValidationError, KeyError, TypeError, ValueError):
-            pass  # not readable as a matrix of this version: keep its records at least
-    return _records_only(workspace, writer, spec, "formal-matrix")
-
-
-def recover_abba(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
-    """An ABBA screen: its records, no verdict."""
-    return _records_only(workspace, writer, spec, "abba")
-
-
-def recover_matched(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
-    """A matched AR/SD run: its records, no verdict (kind and protocol class matched-sd)."""
-    return _records_only(workspace, writer, spec, "matched-sd")
-
-
-def recover_quick(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
-    """A quick screen (``dsv4h bench``): stays protocol class quick-bench."""
-    d = writer.dir
-    start = run_start(read_events(d))
-    services = list(read_json_or(d, "service.json", {}).get("services", []))
-    sim = any(serves_simulator(dict(s)) for s in services if isinstance(s, dict))
-    return finish(writer, workspace, "partial", quick_run_block(
-        spec, writer.token, str(start.get("wall_iso", "")), simulated=sim, error=RECOVERED_ERROR,
-        extra_labels=("recovered",)))
-
-
-def _records_only(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any], kind: str) -> Finished:
+def recover_records_only(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any], kind: str) -> Finished:
+    """Finalize a partial of ``kind`` with its records and no results or verdict (status ``partial``,
+    label ``recovered``, the kind's own protocol class): an ABBA screen, a matched AR/SD run, a formal
+    matrix not readable as one of this version."""
     d = writer.dir
     start = run_start(read_events(d))
     services = list(read_json_or(d, "service.json", {}).get("services", []))

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from harness.aio import new_event_loop
 from harness.errors import DsvError, ServiceError, SpecError
+from harness.evidence.rules_client import serves_simulator
 from harness.ids import RequestIdentity, quick_request_id, wave_id
 from harness.inputs.corpus import Case, Corpus
 from harness.inputs.corpus.random_ids import RandomPrompts, id_range, write_random_corpus
@@ -42,6 +43,7 @@ from harness.measure import bench
 from harness.measure import latency as lat
 from harness.records import RequestRecord
 from harness.run.events import QuickProgress, QuickStart, Reporter, silent
+from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.skeleton import Finished, drive, finish
 from harness.service.environment import capture_environment, clock_anchor
 from harness.service.manager import http_get
@@ -301,6 +303,19 @@ def quick_run_block(spec: Mapping[str, Any], token: str, created_wall: str, *, s
                     claim_class=str(spec.get("claim_class") or "native-ar"), protocol_class=PROTOCOL_CLASS,
                     backend="attach", service_name=str(spec.get("url") or ""), created_wall=created_wall,
                     run_token=token, labels=tuple(labels), error=error, count_methods=count_methods)
+
+
+def recover_quick(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
+    """Finalize a killed quick screen's partial (the quick-bench recovery of harness.run.kinds): status
+    ``partial``, label ``recovered``, still protocol class quick-bench (``simulated`` when a server in
+    its ``service.json`` identified itself as the simulator)."""
+    d = writer.dir
+    start = run_start(read_events(d))
+    services = list(read_json_or(d, "service.json", {}).get("services", []))
+    sim = any(serves_simulator(dict(s)) for s in services if isinstance(s, dict))
+    return finish(writer, workspace, "partial", quick_run_block(
+        spec, writer.token, str(start.get("wall_iso", "")), simulated=sim, error=RECOVERED_ERROR,
+        extra_labels=("recovered",)))
 
 
 def run_quick_bench(opts: BenchOptions, workspace: Path, *, reporter: Reporter = silent) -> QuickOutcome:

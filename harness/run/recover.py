@@ -8,10 +8,11 @@ finalized (``kill -9``, a power cut, a full disk). :func:`recover_partial` turns
 - it holds no manifest: it is finalized now with status ``partial`` and the label ``recovered`` by
   the recovery function of the kind it recorded (``spec.json``'s ``kind``, else the run-start
   event's; :data:`harness.run.kinds.KINDS`), so every kind is recovered under its own kind and
-  protocol class (harness.run.partial: a formal matrix's results from its records, an ABBA
-  screen's records without a verdict, a quick screen as ``quick-bench``; harness.run.sweep: a rate
-  sweep's cells and rounds as the sweep computes them). A partial of a kind this dsv4h does not know
-  is refused. A partial of ``dsv4h import`` (it holds ``import.json``,
+  protocol class (each recovery beside its kind's runner: a formal matrix's results from its
+  records, harness.run.campaign; an ABBA screen's records without a verdict, harness.run.abba; a
+  quick screen as ``quick-bench``, harness.run.quick; a rate sweep's cells and rounds as the sweep
+  computes them, harness.run.sweep; the readers they share: harness.run.partial). A partial of a
+  kind this dsv4h does not know is refused. A partial of ``dsv4h import`` (it holds ``import.json``,
   ``harness.store.peers.IMPORT_MARKER``) stays what it is: kind, claim and protocol class ``external``,
   status ``partial``, labelled ``recovered``; never a measurement.
 

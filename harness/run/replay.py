@@ -2,8 +2,8 @@
 
 A replay sends the requests of a Mooncake-format trace (:mod:`harness.inputs.trace`) open loop: request
 *i* is the corpus case imported from trace line *i* (``dsv4h corpus import-trace``), sent at the replay's
-start + ``timestamp_i / speed`` whether or not earlier ones finished (the rate sweep's sender,
-:func:`harness.run.sweep.send_open_loop`), at most ``max_concurrency`` in flight, with
+start + ``timestamp_i / speed`` whether or not earlier ones finished (the open-loop sender
+the rate sweep shares, :func:`harness.run.open_loop.send_open_loop`), at most ``max_concurrency`` in flight, with
 ``max_new_tokens`` = the line's ``output_length`` and ``ignore_eos`` so every answer has the trace's
 length. Every request carries the run's one cache salt, so the server's prefix cache works across the
 replay's requests (and never across runs). The schedule and the prefix-cache hits the trace implies
@@ -11,8 +11,9 @@ replay's requests (and never across runs). The schedule and the prefix-cache hit
 
 Archive: the records (one wave), ``schedule.jsonl`` (scheduled and actual send, lateness, cap wait per
 request), ``cache.jsonl`` (expected and reported cached tokens per request), ``replay.json`` and
-``replay.parquet`` (the ``replay_runs`` row, :mod:`harness.measure.replay`). It ends through the run
-skeleton (:func:`harness.run.skeleton.drive`, ``finish``); :func:`recover_replay` finalizes a killed
+``replay.parquet`` (the ``replay_runs`` row, :mod:`harness.measure.replay`). A run on one service started once
+(:class:`harness.run.base.OneServiceRunner`; no power sampled), it ends through the run skeleton
+(:func:`harness.run.skeleton.drive`, ``finish``); :func:`recover_replay` finalizes a killed
 replay's partial from its records and ``arrivals.json``. The replay is one measured unit: the client's
 self-check and the simulator's late steps over it are one ``wave_checks.jsonl`` row under its wave id
 (``ids.wave_id(CELL, 0, 0)``), judged by the evidence rules like a formal wave.
@@ -20,10 +21,6 @@ self-check and the simulator's late steps over it are one ``wave_checks.jsonl`` 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +30,6 @@ from typing import Any
 import pyarrow as pa
 
 from harness import ids
-from harness.aio import new_event_loop
 from harness.errors import DsvError, SpecError
 from harness.hashing import sha256_json
 from harness.ids import RequestIdentity
@@ -44,22 +40,21 @@ from harness.inputs.trace import expected_cached
 from harness.interrupts import fault_point
 from harness.load.driver import LoadClient, WaveRequest
 from harness.measure import replay as rp
-from harness.measure import sweep as sw
 from harness.measure.rows import check_row
 from harness.measure.saturation import saturation
-from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
+from harness.run import open_loop
+from harness.run.base import OneServiceRunner, OpenedRun
 from harness.run.events import Reporter, silent
-from harness.run.partial import read_events, read_json_or, recovered_run_block
-from harness.run.prompts import load_client, prompt_texts
-from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
-from harness.run.skeleton import Finished, drive, finish
-from harness.run.sweep import MAX_CONNECTIONS, round_check, send_open_loop, unit_edges
+from harness.run.open_loop import NS, connections, round_check, send_open_loop, unit_edges
+from harness.run.partial import read_events, read_json_or, read_jsonl, recovered_run_block
+from harness.run.prompts import load_client
+from harness.run.session import ServiceSession
+from harness.run.skeleton import Finished, finish
 from harness.service.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 
-NS = 1_000_000_000
 CELL = "replay"  # the one cell (and wave) of a replay: ids.wave_id(CELL, 0, 0)
 
 
@@ -118,11 +113,9 @@ def header(spec: ReplaySpec, plan: ReplayPlan) -> dict[str, Any]:
 
 def schedule_rows(planned_ns: Sequence[int], records: Sequence[RequestRecord],
                   cap_wait_ns: Sequence[int]) -> list[dict[str, Any]]:
-    """``schedule.jsonl`` rows: the sweep's schedule rows plus the cap wait and the client lateness."""
-    rows = sw.schedule(planned_ns, records)
-    for i, (row, wait) in enumerate(zip(rows, cap_wait_ns, strict=True)):
-        row |= {"index": i, "cap_wait_s": wait / NS, "client_lag_s": row["lag_s"] - wait / NS}
-    return rows
+    """``schedule.jsonl`` rows: the open-loop schedule rows (:func:`harness.run.open_loop.schedule_rows`)
+    with each request's trace ``index``."""
+    return open_loop.schedule_rows(planned_ns, records, cap_wait_ns, lambda i: {"index": i})
 
 
 def replay_row(spec: ReplaySpec, plan: ReplayPlan, records: Sequence[RequestRecord], start_ns: int,
@@ -153,20 +146,28 @@ class ReplayOutcome:
         return self.finished.archive.archive_id
 
 
-class ReplayRunner:
-    """Runs one trace replay into an archive (module docstring)."""
+class ReplayRunner(OneServiceRunner[ReplaySpec, ReplayOutcome]):
+    """Runs one trace replay into an archive (module docstring); no power is sampled."""
+
+    what = "replay"
+    kept = "every finished request is kept"
+    samples_power = False
 
     def __init__(self, spec: ReplaySpec, corpus: Corpus, plan: ReplayPlan, workspace: Path, *,
                  raw: bytes | None = None, source: str = "", reporter: Reporter = silent) -> None:
-        self.spec, self.corpus, self.plan, self.workspace, self.raw = spec, corpus, plan, workspace, raw
-        self.report = reporter
-        self.governance = check_governance(spec, workspace, source)
-        self.sentinels = load_sentinels([Path(p) for p in spec.oracles])
-        self.token = secrets.token_hex(8)
-        self.texts = prompt_texts(spec.service)
+        self.corpus, self.plan = corpus, plan
+        super().__init__(spec, workspace, raw=raw, source=source, reporter=reporter)
         self.cases = {c.case_id: c for c in corpus.cases}
         self.row: dict[str, Any] | None = None
         self.cache_rows: list[dict[str, Any]] = []
+
+    def corpora(self) -> dict[str, Any]:
+        """The replay's one corpus."""
+        return {"replay": self.corpus.identity()}
+
+    def extra_files(self) -> dict[str, Any]:
+        """``arrivals.json``: the replay's plan."""
+        return {"arrivals.json": self.plan.to_json()}
 
     def requests(self) -> list[WaveRequest]:
         """Every request in trace order (one salt for the run: the prefix cache is shared across them)."""
@@ -184,13 +185,12 @@ class ReplayRunner:
                 concurrency=self.spec.max_concurrency or 0))
         return out
 
-    async def _run(self, svc: RunningService, session: ServiceSession, writer: ArchiveWriter) -> None:
-        reqs = self.requests()
-        cap = self.spec.max_concurrency
-        n = cap or max(1, min(len(reqs), MAX_CONNECTIONS))
-        async with load_client(svc.url, self.spec.service, concurrency=n, timeout_s=self.spec.request_timeout_s,
-                               limits=self.spec.client) as client:
-            await self._send(client, writer, reqs, svc, session)
+    async def measure(self, svc: RunningService, run: OpenedRun) -> None:
+        """The replay, through one client."""
+        reqs, s = self.requests(), self.spec
+        async with load_client(svc.url, s.service, concurrency=connections(s.max_concurrency, len(reqs)),
+                               timeout_s=s.request_timeout_s, limits=s.client) as client:
+            await self._send(client, run.writer, reqs, svc, run.session)
 
     async def _send(self, client: LoadClient, writer: ArchiveWriter, reqs: list[WaveRequest], svc: RunningService,
                     session: ServiceSession) -> None:
@@ -213,39 +213,12 @@ class ReplayRunner:
         writer.append_event({"event": "round", "round_id": ids.round_id(CELL, 0), "status": status,
                              "start_ns": sent.start_ns, "t_ns": time.perf_counter_ns()})
 
-    def run(self) -> ReplayOutcome:
-        """Run the replay; always finalize an archive, whatever happens."""
-        s = self.spec
-        writer, anchor = open_writer(
-            self.workspace, self.token, spec=s, spec_bytes=self.raw, corpora={"replay": self.corpus.identity()},
-            governance=self.governance, extra_files={"arrivals.json": self.plan.to_json()})
-        session = ServiceSession(writer, self.workspace, claim_class=s.claim_class, sentinels=self.sentinels,
-                                 reporter=self.report, request_timeout_s=s.request_timeout_s)
-        started: list[RunningService] = []
-
-        def body() -> None:
-            started.append(session.start(s.service, s.service.name, {"start_index": 1}))
-            with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                runner.run(self._run(started[0], session, writer))
-
-        def after() -> None:
-            if started:
-                session.after_checks(started[0])
-
-        def finalize(status: str, error: DsvError | None) -> ReplayOutcome:
-            labels = run_labels(s.labels, [s.service.backend], session.services)
-            if session.oracles_failed:
-                labels.append("oracle-failed")
-            run = one_service_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services,
-                                   labels=labels, error=error.message if error else None,
-                                   oracles_failed=session.oracles_failed, plan_id=self.plan.plan_id)
-            done = finalize_replay(writer, self.workspace, s, self.plan, self.row, self.cache_rows, status, run)
-            return ReplayOutcome(done, self.row, error)
-
-        return drive(writer, body, kept="every finished request is kept", what="replay", after=after,
-                     clean_up=session.stop_all, finalize=finalize)
-
-
+    def finalize(self, run: OpenedRun, status: str, error: DsvError | None) -> ReplayOutcome:
+        """``replay.parquet``, ``replay.json`` and ``cache.jsonl``, then the archive finished."""
+        block = self.run_block(run, error, plan_id=self.plan.plan_id)
+        done = finalize_replay(run.writer, self.workspace, self.spec, self.plan, self.row, self.cache_rows, status,
+                               block)
+        return ReplayOutcome(done, self.row, error)
 
 
 def finalize_replay(writer: ArchiveWriter, workspace: Path, spec: ReplaySpec, plan: ReplayPlan,
@@ -271,11 +244,7 @@ def recover_replay(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, 
     events = read_events(d)
     plan = ReplayPlan.from_json(read_json_or(d, "arrivals.json", {}))
     ended = [e for e in events if e.get("event") == "round"]
-    sched: list[dict[str, Any]] = []
-    path = d / "schedule.jsonl"
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []:
-        with contextlib.suppress(ValueError):
-            sched.append(json.loads(line))
+    sched: list[dict[str, Any]] = read_jsonl(d, "schedule.jsonl")
     recs = [r for r in writer.streamed_records() if r.phase == "measured"]
     row, cache = None, []
     if recs and len(sched) == len(recs):

@@ -1,13 +1,16 @@
 """SLA searches (kind and protocol class ``sla-search``; edge module: processes, HTTP, files, clock).
 
-The highest open-loop request rate whose p99 TTFT / TPOT / E2E meet the spec's limits. Each probe is
-one rate-sweep cell measured with the rate sweep's machinery (harness.run.sweep: the arrival plan of
-``make_sweep_plan``, ``send_open_loop`` through :meth:`SweepRunner.run_round`, ``round_row``,
-``sweep_cells``); which rate comes next, and when the search ends, is decided by the pure planner
-harness.measure.sla from the probes so far. Probes are adaptive, so each probe's arrival plan is
-appended to ``arrivals.jsonl`` (with its plan id) before its first request is sent. Every round of a
-probe writes its ``wave_checks.jsonl`` row as a sweep round does (client self-check, the simulator's late
-steps), so the evidence rules judge each probe's rounds (``sim-lateness``, ``sla-probe-invalid``).
+The highest open-loop request rate whose p99 TTFT / TPOT / E2E meet the spec's limits. A run on one
+service started once (:class:`harness.run.base.OneServiceRunner`). Each probe is one rate-sweep cell:
+its arrival plan is the sweep's plan of that one rate (:func:`harness.inputs.sweep_plan.make_sweep_plan`
+of :func:`~harness.inputs.spec.probe_sweep`), its rounds are run by the search's prober
+(:class:`harness.run.rate_rounds.RateRounds`, the open-loop sender of :mod:`harness.run.open_loop`)
+and its rows are the sweep's (:mod:`harness.run.sweep_rows`); which rate comes next, and when the
+search ends, is decided by the pure planner harness.measure.sla from the probes so far. Probes are
+adaptive, so each probe's arrival plan is appended to ``arrivals.jsonl`` (with its plan id) before
+its first request is sent. Every round of a probe writes its ``wave_checks.jsonl`` row as a sweep
+round does (client self-check, the simulator's late steps), so the evidence rules judge each probe's
+rounds (``sim-lateness``, ``sla-probe-invalid``).
 
 The archive holds ``cells.parquet`` / ``rounds.parquet`` as a sweep writes them (ledgers
 ``sweep_cells`` / ``sweep_rounds``, protocol class ``sla-search``), ``probes.parquet`` (ledger
@@ -19,9 +22,7 @@ streamed records (the rounds as the sweep recovers them, every probe judged agai
 
 from __future__ import annotations
 
-import asyncio
-import json
-import secrets
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,30 +30,21 @@ from typing import Any
 
 import pyarrow as pa
 
-from harness.aio import new_event_loop
 from harness.errors import DsvError, SpecError
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.spec import LoadedSpec, SlaSpec, probe_sweep, sla_definition
 from harness.inputs.spec.sweep import MAX_RATE
+from harness.inputs.sweep_plan import SweepPlan, make_sweep_plan
 from harness.interrupts import fault_point
 from harness.measure import sla
 from harness.measure.rows import check_row
-from harness.oracle.sentinels import load_sentinels
-from harness.run.energy import PowerLog
+from harness.run.base import OneServiceRunner, OpenedRun
+from harness.run.energy import Window
 from harness.run.events import Reporter, SlaProbeDone, silent
-from harness.run.partial import read_events, recovered_run_block
-from harness.run.prompts import load_client, prompt_texts
-from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
-from harness.run.skeleton import Finished, drive, finish
-from harness.run.sweep import (
-    MAX_CONNECTIONS,
-    SweepOutcome,
-    SweepPlan,
-    SweepRunner,
-    make_sweep_plan,
-    recovered_rounds,
-    sweep_cells,
-)
+from harness.run.partial import read_events, read_jsonl, recovered_run_block
+from harness.run.rate_rounds import RateRounds, RatesOutcome, recovered_rounds, write_rate_tables
+from harness.run.skeleton import Finished, finish
+from harness.run.sweep_rows import sweep_cells
 from harness.service.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
@@ -85,103 +77,75 @@ def probe_rows(spec: SlaSpec, rates: Sequence[float], rounds: Sequence[dict[str,
 
 
 @dataclass
-class SlaOutcome(SweepOutcome):
-    """What a search produced: a sweep's outcome (archive, cells, rounds) plus its probes and the
-    summary (``sla.json``'s result)."""
+class SlaOutcome(RatesOutcome):
+    """What a search produced: the archive, the probes' cells and rounds (as a sweep's), the probes
+    and the summary (``sla.json``'s result)."""
 
     probes: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] = field(default_factory=dict)
 
 
-class SlaRunner(SweepRunner):
-    """Runs one SLA search into an archive (module docstring); measures each probe as a sweep cell."""
+class SlaRunner(OneServiceRunner[SlaSpec, SlaOutcome]):
+    """Runs one SLA search into an archive (module docstring); its prober measures each probe as a
+    sweep cell."""
+
+    what = "SLA search"
+    kept = "every finished probe is kept"
 
     def __init__(self, spec: SlaSpec, corpus: Corpus, workspace: Path, *, raw: bytes | None = None,
                  source: str = "", reporter: Reporter = silent) -> None:
-        # the sweep's round machinery reads ``self.spec`` (the probes so far as a sweep's rates)
-        self.sla, self.settings = spec, settings_of(spec)
-        self.spec, self.corpus, self.workspace, self.raw = probe_sweep(spec, []), corpus, workspace, raw
-        self.report = reporter
-        self.governance = check_governance(spec, workspace, source)
-        self.sentinels = load_sentinels([Path(p) for p in spec.oracles])
-        self.token = secrets.token_hex(8)
-        self.rounds, self.by_rate, self.starts, self.energy_windows = [], {}, {}, []
-        self.texts = prompt_texts(spec.service)
-        self.cases = {c.case_id: c for c in corpus.cases}
+        self.settings, self.corpus = settings_of(spec), corpus
+        super().__init__(spec, workspace, raw=raw, source=source, reporter=reporter)
+        # the probes' request and row settings: the search as a sweep (its rates are the probes')
+        self.prober = RateRounds(probe_sweep(spec, []), corpus, self.token, self.texts, reporter)
         self.rates: list[float] = []
         self.probes: list[dict[str, Any]] = []
 
-    async def _probe(self, svc: RunningService, session: ServiceSession, writer: ArchiveWriter, rate: float) -> None:
+    def corpora(self) -> dict[str, Any]:
+        """The search's one corpus (in the sweep's role)."""
+        return {"sweep": self.corpus.identity()}
+
+    def extra_files(self) -> dict[str, Any]:
+        """``plan.json``: what every probe's plan depends on besides its rate, and the pass rule."""
+        return {"plan.json": {"definition": sla_definition(self.spec) | {
+            "corpus_manifest_sha256": self.corpus.manifest_sha256}, "rule": sla.RULE}}
+
+    def cells(self) -> list[dict[str, Any]]:
+        """One ``sweep_cells`` row per probed rate."""
+        return self.prober.cells(probe_sweep(self.spec, list(self.rates)))
+
+    async def _probe(self, svc: RunningService, run: OpenedRun, rate: float) -> None:
         index = len(self.rates)
-        plan = probe_plan(self.sla, rate, self.corpus)
-        writer.append_jsonl("arrivals.jsonl", {"probe_index": index, "arrival_rate_req_s": rate} | plan.to_json())
+        plan = probe_plan(self.spec, rate, self.corpus)
+        run.writer.append_jsonl("arrivals.jsonl", {"probe_index": index, "arrival_rate_req_s": rate} | plan.to_json())
         self.rates.append(rate)
-        self.spec = probe_sweep(self.sla, list(self.rates))
-        cap = self.spec.arrivals.max_concurrency
         for rp in plan.rounds:
-            n = cap or max(1, min(len(rp.case_ids), MAX_CONNECTIONS))
-            async with load_client(svc.url, self.spec.service, concurrency=n,
-                                   timeout_s=self.spec.request_timeout_s, limits=self.spec.client) as client:
-                await self.run_round(client, writer, rp, svc, session)
-        self.probes = probe_rows(self.sla, self.rates, self.rounds, self.cells())
+            await self.prober.measure(svc, run.session, run.writer, rp)
+        self.probes = probe_rows(self.spec, self.rates, self.prober.rounds, self.cells())
         row = self.probes[index]
-        writer.append_event({"event": "probe", "probe_index": index, "arrival_rate_req_s": rate,
-                             "passed": row["passed"], "plan_id": plan.plan_id})
+        run.writer.append_event({"event": "probe", "probe_index": index, "arrival_rate_req_s": rate,
+                                 "passed": row["passed"], "plan_id": plan.plan_id})
         self.report(SlaProbeDone(row))
         fault_point("sla:probe-ended")
 
-    async def _search(self, svc: RunningService, session: ServiceSession, writer: ArchiveWriter) -> None:
+    async def measure(self, svc: RunningService, run: OpenedRun) -> None:
+        """Probe the planner's next rate until it names none."""
         while (rate := sla.next_rate(sla.probes_of(self.probes), self.settings)) is not None:
-            await self._probe(svc, session, writer, rate)
+            await self._probe(svc, run, rate)
 
-    def run(self) -> SlaOutcome:
-        """Run the search; always finalize an archive, whatever happens."""
-        s = self.sla
-        writer, anchor = open_writer(
-            self.workspace, self.token, spec=s, spec_bytes=self.raw, corpora={"sweep": self.corpus.identity()},
-            governance=self.governance,
-            extra_files={"plan.json": {"definition": sla_definition(s) | {
-                "corpus_manifest_sha256": self.corpus.manifest_sha256}, "rule": sla.RULE}})
-        session = ServiceSession(writer, self.workspace, claim_class=s.claim_class, sentinels=self.sentinels,
-                                 reporter=self.report, request_timeout_s=s.request_timeout_s)
-        started: list[RunningService] = []
-        power = PowerLog(writer)
+    def energy_windows(self) -> Sequence[Window]:
+        """Each measured round's window."""
+        return self.prober.energy_windows
 
-        def body() -> None:
-            started.append(session.start(s.service, s.service.name, {"start_index": 1}))
-            power.start(started[0])
-            with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                runner.run(self._search(started[0], session, writer))
-
-        def after() -> None:  # sentinels after measurement; a Ctrl-C skips them
-            if started:
-                session.after_checks(started[0])
-
-        def clean_up() -> None:
-            try:
-                power.write(self.energy_windows)
-            finally:
-                session.stop_all()
-
-        return drive(writer, body, kept="every finished probe is kept", what="SLA search", after=after,
-                     clean_up=clean_up,
-                     finalize=lambda status, error: self._finish(writer, status, error, anchor, session))
-
-    def _finish(self, writer: ArchiveWriter, status: str, error: DsvError | None, anchor: dict[str, Any],
-                session: ServiceSession) -> SlaOutcome:
-        s = self.sla
-        labels = run_labels(s.labels, [s.service.backend], session.services)
-        if session.oracles_failed:
-            labels.append("oracle-failed")
-        run = one_service_run_block(s, self.token, str(anchor.get("wall_iso", "")), session.services, labels=labels,
-                            error=error.message if error else None, oracles_failed=session.oracles_failed)
-        cells = self.cells()
+    def finalize(self, run: OpenedRun, status: str, error: DsvError | None) -> SlaOutcome:
+        """The search's tables and ``sla.json``, then the archive finished."""
+        block = self.run_block(run, error)
+        cells, rounds = self.cells(), self.prober.rounds
         probes = self.probes  # the probes that ended; a probe cut short keeps its rounds, not a verdict
         result = sla.summary(probes, self.settings, finished=status == "complete")
-        done = finalize_sla(writer, self.workspace, s, self.rounds, cells, probes, result, status=status, run=run)
-        return SlaOutcome(done, cells, self.rounds, error, probes=probes, result=result)
-
-
+        done = finalize_sla(run.writer, self.workspace, self.spec, rounds, cells, probes, result, status=status,
+                            run=block)
+        return SlaOutcome(done, cells, rounds, error, probes=probes, result=result)
 
 
 def finalize_sla(writer: ArchiveWriter, workspace: Path, spec: SlaSpec, rounds: Sequence[dict[str, Any]],
@@ -189,11 +153,7 @@ def finalize_sla(writer: ArchiveWriter, workspace: Path, spec: SlaSpec, rounds: 
                  status: str, run: RunBlock) -> Finished:
     """Write ``cells`` / ``rounds`` (as a sweep does), ``probes.parquet`` and ``sla.json``, then finish
     the archive (finalize, ledgers, evidence)."""
-    extra = {"campaign": spec.name, "claim_class": spec.claim_class, "protocol_class": spec.protocol_class}
-    if cells:
-        writer.write_table("cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
-    if rounds:
-        writer.write_table("rounds.parquet", pa.Table.from_pylist([r | extra for r in rounds]))
+    extra = write_rate_tables(writer, spec, cells, rounds)
     if probes:
         writer.write_table("probes.parquet", pa.Table.from_pylist([p | extra for p in probes]))
     writer.write_json("sla.json", result | {"probes": list(probes), "limits_ms": spec.limits.model_dump(mode="json"),
@@ -209,13 +169,11 @@ def recover_sla(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, Any
     spec = SlaSpec.model_validate(spec_json)
     d = writer.dir
     rates: list[float] = []
-    path = d / "arrivals.jsonl"
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []:
-        try:
-            rate = float(json.loads(line)["arrival_rate_req_s"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        if rate not in rates:
+    for row in read_jsonl(d, "arrivals.jsonl"):
+        rate: float | None = None
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            rate = float(row["arrival_rate_req_s"])
+        if rate is not None and rate not in rates:
             rates.append(rate)
     view = probe_sweep(spec, rates)
     rounds, by_rate, starts = recovered_rounds(writer, view)
@@ -240,4 +198,3 @@ def run_sla_loaded(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = 
     check_port_free(spec.service, port_field(loaded.source))  # a taken port: refused before the archive opens
     return SlaRunner(spec, corpus, workspace, raw=loaded.raw, source=str(loaded.source or ""),
                      reporter=reporter).run()
-

@@ -10,7 +10,7 @@ import pytest
 from harness.inputs.arrivals import geometric_rates, offsets, plan_hash, plan_round
 from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import SweepSpec, load_spec
-from harness.run.sweep import make_sweep_plan
+from harness.inputs.sweep_plan import make_sweep_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
