@@ -129,6 +129,9 @@ FORMAL = KINDS["formal-matrix"]
 MATCHED = KINDS["matched-sd"]
 """The matched AR/SD kind: its AR legs are native-ar services inside a speculative claim."""
 
+EXTERNAL = KINDS["external"]
+"""The imported-result kind: a killed import is recovered from its import marker."""
+
 SPEC_KINDS: tuple[str, ...] = tuple(k.name for k in KINDS.values() if k.from_spec)
 """Every value a spec's ``kind`` may take, in the order the docs list them."""
 

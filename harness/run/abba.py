@@ -326,7 +326,8 @@ class AbbaRunner:
 def recover_abba(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
     """Finalize a killed screen's partial (the abba recovery of harness.run.kinds): its records, no
     verdict (status ``partial``, label ``recovered``, protocol class abba-screen)."""
-    return recover_records_only(workspace, writer, spec, "abba")
+    return recover_records_only(workspace, writer, spec, "abba", roles=("control", "candidate"),
+                                claim=str((spec.get("workload") or {}).get("claim_class", "native-ar")))
 
 
 def run_abba(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> AbbaOutcome:

@@ -295,7 +295,8 @@ def result_json(r: MatchedResult) -> dict[str, Any]:
 def recover_matched(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -> Finished:
     """Finalize a killed matched run's partial (the matched-sd recovery of harness.run.kinds): its
     records, no verdict (status ``partial``, label ``recovered``, kind and protocol class matched-sd)."""
-    return recover_records_only(workspace, writer, spec, "matched-sd")
+    return recover_records_only(workspace, writer, spec, "matched-sd", roles=("ar", "sd"),
+                                claim=str(spec.get("sd_claim", "speculative-full-target")))
 
 
 def run_matched(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> MatchedOutcome:

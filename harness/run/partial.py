@@ -63,20 +63,20 @@ def run_start(events: list[dict[str, Any]]) -> dict[str, Any]:
     return next((e for e in events if e.get("event") == "run-start"), {})
 
 
-def recover_records_only(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any], kind: str) -> Finished:
+def recover_records_only(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any], kind: str, *,
+                         roles: tuple[str, str] | None = None, claim: str | None = None) -> Finished:
     """Finalize a partial of ``kind`` with its records and no results or verdict (status ``partial``,
     label ``recovered``, the kind's own protocol class): an ABBA screen, a matched AR/SD run, a formal
-    matrix not readable as one of this version."""
+    matrix not readable as one of this version. ``roles``: the spec keys of a two-profile kind's
+    profiles (its service is both, by name); ``claim``: its claim class (else the spec's)."""
     d = writer.dir
     start = run_start(read_events(d))
     services = list(read_json_or(d, "service.json", {}).get("services", []))
-    if kind in ("abba", "matched-sd"):
-        roles = ("control", "candidate") if kind == "abba" else ("ar", "sd")
+    if roles is not None:
         profiles = [spec.get(roles[0]) or {}, spec.get(roles[1]) or {}]
         backends = sorted({str(p.get("backend", "sim")) for p in profiles})
         service_name = " vs ".join(str(p.get("name", "?")) for p in profiles)
-        claim = (str((spec.get("workload") or {}).get("claim_class", "native-ar")) if kind == "abba"
-                 else str(spec.get("sd_claim", "speculative-full-target")))
+        claim = claim or str(spec.get("claim_class", "native-ar"))
     else:
         svc = spec.get("service") or {}
         backends, service_name = [str(svc.get("backend", "sim"))], str(svc.get("name", "service"))

@@ -31,6 +31,7 @@ from typing import Any
 
 from harness.errors import ArchiveError, DsvError
 from harness.inputs.spec.load import DEFAULT_KIND
+from harness.kinds import EXTERNAL
 from harness.run.kinds import kind_entry
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.skeleton import Finished, finish, finish_alone, settle
@@ -80,7 +81,7 @@ def recover_partial(workspace: Path, partial: Path) -> Recovered:
             path = writer.publish_existing_manifest()
             return Recovered(partial, "renamed", settle(workspace, path))
         marker = read_json_or(partial, IMPORT_MARKER, None)
-        if isinstance(marker, dict) and marker.get("kind") == "external":  # a killed `dsv4h import`
+        if isinstance(marker, dict) and marker.get("kind") == EXTERNAL.name:  # a killed `dsv4h import`
             run = recovered_import_run(marker, writer.token, RECOVERED_ERROR)
             return Recovered(partial, "finalized", finish_alone(lambda: finish(writer, workspace, "partial", run)))
         spec = read_json_or(partial, "spec.json", {})
