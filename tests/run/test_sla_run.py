@@ -100,8 +100,12 @@ def test_search_brackets_the_known_capacity(tmp_path: Path) -> None:
     assert sorted(p["arrival_rate_req_s"] for p in probes) == sorted(rates)
     assert {p["bracket_end"] for p in probes} >= {"highest-passing", "lowest-failing"}
     assert all(p["extra"] is None and p["protocol_class"] == "sla-search" for p in probes)
-    cells = ledger_table(ws, "sweep_cells").to_pylist()
-    assert {c["protocol_class"] for c in cells} == {"sla-search"} and len(cells) == len(rates)
+    # the probes live in their own tables, never among a sweep's rates (issue 36): one sla_rounds row per
+    # probe (rounds: 1), cell ids the probes'
+    assert ledger_table(ws, "sweep_cells") is None or ledger_table(ws, "sweep_cells").num_rows == 0
+    rounds = ledger_table(ws, "sla_rounds").to_pylist()
+    assert {r["protocol_class"] for r in rounds} == {"sla-search"} and len(rounds) == len(rates)
+    assert {r["cell_id"] for r in rounds} == {p["cell_id"] for p in probes}
     runs = ledger_table(ws, "runs").to_pylist()
     assert [r["kind"] for r in runs] == ["sla-search"]
 
