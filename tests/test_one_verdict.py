@@ -11,6 +11,7 @@ whole run otherwise (a screen, a matched run, a replay, a quick screen, an impor
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -186,6 +187,20 @@ def test_formal_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bad = {min(cells, key=lambda c: c["concurrency"])["cell_id"]}
     _split(cells, "cell_id", bad)
     assert "INVALID" in out and next(iter(bad)) in out  # Table 2's caption names the cell
+    # every export format: the same cell invalid with the rule, the others valid, the origin decided
+    code, _, err = run_cli("export", aid, "--format", "sglang-bench", "--out", str(tmp_path / "x.jsonl"), "-w", str(ws))
+    assert code == 0, err
+    lines = [json.loads(x) for x in (tmp_path / "x.jsonl").read_text().splitlines()]
+    assert {(x["dsv4h_cell"], x["dsv4h_valid"]) for x in lines} == {(c["cell_id"], c["cell_id"] not in bad)
+                                                                   for c in cells}
+    assert all(RULE in x["dsv4h_invalid_rules"] for x in lines if not x["dsv4h_valid"])
+    assert {x["dsv4h_data_origin"] for x in lines} == {"simulated"}
+    code, _, err = run_cli("export", aid, "--format", "csv", "--out", str(tmp_path / "x.csv"), "-w", str(ws))
+    assert code == 0, err
+    with (tmp_path / "x.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {(r["cell_id"], r["valid"]) for r in rows} == {(c["cell_id"], str(c["cell_id"] not in bad).lower())
+                                                          for c in cells}
     # evidence check decides the same again (from the same rules) and exits the same way
     with injected(monkeypatch, _first_cell):
         code, _, _ = run_cli("evidence", "check", aid, "-w", str(ws))
