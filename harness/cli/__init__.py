@@ -63,7 +63,7 @@ app = typer.Typer(
     name="dsv4h",
     cls=_LazyGroup,
     help="Benchmark an LLM serving stack and govern the evidence: formal matrices, ABBA screens, "
-    "hashed archives, Parquet ledgers and reports.\n\nExample: dsv4h campaign run campaigns/demo-matrix.yaml",
+    "hashed archives, Delta Lake ledgers and reports.\n\nExample: dsv4h campaign run campaigns/demo-matrix.yaml",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -150,7 +150,7 @@ SUMMARIES: dict[str, str] = {
               "counts, is refused with one error\nnaming the field; nothing is written then.",
     "campaign": "Formal matrix campaigns.",
     "archive": "Hashed result archives.",
-    "ledger": "Parquet ledgers (open them with pandas.read_parquet).",
+    "ledger": "Delta Lake ledgers (read them with harness.ledger.read or deltalake, never a plain Parquet read).",
     "evidence": "Evidence rules (docs/evidence-rules.md) as findings.",
     "gpu": "GPU owners and memory, read with amd-smi, NVML (pynvml) or nvidia-smi.",
     "corpus": "Frozen token-ID corpora: build from source files with a tokenizer, verify against the "

@@ -1,4 +1,4 @@
-"""``dsv4h ledger show|ingest``: Parquet ledgers."""
+"""``dsv4h ledger show|ingest|...``: the Delta Lake ledgers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from harness.errors import LedgerError
 from harness.store.archive import find_archive, iter_archives, open_archive
 from harness.store.ledger import TABLES, read_table
 
-app = typer.Typer(help="Parquet ledgers (open them with pandas.read_parquet).\n\n"
+app = typer.Typer(help="Delta Lake ledgers: read them with harness.ledger.read, deltalake.DeltaTable, polars or "
+                  "DuckDB (ledgers/README.md); a plain Parquet read of a table directory also sees files Delta has "
+                  "removed.\n\n"
                   "Example: dsv4h ledger show --table cells", no_args_is_help=True)
 
 # what fits 80 columns with the archive id whole; --columns, --json and --csv show the rest

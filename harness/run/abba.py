@@ -47,6 +47,7 @@ from harness.run.base import open_run
 from harness.run.energy import resident_windows
 from harness.run.events import AbbaStart, AbbaWave, LegWaveLive, Reporter, silent
 from harness.run.legs import LegInputs, LegWaves, Outcome, drive_legs, fixed_cases, leg_service, run_leg
+from harness.run.options import RunOptions, check_options
 from harness.run.partial import recover_records_only
 from harness.run.prompts import openai_options, prompt_texts
 from harness.run.session import (
@@ -333,3 +334,9 @@ def recover_abba(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]) -
 def run_abba(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> AbbaOutcome:
     """Run an ABBA screen into ``<workspace>/archives`` and the ``comparisons`` ledger."""
     return AbbaRunner(prepare_abba(loaded, workspace), workspace, reporter).run()
+
+
+def run_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    """This kind's runner (the kind descriptor's ``run``, harness.kinds): options it does not take refused."""
+    check_options(loaded, options)
+    return run_abba(loaded, workspace, reporter=reporter)

@@ -56,6 +56,7 @@ from harness.run.events import (
     WaveLive,
     silent,
 )
+from harness.run.options import RunOptions
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, recover_records_only, run_start
 from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
@@ -555,3 +556,8 @@ def run_matrix(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = sile
         loaded = dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"load": load}))
     prev = open_verified(resume) if resume is not None else None
     return CampaignRunner(prepare_campaign(loaded, workspace, prev), workspace, reporter).run()
+
+
+def run_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    """This kind's runner (the kind descriptor's ``run``, harness.kinds): options it does not take refused."""
+    return run_matrix(loaded, workspace, reporter=reporter, resume=options.resume, workers=options.workers)

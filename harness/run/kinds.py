@@ -18,72 +18,18 @@ from typing import Any, cast
 from harness.errors import ArchiveError, SpecError
 from harness.inputs.spec import LoadedSpec
 from harness.kinds import KINDS as DESCRIPTORS
-from harness.kinds import KindInfo, kind_info, resolve
-from harness.run.abba import run_abba
-from harness.run.campaign import run_matrix
+from harness.kinds import KindInfo, resolve
 from harness.run.events import Reporter
-from harness.run.matched import run_matched
+from harness.run.options import RunOptions, check_options
 from harness.run.partial import Recover
-from harness.run.replay import run_replay_loaded
 from harness.run.skeleton import Finished
-from harness.run.sla import run_sla_loaded
-from harness.run.sweep import run_sweep_loaded
 from harness.store.archive import ArchiveWriter
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Command-line options a runner may take: ``resume`` (a partial/failed archive to continue) and
-    ``workers`` (client worker processes: N or ``auto``); a kind that takes neither refuses them."""
-
-    resume: Path | None = None
-    workers: int | str | None = None
-
-    @property
-    def empty(self) -> bool:
-        """True when no option is given."""
-        return self.resume is None and self.workers is None
-
 
 Runner = Callable[[LoadedSpec, Path, Reporter, RunOptions], Any]
 
 
-def run_matrix_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
-    return run_matrix(loaded, workspace, reporter=reporter, resume=options.resume, workers=options.workers)
-
-
-def run_abba_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
-    check_options(loaded, options)
-    return run_abba(loaded, workspace, reporter=reporter)
-
-
-def run_matched_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
-    check_options(loaded, options)
-    return run_matched(loaded, workspace, reporter=reporter)
-
-
-def run_sweep_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
-    check_options(loaded, options)
-    return run_sweep_loaded(loaded, workspace, reporter=reporter)
-
-
-def run_replay_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
-    check_options(loaded, options)
-    return run_replay_loaded(loaded, workspace, reporter=reporter)
-
-
-def run_sla_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
-    check_options(loaded, options)
-    return run_sla_loaded(loaded, workspace, reporter=reporter)
-
-
-def check_options(loaded: LoadedSpec, options: RunOptions) -> None:
-    """Refuse options the spec's kind does not take (``SpecError``, the descriptor's ``no_options``
-    hint), before anything runs."""
-    hint = kind_info(loaded.kind).no_options
-    if hint and not options.empty:
-        raise SpecError(f"{loaded.source or 'the spec'}: kind {loaded.kind} takes neither --resume nor --workers",
-                        hint=hint)
+__all__ = ["KINDS", "Kind", "RunOptions", "Runner", "check_options", "kind_entry", "protocol_class",
+           "refuse_external_recovery", "run_loaded"]
 
 
 @dataclass(frozen=True)
@@ -152,9 +98,9 @@ def protocol_class(kind: str) -> str:
     return kind_entry(kind).protocol_class
 
 
-def run_loaded(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions = RunOptions()) -> Any:
+def run_loaded(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions | None = None) -> Any:
     """Run a loaded spec through its kind's runner (``dsv4h campaign run``, ``sweep run`` and ``abba``)."""
     entry = kind_entry(loaded.kind)
     if entry.runner is None:
         raise SpecError(f"kind {loaded.kind} is not run from a spec", hint=f"use '{entry.command}'")
-    return entry.runner(loaded, workspace, reporter, options)
+    return entry.runner(loaded, workspace, reporter, options or RunOptions())

@@ -40,6 +40,7 @@ from harness.run.base import open_run
 from harness.run.energy import resident_windows
 from harness.run.events import MatchedLegWave, MatchedStart, Reporter, silent
 from harness.run.legs import LegInputs, LegWaves, Outcome, drive_legs, fixed_cases, leg_service, run_leg
+from harness.run.options import RunOptions, check_options
 from harness.run.partial import recover_records_only
 from harness.run.prompts import openai_options, prompt_texts
 from harness.run.session import (
@@ -302,3 +303,9 @@ def recover_matched(workspace: Path, writer: ArchiveWriter, spec: dict[str, Any]
 def run_matched(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = silent) -> MatchedOutcome:
     """Run a matched AR/SD spec into ``<workspace>/archives`` and the ledgers."""
     return MatchedRunner(prepare_matched(loaded, workspace), workspace, reporter).run()
+
+
+def run_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    """This kind's runner (the kind descriptor's ``run``, harness.kinds): options it does not take refused."""
+    check_options(loaded, options)
+    return run_matched(loaded, workspace, reporter=reporter)

@@ -47,6 +47,7 @@ from harness.run import open_loop
 from harness.run.base import OneServiceRunner, OpenedRun
 from harness.run.events import Reporter, silent
 from harness.run.open_loop import NS, connections, round_check, send_open_loop, unit_edges
+from harness.run.options import RunOptions, check_options
 from harness.run.partial import read_events, read_json_or, read_jsonl, recovered_run_block
 from harness.run.prompts import load_client
 from harness.run.session import ServiceSession
@@ -269,3 +270,9 @@ def run_replay_loaded(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter
     check_port_free(spec.service, port_field(loaded.source))
     return ReplayRunner(spec, corpus, plan, workspace, raw=loaded.raw, source=str(loaded.source or ""),
                         reporter=reporter).run()
+
+
+def run_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    """This kind's runner (the kind descriptor's ``run``, harness.kinds): options it does not take refused."""
+    check_options(loaded, options)
+    return run_replay_loaded(loaded, workspace, reporter=reporter)

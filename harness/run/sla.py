@@ -41,6 +41,7 @@ from harness.measure.rows import check_row
 from harness.run.base import OneServiceRunner, OpenedRun
 from harness.run.energy import Window
 from harness.run.events import Reporter, SlaProbeDone, silent
+from harness.run.options import RunOptions, check_options
 from harness.run.partial import read_events, read_jsonl, recovered_run_block
 from harness.run.rate_rounds import RateRounds, RatesOutcome, recovered_rounds, write_rate_tables
 from harness.run.skeleton import Finished, finish
@@ -198,3 +199,9 @@ def run_sla_loaded(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter = 
     check_port_free(spec.service, port_field(loaded.source))  # a taken port: refused before the archive opens
     return SlaRunner(spec, corpus, workspace, raw=loaded.raw, source=str(loaded.source or ""),
                      reporter=reporter).run()
+
+
+def run_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    """This kind's runner (the kind descriptor's ``run``, harness.kinds): options it does not take refused."""
+    check_options(loaded, options)
+    return run_sla_loaded(loaded, workspace, reporter=reporter)

@@ -42,6 +42,7 @@ from harness.measure import sweep as sw
 from harness.run.base import OneServiceRunner, OpenedRun
 from harness.run.energy import Window
 from harness.run.events import Reporter, SweepPlanReady, SweepStopped, silent
+from harness.run.options import RunOptions, check_options
 from harness.run.partial import read_events, read_json_or, recovered_run_block
 from harness.run.rate_rounds import RateRounds, RatesOutcome, recovered_rounds, write_rate_tables
 from harness.run.skeleton import Finished, finish
@@ -179,3 +180,9 @@ def run_sweep_loaded(loaded: LoadedSpec, workspace: Path, *, reporter: Reporter 
 def run_sweep(spec_path: Path, workspace: Path, *, reporter: Reporter = silent) -> SweepOutcome:
     """Run the rate sweep in ``spec_path`` into ``<workspace>/archives`` and the ledgers."""
     return run_sweep_loaded(load_spec(spec_path), workspace, reporter=reporter)
+
+
+def run_kind(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> Any:
+    """This kind's runner (the kind descriptor's ``run``, harness.kinds): options it does not take refused."""
+    check_options(loaded, options)
+    return run_sweep_loaded(loaded, workspace, reporter=reporter)

@@ -70,6 +70,9 @@ name wave, round or cell ids; rules about cells consider only cells that ran (ha
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.rules import (
     abba,
@@ -122,8 +125,12 @@ from harness.evidence.rules.waves import (
     rule_warmup_in_measured,
 )
 
-FAMILIES = (formal, waves, instruments, identity, claims, abba, sweep, provenance, speculative, cold, replay, sla)
-"""Every family module (each is imported here for its registrations), in the order of ``REGISTRY``."""
+_ORDERED = (formal, waves, instruments, identity, claims, abba, sweep, provenance, speculative, cold, replay, sla)
+FAMILIES = (*_ORDERED, *(importlib.import_module(f"{__name__}.{m.name}") for m in sorted(
+    pkgutil.iter_modules(__path__), key=lambda m: m.name)
+    if not m.name.startswith("_") and f"{__name__}.{m.name}" not in {f.__name__ for f in _ORDERED}))
+"""Every family module, in the order of ``REGISTRY``: the families above, then any other module of this
+package (a new kind's rules are its own new module here: discovered, imported for its registrations)."""
 
 REGISTRY: tuple[Rule, ...] = tuple(sorted(registered(), key=lambda r: [m.__name__ for m in FAMILIES].index(
     r.fn.__module__)))
