@@ -17,6 +17,7 @@ from harness.evidence.verdict import Verdict
 from harness.measure.latency import parse_percentiles
 from harness.measure.results import CellResult
 from harness.store.archive import Archive, find_archive, iter_archives, iter_partials, open_archive, verify_archive
+from harness.store.view import ArchiveView
 
 app = typer.Typer(help="Hashed result archives.\n\nExample: dsv4h archive verify ws/archives/<id>",
                   no_args_is_help=True)
@@ -73,32 +74,33 @@ def show_cmd(archive: Annotated[str, typer.Argument(help="archive directory or i
         raise ArchiveError(f"archive {a.path} failed verification; its content is not shown:\n  "
                            + "\n  ".join(problems),
                            hint="an archive must not be edited; restore it from a copy or re-run the campaign")
-    if (a.path / "results.json").exists():
+    files = ArchiveView(a)  # the archive's declared files, each read once
+    if files.has("results.json"):
         cells = [CellResult(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})  # type: ignore[arg-type]
-                 for c in a.json("results.json")["cells"]]
+                 for c in files.doc("results.json")["cells"]]
         if cells:
             console.print(pd_table(cells, title=esc(run.get("campaign", "")), simulated=a.run.simulated,
                                    verdict=verdict))
             if ps is not None:
-                status = {str(r["round_id"]): str(r["status"]) for r in a.json("results.json").get("rounds", [])}
+                status = {str(r["round_id"]): str(r["status"]) for r in files.doc("results.json").get("rounds", [])}
                 cells = cells_at(cells, a.records(), status, ps)
             lat = latency_table(cells, title=esc(run.get("campaign", "")), simulated=a.run.simulated,
                                 percentiles=ps, verdict=verdict)
             if lat is not None:
                 console.print(lat)
-    if a.has("sweep.json"):
+    if files.has("sweep.json"):
         from harness.cli.sweep_cmd import sweep_cell_line, sweep_latency_table
 
-        sweep = a.json("sweep.json")
+        sweep = files.doc("sweep.json")
         for c in sweep.get("cells", []):
             mark = verdict.mark(c.get("cell_id")) if verdict is not None else ""
             console.print(esc(sweep_cell_line(c)) + (f"  [bold red]{esc(mark)}[/]" if mark else ""))
         if ps is not None and sweep.get("cells"):
             console.print(sweep_latency_table(sweep["cells"], sweep.get("rounds", []), a.records(), ps,
                                               title=esc(run.get("campaign", "")), simulated=a.run.simulated))
-    if a.has("external.json"):
-        _show_import(a.json("external.json"))
-    svc = a.json("service.json").get("services", []) if (a.path / "service.json").exists() else []
+    if files.has("external.json"):
+        _show_import(files.doc("external.json"))
+    svc = files.services()
     for s in svc:
         info = s.get("server_info", {})
         console.print(esc(f"service #{s.get('start_index')}: {s.get('backend')} {s.get('url')} pid "

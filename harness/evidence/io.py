@@ -25,52 +25,35 @@ from harness.store.ledger import (
     replace_archive_rows,
 )
 from harness.store.ledger.layout import canonical
-
-
-def _rows(archive: Archive, name: str) -> list[dict[str, Any]]:
-    path = archive.path / name
-    return archive.table(name).to_pylist() if path.exists() else []
+from harness.store.view import ArchiveView
 
 
 def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
-    """Everything the rules read from one archive; a :class:`FinishedArchive` is used as it is (its
-    records and request rows are not read or computed again), an :class:`Archive` is read once."""
+    """Everything the rules read from one archive, through its typed view (``FinishedArchive.files``:
+    each declared file read once); a :class:`FinishedArchive` is used as it is (its records and request
+    rows are not read or computed again), an :class:`Archive` is read once."""
     view = view_of(source)
-    archive = view.archive
-    spec = archive.json("spec.json") if (archive.path / "spec.json").exists() else {}
-    services = archive.json("service.json").get("services", []) if (archive.path / "service.json").exists() else []
+    f = view.files
+    spec = f.doc("spec.json", {})
     profile = spec.get("service") or {}
-    services = [s | {"profile": s.get("profile") or profile} for s in services]
+    services = [s | {"profile": s.get("profile") or profile} for s in f.services()]
     wanted = ["rid", "wave_id", "phase", "workload", "cached_tokens", "ok", "error", "round_index",
               "count_method", "completion_tokens", "n_tokens"]
     rows_t = view.requests
     requests = rows_t.select([c for c in wanted if c in rows_t.column_names]).to_pylist() \
         if rows_t is not None else []
-    comparison = archive.json("comparison.json") if (archive.path / "comparison.json").exists() else None
-    oracles = archive.json("oracles.json") if (archive.path / "oracles.json").exists() else None
+    oracles = f.doc("oracles.json")
     if isinstance(oracles, dict):
         oracles = oracles.get("results", [])
     return ArchiveData(
-        archive_id=archive.archive_id, run=view.run.to_json(), spec=spec,
-        cells=_rows(archive, "cells.parquet"), rounds=_rows(archive, "rounds.parquet"),
-        waves=_rows(archive, "waves.parquet"), requests=requests, services=services,
-        comparison=comparison, oracles=oracles,
-        extra={"server_metrics": _jsonl(archive, "server_metrics.jsonl"),
-               "wave_checks": _jsonl(archive, "wave_checks.jsonl"),
-               "matched": archive.json("matched.json") if (archive.path / "matched.json").exists() else None,
-               "acceptance": _rows(archive, "acceptance.parquet"),
-               "replay": _rows(archive, "replay.parquet"),
-               "cycles": archive.json("cycles.json") if (archive.path / "cycles.json").exists() else None,
-               "coldness": archive.json("coldness.json") if (archive.path / "coldness.json").exists() else None,
-               "sla": archive.json("sla.json") if (archive.path / "sla.json").exists() else None},
+        archive_id=view.archive_id, run=view.run.to_json(), spec=spec,
+        cells=f.rows("cells.parquet"), rounds=f.rows("rounds.parquet"), waves=f.rows("waves.parquet"),
+        requests=requests, services=services, comparison=f.doc("comparison.json"), oracles=oracles,
+        extra={"server_metrics": f.lines("server_metrics.jsonl"), "wave_checks": f.lines("wave_checks.jsonl"),
+               "matched": f.doc("matched.json"), "acceptance": f.rows("acceptance.parquet"),
+               "replay": f.rows("replay.parquet"), "cycles": f.doc("cycles.json"),
+               "coldness": f.doc("coldness.json"), "sla": f.doc("sla.json")},
     )
-
-
-def _jsonl(archive: Archive, name: str) -> list[dict[str, Any]]:
-    path = archive.path / name
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def concerned_rows(findings: Sequence[Finding], waves: Sequence[Mapping[str, Any]],
@@ -181,11 +164,8 @@ def _differs(new: pa.Table, old: pa.Table) -> bool:
 
 
 def _local(archive: Archive, name: str, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """Some columns of one of the archive's result files ([] when it has none)."""
-    if not archive.has(name):
-        return []
-    t = archive.table(name)
-    return list(t.select([c for c in columns if c in t.column_names]).to_pylist())
+    """Some columns of one of the archive's declared result files ([] when it has none)."""
+    return ArchiveView(archive).rows(name, tuple(columns))
 
 
 def stored_findings(rows: pa.Table) -> list[Finding] | None:

@@ -23,8 +23,6 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from harness.errors import ArchiveError
 from harness.evidence.verdict import Verdict, decide
 from harness.hashing import sha256_file
@@ -34,6 +32,7 @@ from harness.report.snapshot.validity import finding_of
 from harness.report.timelines import timeline_entries
 from harness.store.archive import MANIFEST, Archive, iter_archives, verify_archive
 from harness.store.ledger import data_origin, read_table, rows_iso
+from harness.store.view import ArchiveView
 
 HISTORICAL_LEDGER = Path("ledgers") / "historical"  # a table directory (ledger schema 3)
 #: ``findings_source`` of a snapshot whose findings are the archives' verdicts' (each archive's
@@ -43,21 +42,6 @@ _ID_RE = re.compile(r"[0-9a-f]{16}")
 
 FindingsFn = Callable[[Archive], Sequence[Any]]
 VerdictFn = Callable[[Path | None, Archive], Verdict]
-
-
-def _json(archive: Archive, name: str) -> Any:
-    """One JSON file of the archive (a format 1/2 result summary under the row models' names:
-    ``Archive.json``), None when absent."""
-    if not (archive.path / name).is_file():
-        return None
-    return archive.json(name)
-
-
-def _rows(path: Path) -> list[dict[str, Any]] | None:
-    if not path.is_file():
-        return None
-    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
-    return rows
 
 
 def evidence_checker() -> FindingsFn | None:
@@ -111,41 +95,45 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
     (``harness.evidence.io.archive_verdict`` of ``workspace``) when given, its findings then the
     verdict's; else, with ``findings_fn``, the verdict those findings decide (:func:`decided`); with
     neither, no verdict and no findings (freeze decides one from none)."""
-    results = _json(archive, "results.json")
-    if results is None and (archive.path / "cells.parquet").is_file():
-        results = {"cells": archive.table("cells.parquet").to_pylist(),
-                   "rounds": archive.table("rounds.parquet").to_pylist() if archive.has("rounds.parquet") else []}
+    f = ArchiveView(archive)  # every file through the archive's typed view, each read once
+
+    def rows(name: str) -> list[dict[str, Any]] | None:
+        return f.rows(name) if f.has(name) else None
+
+    results = f.doc("results.json")
+    if results is None and f.has("cells.parquet"):
+        results = {"cells": f.rows("cells.parquet"), "rounds": f.rows("rounds.parquet")}
     findings: list[dict[str, Any]] | None = None
     verdict: Verdict | None = None
     if verdict_fn is not None:
         verdict = verdict_fn(workspace, archive)
-        findings = [finding_dict(f) for f in verdict.findings]
+        findings = [finding_dict(x) for x in verdict.findings]
     elif findings_fn is not None:
-        findings = [finding_dict(f) for f in findings_fn(archive)]
+        findings = [finding_dict(x) for x in findings_fn(archive)]
         verdict = decided(archive, findings)
-    matched = _json(archive, "matched.json")
+    matched = f.doc("matched.json")
     return ArchiveContent(
         archive_id=archive.archive_id,
         manifest=archive.manifest,
         manifest_sha256=sha256_file(archive.path / MANIFEST),
         results=results,
-        comparison=_json(archive, "comparison.json"),
-        service=_json(archive, "service.json"),
-        corpora=_json(archive, "corpora.json"),
-        spec=_json(archive, "spec.json"),
-        identity_check=_json(archive, "identity_check.json"),
-        oracles=_json(archive, "oracles.json"),
-        memory=_rows(archive.path / "memory.parquet") if memory else None,
+        comparison=f.doc("comparison.json"),
+        service=f.doc("service.json"),
+        corpora=f.doc("corpora.json"),
+        spec=f.doc("spec.json"),
+        identity_check=f.doc("identity_check.json"),
+        oracles=f.doc("oracles.json"),
+        memory=rows("memory.parquet") if memory else None,
         findings=findings,
-        sweep=_json(archive, "sweep.json"),
-        environment=_json(archive, "environment.json"),
-        external=_json(archive, "external.json"),
+        sweep=f.doc("sweep.json"),
+        environment=f.doc("environment.json"),
+        external=f.doc("external.json"),
         matched=matched,
-        matched_legs=_rows(archive.path / "legs.parquet") if matched is not None else None,
-        acceptance=_rows(archive.path / "acceptance.parquet"),
-        energy=_json(archive, "energy.json"),
-        replay=_json(archive, "replay.json"),
-        sla=_json(archive, "sla.json"),
+        matched_legs=rows("legs.parquet") if matched is not None else None,
+        acceptance=rows("acceptance.parquet"),
+        energy=f.doc("energy.json"),
+        replay=f.doc("replay.json"),
+        sla=f.doc("sla.json"),
         verdict=verdict,
     )
 

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from harness.measure.metrics import flat_list_column, request_timings
 from harness.store.archive import Archive, ArchiveWriter, open_archive, open_verified
 from harness.store.runblock import RunBlock
+from harness.store.view import ArchiveView
 
 
 def request_rows(records: pa.Table, anchor: Mapping[str, Any] | None = None) -> pa.Table:
@@ -113,6 +114,11 @@ class FinishedArchive:
     def run(self) -> RunBlock:
         """The typed run block (parsed once)."""
         return self.archive.run
+
+    @cached_property
+    def files(self) -> ArchiveView:
+        """The archive's declared result files, each read on first use (:mod:`harness.store.view`)."""
+        return ArchiveView(self.archive)
 
     @cached_property
     def anchor(self) -> dict[str, Any]:

@@ -420,10 +420,11 @@ def data_origin(archive: Archive, run: RunBlock | None = None) -> str:
 def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
     for name, table in kind_info(view.run.kind).ledger_files.items():  # the kind descriptor's file -> table
-        if view.archive.has(name):
-            tables[table] = view.archive.table(name)
-    if view.archive.has("energy.json"):  # energy per measurement window (harness.measure.energy_rows)
-        rows = energy_rows(view.archive.json("energy.json"))
+        t = view.files.table(name)
+        if t is not None:
+            tables[table] = t
+    if view.files.has("energy.json"):  # energy per measurement window (harness.measure.energy_rows)
+        rows = energy_rows(view.files.doc("energy.json"))
         if rows:
             tables["energy"] = pa.Table.from_pylist(rows)
     try:

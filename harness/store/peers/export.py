@@ -74,6 +74,7 @@ from harness.records import RequestRecord
 from harness.store.archive import Archive
 from harness.store.ledger import data_origin
 from harness.store.peers.parse import GUIDELLM_REQUEST_KEYS
+from harness.store.view import ArchiveView
 
 EXPORTS = ("sglang-bench", "vllm-bench", "guidellm", "csv")
 EXPORT_VERSION = 2  # the dsv4h fields' version (module docstring, format history)
@@ -152,8 +153,8 @@ def archive_cells(archive: Archive) -> list[CellRows]:
     """The archive's cells in run order: an import is one cell (the peer's run); a measured archive
     one per ``cell_id`` of its measured records (warm-up excluded), its duration the span from the
     cell's first send to its last completion (s), gaps between its rounds included."""
-    if archive.has("external.parquet"):
-        rows = [{"start_s": math.nan, "peer": "{}"} | r for r in archive.table("external.parquet").to_pylist()]
+    if ArchiveView(archive).has("external.parquet"):
+        rows = [{"start_s": math.nan, "peer": "{}"} | r for r in ArchiveView(archive).rows("external.parquet")]
         return [CellRows(None, None, None, rows, _source(archive)[2])]
     groups: dict[str, list[RequestRecord]] = {}
     for r in archive.records():
@@ -285,8 +286,8 @@ def guidellm_dict(rows: Sequence[Mapping[str, Any]], duration_s: float | None,
 
 def _source(archive: Archive) -> tuple[str | None, dict[str, Any], float | None]:
     """(imported-from tool or None, its external.json or {}, the import's duration in s)."""
-    if archive.has("external.json"):
-        ext: dict[str, Any] = archive.json("external.json")
+    if ArchiveView(archive).has("external.json"):
+        ext: dict[str, Any] = ArchiveView(archive).doc("external.json")
         d = ext.get("duration_s", ext.get("summary", {}).get("duration"))
         return ext.get("tool"), ext, float(d) if isinstance(d, (int, float)) else None
     return None, {}, None
