@@ -4,9 +4,9 @@ candidate profiles plus one fixed workload, run A1 -> B1 -> B2 -> A2."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from harness.formats import Strict, parse_model, read_yaml, resolve_path
 from harness.inputs.spec.base import (
@@ -16,12 +16,9 @@ from harness.inputs.spec.base import (
     MAX_CONCURRENCY,
     MAX_NEW_TOKENS,
     ClaimClass,
-    SpecBase,
-    SpecPaths,
-    inline_file,
     legacy_cache,
 )
-from harness.inputs.spec.service import ServiceProfile, load_profile, resolve_profile
+from harness.inputs.spec.service import ServiceProfile, TwoProfileSpec, load_profile
 
 
 class FixedWaves(Strict):
@@ -69,8 +66,11 @@ class AbbaWorkload(FixedWaves):
     )
 
 
-class AbbaSpec(SpecBase):
+class AbbaSpec(TwoProfileSpec):
     """An ABBA screen (``kind: abba``): control and candidate profiles plus a fixed workload."""
+
+    PROFILES: ClassVar[tuple[str, str]] = ("control", "candidate")
+    WORKLOAD: ClassVar[type[BaseModel]] = AbbaWorkload
 
     kind: Literal["abba"] = Field("abba", description="spec kind")
     protocol_class: Literal["abba-screen"] = Field("abba-screen", description="evidence protocol class (fixed "
@@ -88,22 +88,6 @@ class AbbaSpec(SpecBase):
         """The claim class declared by the workload."""
         return self.workload.claim_class
 
-    @classmethod
-    def inline_files(cls, data: dict[str, Any], base: Path) -> None:
-        """Profiles and the workload named as files, inline."""
-        for key in ("control", "candidate"):
-            inline_file(data, key, base, ServiceProfile)
-        inline_file(data, "workload", base, AbbaWorkload)
-
-    def spec_paths(self, base: Path) -> SpecPaths:
-        """The workload's corpus and the oracles."""
-        return SpecPaths(corpora={"workload": resolve_path(self.workload.corpus, base)},
-                         oracles=self.oracle_paths(base))
-
-    def with_resolved_profiles(self, base: Path) -> Self:
-        """Both profiles' paths made absolute against ``base``."""
-        return self.model_copy(update={"control": resolve_profile(self.control, base),
-                                       "candidate": resolve_profile(self.candidate, base)})
 
 
 def abba_from_files(control: Path, candidate: Path, workload: Path, *, fresh_candidate: bool = False,

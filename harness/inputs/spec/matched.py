@@ -8,15 +8,13 @@ never mix with formal cells or ABBA screens."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any, Literal, Self
+from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
-from harness.formats import resolve_path
 from harness.inputs.spec.abba import FixedWaves
-from harness.inputs.spec.base import _TEXT, MAX_NEW_TOKENS, ClaimClass, SpecBase, SpecPaths, inline_file
-from harness.inputs.spec.service import ServiceProfile, resolve_profile
+from harness.inputs.spec.base import _TEXT, MAX_NEW_TOKENS, ClaimClass
+from harness.inputs.spec.service import ServiceProfile, TwoProfileSpec
 
 LEG_PATTERN = r"^(AR|SD)[1-9][0-9]?$"
 MAX_LEGS = 16
@@ -31,8 +29,11 @@ class MatchedWorkload(FixedWaves):
     ignore_eos: bool = Field(True, description="keep generating past EOS up to max_new_tokens")
 
 
-class MatchedSdSpec(SpecBase):
+class MatchedSdSpec(TwoProfileSpec):
     """A matched AR/SD run (``kind: matched-sd``; module docstring)."""
+
+    PROFILES: ClassVar[tuple[str, str]] = ("ar", "sd")
+    WORKLOAD: ClassVar[type[BaseModel]] = MatchedWorkload
 
     kind: Literal["matched-sd"] = Field("matched-sd", description="spec kind")
     protocol_class: Literal["matched-sd"] = Field("matched-sd", description="evidence protocol class (fixed "
@@ -48,22 +49,6 @@ class MatchedSdSpec(SpecBase):
         description="profile keys the SD profile may change (dotted); anything else must match the AR profile")
     workload: MatchedWorkload = Field(description="the fixed waves (inline, or a workload file's path)")
     notes: str = Field("", max_length=_TEXT, description="free text shown in reports")
-
-    @classmethod
-    def inline_files(cls, data: dict[str, Any], base: Path) -> None:
-        """Profiles and the workload named as files, inline."""
-        for key in ("ar", "sd"):
-            inline_file(data, key, base, ServiceProfile)
-        inline_file(data, "workload", base, MatchedWorkload)
-
-    def spec_paths(self, base: Path) -> SpecPaths:
-        """The workload's corpus and the oracles."""
-        return SpecPaths(corpora={"workload": resolve_path(self.workload.corpus, base)},
-                         oracles=self.oracle_paths(base))
-
-    def with_resolved_profiles(self, base: Path) -> Self:
-        """Both arms' profiles' paths made absolute against ``base``."""
-        return self.model_copy(update={"ar": resolve_profile(self.ar, base), "sd": resolve_profile(self.sd, base)})
 
     @field_validator("order")
     @classmethod

@@ -4,9 +4,9 @@ started, and how the load client drives it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from harness.formats import Strict, parse_model, read_yaml, resolve_path
 from harness.inputs.spec.base import (
@@ -20,6 +20,7 @@ from harness.inputs.spec.base import (
     ClaimClass,
     SpecBase,
     SpecPaths,
+    inline_file,
 )
 
 
@@ -282,3 +283,28 @@ def resolve_profile(profile: ServiceProfile, base: Path) -> ServiceProfile:
     if profile.library_dirs:
         update["library_dirs"] = [str(resolve_path(d, base)) for d in profile.library_dirs]
     return profile.model_copy(update=update) if update else profile
+
+
+class TwoProfileSpec(SpecBase):
+    """The header of a kind that compares two services on one fixed workload (an ABBA screen, a
+    matched AR/SD run): ``PROFILES`` names its two profile keys, ``WORKLOAD`` its workload model (the
+    model declares a ``workload`` field of that type)."""
+
+    PROFILES: ClassVar[tuple[str, str]]
+    WORKLOAD: ClassVar[type[BaseModel]]
+
+    @classmethod
+    def inline_files(cls, data: dict[str, Any], base: Path) -> None:
+        """Both profiles and the workload named as files, inline."""
+        for key in cls.PROFILES:
+            inline_file(data, key, base, ServiceProfile)
+        inline_file(data, "workload", base, cls.WORKLOAD)
+
+    def spec_paths(self, base: Path) -> SpecPaths:
+        """The workload's corpus and the oracles."""
+        return SpecPaths(corpora={"workload": resolve_path(getattr(self, "workload").corpus, base)},  # noqa: B009
+                         oracles=self.oracle_paths(base))
+
+    def with_resolved_profiles(self, base: Path) -> Self:
+        """Both profiles' paths made absolute against ``base``."""
+        return self.model_copy(update={k: resolve_profile(getattr(self, k), base) for k in self.PROFILES})
