@@ -168,7 +168,7 @@ case "$CLI_MODE" in
     group) printf '#!/usr/bin/env bash\nexec %q -c %q "$@"\n' "$PY" \
         'from harness.cli.gpu_cmd import app; app(prog_name="dsv4h gpu")' > "$GPU_CLI" ;;
     *) printf '#!/usr/bin/env bash\nexec %q -c %q "$@"\n' "$PY" 'import json, sys
-from harness.service.gpu_probe import read_gpu_memory, read_gpu_owners
+from harness.service.devices.gpu_probe import read_gpu_memory, read_gpu_owners
 snap = (read_gpu_memory if sys.argv[1] == "memory" else read_gpu_owners)()
 print(json.dumps(snap.to_dict(), indent=1))' > "$GPU_CLI" ;;
 esac
@@ -204,7 +204,7 @@ step owners_decoy_table.txt "$GPU_CLI" owners
 step refusal_decoy.txt "$PY" -c '
 import sys
 from harness.errors import OwnershipError
-from harness.service.gpu_probe import ensure_gpus_free
+from harness.service.devices.gpu_probe import ensure_gpus_free
 try:
     snap = ensure_gpus_free(None, None, source=sys.argv[1])
 except OwnershipError as exc:
@@ -224,9 +224,9 @@ from pathlib import Path
 
 import psutil
 
-from harness.service.gpu_probe import current_create_times, owned_tree, read_gpu_owners
-from harness.service.memory import MemorySampler
-from harness.service.ownership import check_gpus_free, classify_owners
+from harness.service.devices.gpu_probe import current_create_times, owned_tree, read_gpu_owners
+from harness.service.devices.memory import MemorySampler
+from harness.service.devices.ownership import check_gpus_free, classify_owners
 from harness.service.process import start_owned, stop_owned
 
 out = Path(os.environ["OUT"])

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from harness.measure.energy import EnergyWindow, window_energy  # noqa: E402
-from harness.service.power import PowerSampler  # noqa: E402
+from harness.service.devices.power import PowerSampler  # noqa: E402
 
 
 def _skip(reason: str) -> None:

@@ -79,7 +79,7 @@ def startup_reap(workspace: Path) -> None:
     import sys
 
     from harness.run.recover import recover_workspace
-    from harness.service.registry import left_behind, stop_launched
+    from harness.service.launch.registry import left_behind, stop_launched
 
     if not workspace.is_dir():
         return

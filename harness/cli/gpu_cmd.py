@@ -10,8 +10,8 @@ from rich.table import Table
 
 from harness.cli.common import console
 from harness.cli.listing import CsvOpt, as_csv
-from harness.service.gpu import OwnersSnapshot, format_bytes, gpu_keys
-from harness.service.gpu_probe import (
+from harness.service.devices.gpu import OwnersSnapshot, format_bytes, gpu_keys
+from harness.service.devices.gpu_probe import (
     OWNERS_FILE_ENV,
     SOURCE_CHOICES,
     current_create_times,
@@ -19,8 +19,8 @@ from harness.service.gpu_probe import (
     read_gpu_memory,
     read_gpu_owners,
 )
-from harness.service.memory import samples_from_snapshot
-from harness.service.ownership import classify_owners
+from harness.service.devices.memory import samples_from_snapshot
+from harness.service.devices.ownership import classify_owners
 
 app = typer.Typer(
     help="GPU owners and memory, read with amd-smi, NVML (pynvml) or nvidia-smi.\n\n"

@@ -13,7 +13,7 @@ from harness.cli.common import WorkspaceOpt, console, esc, resolve_workspace
 from harness.cli.listing import Col, table
 from harness.errors import ArchiveError
 from harness.hashing import sha256_json
-from harness.service.runtime_identity import COMPONENTS, entry_differences, identity_diff, runtime_identity
+from harness.service.identity.runtime_identity import COMPONENTS, entry_differences, identity_diff, runtime_identity
 from harness.store.archive import Archive, find_archive, open_verified
 
 app = typer.Typer(help="Runtime identity: what a run served (model, source trees, launch, packages, server "
@@ -147,7 +147,7 @@ def model_cmd(path: Annotated[Path, typer.Argument(help="model directory (config
 
     Example: dsv4h identity model /models/DeepSeek-V4-Flash --hash-weights -w ws
     """
-    from harness.service.model_identity import model_identity, model_statement
+    from harness.service.identity.model_identity import model_identity, model_statement
 
     cache = resolve_workspace(workspace) / ".cache" / "weight-hashes.json"  # the one a run uses
     if hash_weights and not json_out:

@@ -72,7 +72,7 @@ def _service(service: str, protocol: str, model: str | None) -> Iterator[_Target
         raise SpecError(f"--service {service!r} is neither an http(s) URL nor a service-profile file",
                         hint="pass e.g. http://127.0.0.1:30000 or campaigns/profiles/sim-control.yaml")
     from harness.inputs.spec import load_profile
-    from harness.service.manager import start_service
+    from harness.service.launch.manager import start_service
 
     profile = load_profile(path)
     _say(f"starting service {profile.name} ({profile.backend}) from {path} ...")

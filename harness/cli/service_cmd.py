@@ -13,7 +13,7 @@ import typer
 from harness.cli.listing import Col, CsvOpt, JsonOpt, emit
 from harness.errors import SpecError
 from harness.inputs.spec import ServiceProfile, load_profile
-from harness.service.command import LaunchCommand, multinode_commands, sglang_command
+from harness.service.launch.command import LaunchCommand, multinode_commands, sglang_command
 
 app = typer.Typer(
     help="Service profiles: print launch commands; start, check and stop owned services by hand.\n\n"
@@ -89,7 +89,7 @@ def command_cmd(
     else:
         cmds = multinode_commands(profile, p, witness_dir=witness_dir)
     if check_flags or flags_source is not None:
-        from harness.service.sglang_flags import load_flagset, validate_argv
+        from harness.service.launch.sglang_flags import load_flagset, validate_argv
 
         interpreter = profile.python or sys.executable  # the one the argv runs
         flagset = load_flagset(python=interpreter if check_flags else None, source=flags_source)
@@ -136,9 +136,9 @@ def start_cmd(
     """
     from harness.cli.common import console, esc, resolve_workspace
     from harness.formats import atomic_write, dump_json
-    from harness.service.manager import start_service, verify_identity
+    from harness.service.launch.manager import start_service, verify_identity
+    from harness.service.launch.registry import forget
     from harness.service.process import release
-    from harness.service.registry import forget
 
     workspace = resolve_workspace(workspace)
     profile = load_profile(profile_path)
@@ -212,9 +212,9 @@ def status_cmd(
     """
     from harness.cli.common import console, existing_workspace
     from harness.errors import ServerUnreachable
-    from harness.service.manager import http_get
+    from harness.service.launch.manager import http_get
+    from harness.service.launch.registry import scan
     from harness.service.process import OwnedProcess
-    from harness.service.registry import scan
 
     workspace = existing_workspace(workspace)
     names = [name] if name is not None else sorted(p.stem for p in _state_dir(workspace).glob("*.json"))
@@ -290,7 +290,7 @@ def reap_cmd(
     Example: dsv4h service reap -w ws --stop
     """
     from harness.cli.common import console, esc, existing_workspace
-    from harness.service.registry import left_behind, stop_launched
+    from harness.service.launch.registry import left_behind, stop_launched
 
     workspace = existing_workspace(workspace)
     found = left_behind(workspace)

@@ -20,7 +20,7 @@ from harness.governance.base import SINGLE_STREAM_LAST, SLUG, cell_value, measur
 from harness.hashing import ids_hash16
 from harness.measure import metrics as m
 from harness.records import RequestRecord
-from harness.service.mapped_rules import library_workers
+from harness.service.identity.mapped_rules import library_workers
 
 # --- gates -----------------------------------------------------------------------------------
 
@@ -165,7 +165,7 @@ def gate_value(spec: GateSpec, data: GateInputs) -> GateMeasure:
 
 
 def _library_workers(sel: GateSelectors, services: Sequence[Mapping[str, Any]]) -> GateMeasure:
-    """Worker PIDs (``harness.service.mapped_rules.worker_pids``) of every service's start snapshot that map
+    """Worker PIDs (``harness.service.identity.mapped_rules.worker_pids``) of every service's start snapshot that map
     a file matching ``sel.library`` (with ``sel.sha256`` when given)."""
     if sel.library is None:
         return GateMeasure(None, 0, "mapped.library_workers needs selector library")

@@ -43,7 +43,7 @@ from harness.inputs.spec import ClaimClass
 from harness.measure import metrics as m
 from harness.measure.abba import profile_differences
 from harness.records import RequestRecord
-from harness.service.origin import backends_of, run_is_simulated
+from harness.service.identity.origin import backends_of, run_is_simulated
 
 GOVERNANCE_SCHEMA_VERSION = 1
 MIN_SUITES = 3
@@ -126,7 +126,7 @@ class ArchiveFacts:
 
     @property
     def simulated(self) -> bool:
-        """True for simulator data (backend ``sim`` or labelled ``simulated``; harness.service.origin)."""
+        """True for simulator data (backend ``sim`` or labelled ``simulated``; harness.service.identity.origin)."""
         return run_is_simulated(backends_of(self.backend), self.labels)
 
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from harness.measure import latency as lat
 from harness.records import RequestRecord
-from harness.service.identity import identity_hash
+from harness.service.identity.identity import identity_hash
 
 TtftClass = Literal["cold", "restarted", "warm"]
 CLASSES: tuple[TtftClass, ...] = ("cold", "restarted", "warm")

@@ -27,7 +27,7 @@ Method = Literal["energy-counter", "power-integral"]
 
 
 class PowerPoint(Protocol):
-    """What a sample must offer (``harness.service.power.PowerSample`` does)."""
+    """What a sample must offer (``harness.service.devices.power.PowerSample`` does)."""
 
     @property
     def t_ns(self) -> int: ...

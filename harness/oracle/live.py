@@ -253,7 +253,7 @@ def describe_service(url: str, protocol: Protocol = "sglang") -> dict[str, Any]:
     """A small identity record of the server at ``url`` from its own report (``/server_info``, fallback
     ``/get_server_info``; vLLM ``/v1/models``): model path, version, parallelism, and whether it is the
     dsv4h simulator (then ``label: simulated`` and its profile). Raises ``ServerUnreachable``."""
-    from harness.service.manager import read_server_info
+    from harness.service.launch.manager import read_server_info
 
     info = read_server_info(url.rstrip("/"), protocol)
     out: dict[str, Any] = {"protocol": protocol}

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.oracle.live import check_oracle
 from harness.oracle.model import Oracle, load_oracle
-from harness.service.manager import RunningService
+from harness.service.launch.manager import RunningService
 
 
 def load_sentinels(paths: Sequence[Path]) -> list[Oracle]:

@@ -59,9 +59,9 @@ from harness.run.session import (
     write_memory,
 )
 from harness.run.skeleton import Finished, finish
-from harness.service.identity import identity_hash
-from harness.service.manager import RunningService, check_port_free
-from harness.service.memory import MemorySampler
+from harness.service.devices.memory import MemorySampler
+from harness.service.identity.identity import identity_hash
+from harness.service.launch.manager import RunningService, check_port_free
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.runblock import RunBlock
 

@@ -34,7 +34,7 @@ from harness.run.events import Reporter
 from harness.run.prompts import prompt_texts
 from harness.run.session import ServiceSession, check_governance, one_service_run_block, open_writer, run_labels
 from harness.run.skeleton import OutcomeT, drive
-from harness.service.manager import RunningService
+from harness.service.launch.manager import RunningService
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 

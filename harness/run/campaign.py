@@ -68,9 +68,9 @@ from harness.run.session import (
 )
 from harness.run.skeleton import Finished, drive, finish
 from harness.run.wave import WaveSpec, execute_wave
-from harness.service.identity import identity_hash
-from harness.service.manager import RunningService, check_port_free, port_field
-from harness.service.memory import MemorySampler
+from harness.service.devices.memory import MemorySampler
+from harness.service.identity.identity import identity_hash
+from harness.service.launch.manager import RunningService, check_port_free, port_field
 from harness.store.archive import (
     Archive,
     ArchiveWriter,

@@ -2,7 +2,7 @@
 HTTP, files).
 
 A run samples power while each of its services runs (:class:`PowerLog`: one
-:class:`harness.service.power.PowerSampler` per service started, so an ABBA screen or a matched run
+:class:`harness.service.devices.power.PowerSampler` per service started, so an ABBA screen or a matched run
 that starts a fresh service per leg samples each one) and, at its end, stores the samples
 (``power.parquet``, a ``service`` column saying which sampler) and the energy of each measurement
 window (``energy.json``): which window each kind measures is the kind's choice:
@@ -28,8 +28,8 @@ from harness.errors import DsvError
 from harness.inputs.spec import ServiceProfile
 from harness.measure import metrics as m
 from harness.records import RequestRecord
-from harness.service.manager import RunningService
-from harness.service.power import PowerSample, PowerSampler
+from harness.service.devices.power import PowerSample, PowerSampler
+from harness.service.launch.manager import RunningService
 from harness.store.archive import ArchiveWriter
 
 #: ``energy.json`` format history: 1 (formal matrices: ``sampler``, ``waves``); 2 adds ``samplers``

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from harness.inputs.sweep_plan import SweepPlan
     from harness.load.live import LiveTally
     from harness.records import RequestRecord
-    from harness.service.manager import RunningService
+    from harness.service.launch.manager import RunningService
 
 RoundStatus = Literal["ok", "short", "failed"]
 

@@ -28,7 +28,7 @@ from harness.run.prompts import PromptText, load_client
 from harness.run.session import ServiceSession
 from harness.run.skeleton import OutcomeT, drive
 from harness.run.wave import WaveSpec, execute_wave, leg_waves
-from harness.service.manager import RunningService
+from harness.service.launch.manager import RunningService
 from harness.store.archive import Archive, ArchiveWriter
 
 

@@ -50,8 +50,8 @@ from harness.run.session import (
     stack_differences,
 )
 from harness.run.skeleton import Finished, finish
-from harness.service.identity import identity_hash
-from harness.service.manager import RunningService, check_port_free
+from harness.service.identity.identity import identity_hash
+from harness.service.launch.manager import RunningService, check_port_free
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.runblock import RunBlock
 

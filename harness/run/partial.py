@@ -22,7 +22,7 @@ from harness.errors import ArchiveError
 from harness.inputs.spec import SPEC_MODELS, OneServiceSpec
 from harness.run.session import one_service_run_block, run_labels
 from harness.run.skeleton import Finished, finish
-from harness.service.identity import identity_hash
+from harness.service.identity.identity import identity_hash
 from harness.store.archive import ArchiveWriter, read_json_file
 from harness.store.runblock import RunBlock
 

@@ -12,7 +12,7 @@ at most C in flight (each finished request starts the next), with ``max_new_toke
 length and ``ignore_eos``. The archive (records, ``quick.json``
 with throughput and latency at the chosen percentiles) is ingested into the ledgers and checked by the
 evidence rules like every run; it is labelled ``simulated`` when the server is the dsv4h simulator
-(``harness.service.origin.server_is_simulator`` of what it reported, whatever the protocol).
+(``harness.service.identity.origin.server_is_simulator`` of what it reported, whatever the protocol).
 
 No service is started, stopped or identity-checked, no sentinel runs, and there are no rounds or
 warmup: a quick screen says how a server behaves, not what it is worth; formal claims come from
@@ -45,9 +45,9 @@ from harness.records import RequestRecord
 from harness.run.events import QuickProgress, QuickStart, Reporter, silent
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
 from harness.run.skeleton import Finished, drive, finish
-from harness.service.environment import capture_environment, clock_anchor
-from harness.service.manager import http_get
-from harness.service.origin import server_is_simulator
+from harness.service.identity.environment import capture_environment, clock_anchor
+from harness.service.identity.origin import server_is_simulator
+from harness.service.launch.manager import http_get
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 

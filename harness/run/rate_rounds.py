@@ -42,7 +42,7 @@ from harness.run.prompts import PromptText, load_client
 from harness.run.session import ServiceSession
 from harness.run.skeleton import Finished
 from harness.run.sweep_rows import cell_id, round_row, sweep_cells
-from harness.service.manager import RunningService
+from harness.service.launch.manager import RunningService
 from harness.store.archive import ArchiveWriter
 
 

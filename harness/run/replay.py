@@ -52,7 +52,7 @@ from harness.run.partial import read_events, read_json_or, read_jsonl, recovered
 from harness.run.prompts import load_client
 from harness.run.session import ServiceSession
 from harness.run.skeleton import Finished, finish
-from harness.service.manager import RunningService, check_port_free, port_field
+from harness.service.launch.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.errors import DsvError
 from harness.load.driver import LoadClient
-from harness.service.manager import RunningService, http_get
+from harness.service.launch.manager import RunningService, http_get
 
 T = TypeVar("T")
 

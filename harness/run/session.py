@@ -40,14 +40,14 @@ from harness.run.events import Reporter, ServiceReady, ServiceStarting, ServiceS
 from harness.run.selfcheck import WaveSelfCheck
 from harness.run.slurm_script import SCRIPT_ENV
 from harness.run.wave import MetricsWitness, witness_summary
-from harness.service.environment import capture_environment, clock_anchor
-from harness.service.identity import identity_hash
-from harness.service.manager import RunningService, start_service, verify_identity
-from harness.service.mapped import HashCache
-from harness.service.memory import MemorySampler
-from harness.service.origin import SIM_LABEL, run_is_simulated
-from harness.service.runtime_identity import component_differences
-from harness.service.stack import mapped_at_end, stack_at_start, violations
+from harness.service.devices.memory import MemorySampler
+from harness.service.identity.environment import capture_environment, clock_anchor
+from harness.service.identity.identity import identity_hash
+from harness.service.identity.mapped import HashCache
+from harness.service.identity.origin import SIM_LABEL, run_is_simulated
+from harness.service.identity.runtime_identity import component_differences
+from harness.service.identity.stack import mapped_at_end, stack_at_start, violations
+from harness.service.launch.manager import RunningService, start_service, verify_identity
 from harness.store.archive import ArchiveWriter, claim_resume
 from harness.store.runblock import RunBlock
 
@@ -107,7 +107,7 @@ def _keep_slurm_script(writer: ArchiveWriter) -> None:
 
 _HASHES = HashCache()
 """Mapped files hashed once per process: keyed by device, inode, size and mtime, so a replaced file is
-hashed again (harness.service.mapped.HashCache)."""
+hashed again (harness.service.identity.mapped.HashCache)."""
 
 
 @dataclass
@@ -187,7 +187,7 @@ class ServiceSession:
 
     def take_stack(self, svc: RunningService) -> None:
         """Record what the service serves (model, source trees, mapped libraries, runtime identity:
-        ``harness.service.stack``) and refuse it, before any measurement, when its live workers do not
+        ``harness.service.identity.stack``) and refuse it, before any measurement, when its live workers do not
         map what the profile requires (``ServiceError`` naming the PID and the file)."""
         pid = svc.worker_pid
         svc.stack = stack_at_start(svc.profile, pid, self.workspace, svc.identity(), self._hashes)
@@ -298,7 +298,7 @@ matched runs already allows or refuses their differences key by key."""
 
 def stack_differences(a: Mapping[str, Any], b: Mapping[str, Any], declared_change: Sequence[str]) -> list[str]:
     """The differences between two running services' stacks (model, source trees, packages, mapped
-    libraries: ``harness.service.runtime_identity.component_differences``) that ``declared_change``
+    libraries: ``harness.service.identity.runtime_identity.component_differences``) that ``declared_change``
     does not declare; an entry ``identity.X`` there declares component (or component entry) ``X``,
     e.g. ``identity.mapped.libccl.so*``. Services without a recorded stack differ in nothing."""
     if not (isinstance(a.get("stack"), Mapping) and isinstance(b.get("stack"), Mapping)):

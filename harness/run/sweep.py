@@ -47,7 +47,7 @@ from harness.run.partial import read_events, read_json_or, recovered_run_block
 from harness.run.rate_rounds import RateRounds, RatesOutcome, recovered_rounds, write_rate_tables
 from harness.run.skeleton import Finished, finish
 from harness.run.sweep_rows import slo_of, sweep_cells
-from harness.service.manager import RunningService, check_port_free, port_field
+from harness.service.launch.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 

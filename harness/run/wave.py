@@ -23,7 +23,7 @@ from harness.load.driver import LiveSink, LoadClient, WaveRequest, run_wave
 from harness.load.prom import counter_delta, parse_gauges, parse_spec_counters
 from harness.records import RequestRecord
 from harness.run.selfcheck import WaveSelfCheck
-from harness.service.manager import RunningService, http_post
+from harness.service.launch.manager import RunningService, http_post
 
 MAX_METRICS_BYTES = 16 << 20
 """Most of a ``/metrics`` answer read (bytes); a vLLM exposition is some 100 KiB."""

@@ -1,13 +1,16 @@
-"""Stage 2, service (edge): the server being measured.
+"""Stage 2, service (edge): the server being measured, in three subpackages.
 
-- :mod:`.manager`: start (GPU ownership checked first) or attach, health, identity verification
-  from the running server, stop only the owned tree; :mod:`.process`: owned process trees (every
-  live one stopped at exit as a last resort); :mod:`.registry`: launched servers recorded in the
-  workspace, so one a killed dsv4h left behind is found and stopped.
-- :mod:`.command` / :mod:`.sglang_flags`: SGLang launch commands (pure) and their check against the
-  installed version; :mod:`.witness`: backend witnesses written by the patch series.
-- :mod:`.gpu` (pure parsers), :mod:`.gpu_probe`, :mod:`.ownership`, :mod:`.memory`: GPU owners and memory.
-- :mod:`.identity` (hash of the served configuration), :mod:`.environment` (host, versions, clock anchor).
+- :mod:`.launch`: starting, owning and stopping services (launch commands and their flag check, the
+  manager, the workspace registry, multi-node services in a Slurm allocation).
+- :mod:`.identity`: what was served (the identity hash, the served stack: model, source trees,
+  mapped libraries, runtime identity; speculation, backend witnesses, the environment, simulator
+  origin, the read-back ``service.json`` shape).
+- :mod:`.devices`: GPUs and samplers (owners, probes, memory and power samplers).
+
+Below them, shared by ``launch`` and ``devices``: :mod:`.process` (owned process trees, every live
+one stopped at exit as a last resort) and :mod:`.http` (every blocking HTTP read of a server, bounded
+in bytes and in total time). Inside ``service``: ``launch`` imports ``identity`` and ``devices``,
+``identity`` imports ``devices``, never the reverse.
 
 May import: ``patches``, ``sim``, ``inputs`` and the base modules.
 """

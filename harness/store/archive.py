@@ -57,7 +57,7 @@ from harness.formats import atomic_write, atomic_write_table, dump_json, fsync_d
 from harness.hashing import sha256_file, sha256_json
 from harness.interrupts import fault_point
 from harness.records import RECORD_SCHEMA, RequestRecord, records_to_table, table_to_records
-from harness.service.record_shape import clean_service_doc
+from harness.service.identity.record_shape import clean_service_doc
 from harness.store.archive_legacy import FIRST_CURRENT_FORMAT, upgrade_json, upgrade_table
 from harness.store.runblock import RunBlock, read_run_block
 

@@ -24,7 +24,7 @@ from pydantic import Field, field_validator
 from harness.errors import ArchiveError
 from harness.formats import Strict, parse_model
 from harness.kinds import KINDS
-from harness.service.origin import backends_of, run_is_simulated
+from harness.service.identity.origin import backends_of, run_is_simulated
 
 RUN_BLOCK_VERSION = 2
 
@@ -67,7 +67,7 @@ class RunBlock(Strict):
     @property
     def simulated(self) -> bool:
         """True when a backend of the run is the built-in simulator or it is labelled ``simulated``
-        (``harness.service.origin.run_is_simulated``; the services are not in the block)."""
+        (``harness.service.identity.origin.run_is_simulated``; the services are not in the block)."""
         return run_is_simulated(backends_of(self.backend), self.labels)
 
     def to_json(self) -> dict[str, Any]:

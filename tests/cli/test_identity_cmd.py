@@ -11,7 +11,7 @@ from typing import Any
 from testkit import run_block, run_cli
 
 from harness.hashing import sha256_json
-from harness.service.runtime_identity import runtime_identity
+from harness.service.identity.runtime_identity import runtime_identity
 from harness.store.archive import ArchiveWriter
 
 _GIT = {"commit": "a" * 40, "branch": "main", "dirty_paths": [], "dirty": False, "diff_sha256": "0" * 64,

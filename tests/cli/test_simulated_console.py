@@ -1,4 +1,4 @@
-"""Every run's console says SIMULATED when its data is simulated (the run block, harness.service.origin):
+"""Every run's console says SIMULATED when its data is simulated (the run block, harness.service.identity.origin):
 the title of ``dsv4h sweep run``'s, ``dsv4h sla run``'s and ``dsv4h replay run``'s end-of-run output
 (``campaign run`` of those kinds delegates to the same code) and an ABBA screen's table; and ``dsv4h
 archive list`` carries each archive's data origin and its validity in the workspace's ledger."""

@@ -21,7 +21,7 @@ from harness.errors import OwnershipError
 from harness.inputs.spec import ServiceProfile
 from harness.load.driver import LoadClient, WaveRequest, run_sync, run_wave
 from harness.run.campaign import run_campaign
-from harness.service.manager import start_service, verify_identity
+from harness.service.launch.manager import start_service, verify_identity
 
 REPO = Path(__file__).resolve().parents[2]
 PY = os.environ.get("DSV4H_VLLM_PYTHON")
@@ -100,7 +100,7 @@ prefill: {{tiers: [1, 4], rounds: 3}}
     assert all(r.cached_tokens == 0 for r in recs if r.workload == "prefill")
     svc_info = json.loads((out.archive.path / "service.json").read_text())["services"][0]
     first_pid = svc_info["process"]["pid"]
-    # what was served (harness.service.stack): the model's files (headers, never weights), the declared
+    # what was served (harness.service.identity.stack): the model's files (headers, never weights), the declared
     # source tree, and every live process's mapped libraries with their hashes, at start and at the end
     stack = svc_info["stack"]
     assert "config.json" in stack["model"]["files"] and stack["model"]["weights"] is None

@@ -20,7 +20,7 @@ import pytest
 
 from harness.engines.tiny_model import VLLM_CPU_ENV, make_tiny_llama, vllm_cpu_args
 from harness.inputs.spec import ServiceProfile
-from harness.service.manager import RunningService, start_service
+from harness.service.launch.manager import RunningService, start_service
 
 PY = os.environ.get("DSV4H_VLLM_PYTHON")
 K = 3

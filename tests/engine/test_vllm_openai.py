@@ -15,7 +15,7 @@ import pytest
 from harness.engines.tiny_model import VLLM_CPU_ENV, make_tiny_llama, vllm_cpu_args
 from harness.inputs.spec import ServiceProfile
 from harness.run.campaign import run_campaign
-from harness.service.manager import RunningService, start_service
+from harness.service.launch.manager import RunningService, start_service
 
 REPO = Path(__file__).resolve().parents[2]
 PY = os.environ.get("DSV4H_VLLM_PYTHON")

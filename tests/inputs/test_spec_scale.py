@@ -9,7 +9,7 @@ import pytest
 from harness.errors import SpecError
 from harness.inputs.spec import CampaignSpec, load_spec
 from harness.run.campaign import workers_for
-from harness.service.command import sim_command
+from harness.service.launch.command import sim_command
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ from harness.errors import DsvError
 from harness.load.openai import OpenAIDecoder
 from harness.load.prom import parse_gauges
 from harness.load.sse import SGLangDecoder, SSEParser
-from harness.service.gpu import parse_amd_process_json
-from harness.service.identity import service_fingerprint
+from harness.service.devices.gpu import parse_amd_process_json
+from harness.service.identity.identity import service_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "real-world"
 INDEX: list[dict[str, Any]] = json.loads((ROOT / "index.json").read_text())

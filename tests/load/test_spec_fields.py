@@ -25,7 +25,7 @@ from harness.load.vllm import VLLMDecoder
 from harness.load.workers import WorkerLoadClient
 from harness.records import RequestRecord
 from harness.run.wave import MetricsWitness, WaveSpec, counters_summary, execute_wave, witness_summary
-from harness.service.manager import RunningService
+from harness.service.launch.manager import RunningService
 
 # ---------------------------------------------------------------- SGLang meta_info
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.measure.energy import window_energy
-from harness.service.power import PowerSample
+from harness.service.devices.power import PowerSample
 
 S = 1_000_000_000  # one second in ns
 

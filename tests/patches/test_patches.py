@@ -522,7 +522,7 @@ def unpack_wheel(series: P.Series, dest: Path) -> Path:
 
 
 def test_shipped_series_is_valid(series: P.Series) -> None:
-    from harness.service.command import SGLANG_PINNED_VERSION
+    from harness.service.launch.command import SGLANG_PINNED_VERSION
 
     assert series.spec.version == SGLANG_PINNED_VERSION
     witness = next(p for p in series.patches if p.spec.id == "backend-witness")

@@ -109,7 +109,7 @@ def test_corpus_hash_mismatch_refused(tmp_path: Path) -> None:
 
 
 def test_unreachable_attached_service(tmp_path: Path) -> None:
-    from harness.service.manager import free_port
+    from harness.service.launch.manager import free_port
 
     port = free_port()
     spec = SPEC.replace("{backend: sim, sim: {profile: fast}, startup_timeout_s: 60}",

@@ -1,4 +1,4 @@
-"""What was served, recorded by real runs on the simulator (harness.service.stack): the model identity
+"""What was served, recorded by real runs on the simulator (harness.service.identity.stack): the model identity
 (headers, not weights), a declared source tree with its dirty state, every live process's mapped
 libraries with hashes at start and end; a required library the workers do not map refuses the run
 before measurement; an ABBA screen whose control and candidate serve different stacks in an

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from harness.cli.service_cmd import app
 from harness.errors import ServiceError, SpecError
 from harness.inputs.spec import ServiceProfile, load_profile
-from harness.service.command import (
+from harness.service.launch.command import (
     SGLANG_PINNED_VERSION,
     LaunchCommand,
     check_executables,
@@ -24,7 +24,7 @@ from harness.service.command import (
     multinode_commands,
     sglang_command,
 )
-from harness.service.sglang_flags import (
+from harness.service.launch.sglang_flags import (
     FlagSet,
     RunResult,
     argv_flags,

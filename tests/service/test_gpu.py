@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.errors import ServiceError
-from harness.service.gpu import (
+from harness.service.devices.gpu import (
     MIB,
     GpuDevice,
     GpuProcess,

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from harness.cli import _GROUPS
 from harness.cli.gpu_cmd import app
-from harness.service import gpu_probe
-from harness.service.gpu import MIB
-from harness.service.gpu_probe import OWNERS_FILE_ENV
+from harness.service.devices import gpu_probe
+from harness.service.devices.gpu import MIB
+from harness.service.devices.gpu_probe import OWNERS_FILE_ENV
 
 H200 = Path(__file__).resolve().parent.parent / "fixtures" / "gpu" / "nvidia-h200"
 UUID = "GPU-8731a51e-f4a8-1ed8-dbb3-ea2c72f10b5f"

@@ -15,9 +15,9 @@ import psutil
 import pytest
 
 from harness.errors import OwnershipError, ServiceError
-from harness.service import gpu_probe
-from harness.service.gpu import MIB, GpuDevice, GpuProcess
-from harness.service.gpu_probe import (
+from harness.service.devices import gpu_probe
+from harness.service.devices.gpu import MIB, GpuDevice, GpuProcess
+from harness.service.devices.gpu_probe import (
     AMD_LIST,
     AMD_MEMORY,
     AMD_PROCESS,

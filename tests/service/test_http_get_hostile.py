@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from harness.errors import ServerUnreachable
-from harness.service.manager import http_get, http_post
+from harness.service.launch.manager import http_get, http_post
 
 
 @contextmanager
@@ -119,8 +119,8 @@ def test_sim_power_from_a_hostile_server_is_one_service_error() -> None:
     """The power sampler's ``/sim/power`` read (an attached server that says it is the simulator):
     a flood, a trickle and a non-JSON answer each become a counted read error, never a hang."""
     from harness.errors import ServiceError
-    from harness.service.power import MAX_POWER_BYTES, parse_sim_power_json
-    from harness.service.power import http_get as power_get
+    from harness.service.devices.power import MAX_POWER_BYTES, parse_sim_power_json
+    from harness.service.devices.power import http_get as power_get
 
     class Flood(Target):
         def do_GET(self) -> None:

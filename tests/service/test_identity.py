@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.service.identity import identity_hash
+from harness.service.identity.identity import identity_hash
 
 BASE = {"backend": "sglang", "command": ["python", "-m", "sglang.launch_server", "--tp-size", "8", "--port", "30021"],
         "env_diff": {"X": "1"}, "server_info": {"tp_size": 8, "port": 30021, "internal_states": [{"a": 1}]},

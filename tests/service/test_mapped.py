@@ -16,8 +16,8 @@ import pytest
 
 from harness.hashing import sha256_file
 from harness.inputs.spec.service import LibraryRequirement
-from harness.service import mapped
-from harness.service.mapped import (
+from harness.service.identity import mapped
+from harness.service.identity.mapped import (
     HashCache,
     check_requirements,
     mapped_libraries,
@@ -141,7 +141,7 @@ def test_cache_hashes_each_file_once_across_pids_and_snapshots(monkeypatch: pyte
         calls.append(path)
         return real(path)
 
-    monkeypatch.setattr("harness.service.mapped.sha256_file", counting)
+    monkeypatch.setattr("harness.service.identity.mapped.sha256_file", counting)
     a, b = _start(), _start()
     try:
         cache = HashCache()

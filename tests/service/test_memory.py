@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.errors import ServiceError
-from harness.service.gpu import MIB, GpuDevice, OwnersSnapshot
-from harness.service.gpu_probe import NVIDIA_GPUS
-from harness.service.memory import (
+from harness.service.devices.gpu import MIB, GpuDevice, OwnersSnapshot
+from harness.service.devices.gpu_probe import NVIDIA_GPUS
+from harness.service.devices.memory import (
     PEAK_LABEL,
     MemorySample,
     MemorySampler,

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import harness.service.model_identity as mi
+import harness.service.identity.model_identity as mi
 from harness.engines.tiny_model import make_tiny_llama
 from harness.errors import DsvError, ServiceError
-from harness.service.model_identity import model_identity, model_statement, read_index, read_shard_header
+from harness.service.identity.model_identity import model_identity, model_statement, read_index, read_shard_header
 
 CONFIG = b'{"model_type": "llama", "hidden_size": 8}\n'
 GEN = b'{"eos_token_id": 2}\n'

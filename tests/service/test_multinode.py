@@ -1,4 +1,4 @@
-"""The multi-node launcher with Slurm injected (harness.service.multinode): no cluster needed.
+"""The multi-node launcher with Slurm injected (harness.service.launch.multinode): no cluster needed.
 
 The runner answers ``scontrol``, the per-node GPU tool and ``scancel``; the starter stands in for srun:
 it runs the rank wrapper once per task, with SLURM_PROCID and the other variables srun sets, as local
@@ -27,10 +27,10 @@ import pytest
 
 from harness.errors import OwnershipError, ServiceError
 from harness.inputs.spec import ServiceProfile
-from harness.service.gpu_probe import NVIDIA_APPS, NVIDIA_GPUS
-from harness.service.multinode import launch, read_records
+from harness.service.devices.gpu_probe import NVIDIA_APPS, NVIDIA_GPUS
+from harness.service.launch.multinode import launch, read_records
+from harness.service.launch.slurm import TASKS_PER_NODE_ENV
 from harness.service.process import OwnedProcess, start_owned, stop_owned
-from harness.service.slurm import TASKS_PER_NODE_ENV
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "gpu" / "nvidia-h200"
 HOST = socket.gethostname()

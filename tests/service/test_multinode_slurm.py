@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.service.slurm import TASKS_PER_NODE_ENV
+from harness.service.launch.slurm import TASKS_PER_NODE_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 HANG_S = 240.0

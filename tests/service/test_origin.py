@@ -1,4 +1,4 @@
-"""The one definition of simulator data (harness.service.origin) and its callers agreeing on it."""
+"""The one definition of simulator data (harness.service.identity.origin) and its callers agreeing on it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from testkit import run_block
 
 from harness.evidence.rules.instruments import serves_simulator
-from harness.service.origin import run_is_simulated, server_is_simulator, service_is_simulated
+from harness.service.identity.origin import run_is_simulated, server_is_simulator, service_is_simulated
 from harness.store.peers.parse import origin_of, server_identity
 
 SIM_INFO = {"version": "0.4.6", "dsv4h_simulator": {"profile": "fast"}}

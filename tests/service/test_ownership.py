@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import OwnershipError, ServiceError
-from harness.service.gpu import (
+from harness.service.devices.gpu import (
     GpuDevice,
     GpuProcess,
     OwnersSnapshot,
@@ -17,7 +17,7 @@ from harness.service.gpu import (
     parse_nvidia_gpus_csv,
     parse_nvml_json,
 )
-from harness.service.ownership import (
+from harness.service.devices.ownership import (
     check_gpus_free,
     classify_owners,
     gpu_label,

@@ -14,7 +14,7 @@ from sim_helpers import prompt, run, serving, stream, token_timeline
 
 from harness.errors import ServiceError
 from harness.measure.energy import window_energy
-from harness.service.power import (
+from harness.service.devices.power import (
     AMD_POWER,
     DeviceReading,
     PowerSampler,

@@ -1,4 +1,4 @@
-"""``read_server_info`` (harness.service.manager): the server's own report, read the same way on every
+"""``read_server_info`` (harness.service.launch.manager): the server's own report, read the same way on every
 protocol, so a simulator is known from its ``/server_info`` whatever the client speaks; vLLM's own
 (development) ``/server_info`` is not read as a configuration."""
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from sim_helpers import run, serving
 
-from harness.service.manager import read_server_info
-from harness.service.origin import server_is_simulator
+from harness.service.identity.origin import server_is_simulator
+from harness.service.launch.manager import read_server_info
 
 MODELS = {"object": "list", "data": [{"id": "m", "object": "model"}]}
 

@@ -1,5 +1,5 @@
 """``service.json`` of any shape (another host's archive: its hashes verify, its values can be any JSON)
-reaches every reader of a service's stack without an exception: ``harness.service.record_shape``
+reaches every reader of a service's stack without an exception: ``harness.service.identity.record_shape``
 gives the readers the shapes dsv4h writes (docs/trust.md)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from harness.governance.gates import GateSelectors, _library_workers
 from harness.inputs.spec import ServiceProfile
 from harness.report.snapshot.sections import stack_entry
-from harness.service.identity import identity_hash, service_fingerprint
-from harness.service.mapped_rules import library_workers, worker_pids
-from harness.service.record_shape import clean_service_doc, clean_stack
-from harness.service.runtime_identity import identity_entries, runtime_identity
-from harness.service.stack import violations
+from harness.service.identity.identity import identity_hash, service_fingerprint
+from harness.service.identity.mapped_rules import library_workers, worker_pids
+from harness.service.identity.record_shape import clean_service_doc, clean_stack
+from harness.service.identity.runtime_identity import identity_entries, runtime_identity
+from harness.service.identity.stack import violations
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
@@ -107,8 +107,8 @@ def test_a_well_formed_document_comes_back_unchanged() -> None:
     # and a stack as dsv4h records one, of this test's own process tree
     import os
 
-    from harness.service.mapped import HashCache
-    from harness.service.stack import stack_at_start
+    from harness.service.identity.mapped import HashCache
+    from harness.service.identity.stack import stack_at_start
 
     stack = stack_at_start(ServiceProfile(), os.getpid(), Path(os.environ.get("TMPDIR", "/tmp")),
                            {"command": ["python"], "server_info": {}}, HashCache())

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from harness.hashing import sha256_json
-from harness.service.runtime_identity import (
+from harness.service.identity.runtime_identity import (
     COMPONENTS,
     component_differences,
     entry_differences,

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 from testkit import run_cli
 
+from harness.service.launch.registry import forget, left_behind, record_launch, scan, stop_launched
 from harness.service.process import OwnedProcess, start_owned
-from harness.service.registry import forget, left_behind, record_launch, scan, stop_launched
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
@@ -42,7 +42,7 @@ def child_script(tmp_path: Path, body: str) -> tuple[int, float, str]:
         import json, os, sys
         from pathlib import Path
         from harness.service.process import start_owned
-        from harness.service.registry import record_launch
+        from harness.service.launch.registry import record_launch
         ws = Path({str(tmp_path)!r})
         proc = start_owned({SLEEPER!r}, log_path=ws / "logs" / "s.log")
         record_launch(ws, proc, "sleeper")

@@ -1,4 +1,4 @@
-"""Known answers for the pure Slurm command building of multi-node services (harness.service.slurm)."""
+"""Known answers for the pure Slurm command building of multi-node services (harness.service.launch.slurm)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from harness.errors import ServiceError, SpecError
 from harness.inputs.spec import ServiceProfile
-from harness.service.command import sim_command
-from harness.service.slurm import (
+from harness.service.launch.command import sim_command
+from harness.service.launch.slurm import (
     Placement,
     RankRecord,
     check_records,
@@ -33,7 +33,7 @@ def test_ranks_srun_one_task_per_node() -> None:
     assert ranks_srun_argv("4711", where, task) == [
         "srun", "--jobid=4711", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=gpu-a,gpu-b",
         "--overlap", "--kill-on-bad-exit=1", "--label", "--unbuffered",
-        "/py", "-m", "harness.service.slurm_rank", "--record-dir", "/ws/multinode/x", "--",
+        "/py", "-m", "harness.service.launch.slurm_rank", "--record-dir", "/ws/multinode/x", "--",
         "/py", "-m", "sglang.launch_server", "--node-rank", "{node_rank}"]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.hashing import sha256_json
-from harness.service.source_trees import source_tree_state
+from harness.service.identity.source_trees import source_tree_state
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 

@@ -11,9 +11,9 @@ import pytest
 
 from harness.errors import IdentityMismatch
 from harness.inputs.spec import ServiceProfile
-from harness.service.identity import identity_hash, service_fingerprint
-from harness.service.manager import check_identity, start_service, verify_identity
-from harness.service.speculative_identity import claim_conflicts, launch_speculation, served_speculation
+from harness.service.identity.identity import identity_hash, service_fingerprint
+from harness.service.identity.speculative_identity import claim_conflicts, launch_speculation, served_speculation
+from harness.service.launch.manager import check_identity, start_service, verify_identity
 
 # what SGLang 0.5.23 /server_info reports (sglang/srt/arg_groups/fields/spec.py names and defaults)
 NATIVE = {"model_path": "/m", "tp_size": 8, "speculative_algorithm": None, "speculative_draft_model_path": None,

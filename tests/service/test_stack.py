@@ -1,4 +1,4 @@
-"""harness.service.stack: which processes of a tree are ranks (the role the server names), and the
+"""harness.service.identity.stack: which processes of a tree are ranks (the role the server names), and the
 library requirements against a snapshot."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 import time
 
 from harness.inputs.spec import ServiceProfile
-from harness.service.stack import rank_roles, violations
+from harness.service.identity.stack import rank_roles, violations
 
 
 def test_a_process_titled_as_a_rank_is_a_worker_role() -> None:

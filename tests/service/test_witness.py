@@ -19,7 +19,7 @@ from harness.hashing import sha256_bytes
 from harness.inputs.spec import ServiceProfile
 from harness.patches import series as P
 from harness.patches import unified_diff as U
-from harness.service.witness import compare_witnesses, read_witnesses, summarize_witnesses
+from harness.service.identity.witness import compare_witnesses, read_witnesses, summarize_witnesses
 
 ROOT = Path(__file__).resolve().parents[2]
 SERIES = ROOT / "model_patches" / "series.yaml"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ServiceError
-from harness.service.gpu import MIB, GpuDevice, GpuProcess
-from harness.service.ownership import visible_devices
-from harness.service.xpu import (
+from harness.service.devices.gpu import MIB, GpuDevice, GpuProcess
+from harness.service.devices.ownership import visible_devices
+from harness.service.devices.xpu import (
     DrmClient,
     drop_prober_rows,
     fdinfo_owners,

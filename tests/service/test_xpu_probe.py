@@ -13,13 +13,13 @@ import pytest
 
 from harness.errors import OwnershipError, ServiceError
 from harness.inputs.spec import load_profile
-from harness.service import gpu_probe, xpu_probe
-from harness.service.command import vllm_command
-from harness.service.gpu import MIB, OwnersSnapshot, merge_devices
-from harness.service.gpu_probe import ensure_gpus_free, read_gpu_memory, read_gpu_owners, resolve_source
-from harness.service.ownership import check_gpus_free, classify_owners, service_gpus
-from harness.service.xpu import fdinfo_owners, parse_xpu_discovery_json, parse_xpu_ps_json
-from harness.service.xpu_probe import XPU_DISCOVERY, XPU_PS, read_drm_clients, render_nodes, xpu_stats_argv
+from harness.service.devices import gpu_probe, xpu_probe
+from harness.service.devices.gpu import MIB, OwnersSnapshot, merge_devices
+from harness.service.devices.gpu_probe import ensure_gpus_free, read_gpu_memory, read_gpu_owners, resolve_source
+from harness.service.devices.ownership import check_gpus_free, classify_owners, service_gpus
+from harness.service.devices.xpu import fdinfo_owners, parse_xpu_discovery_json, parse_xpu_ps_json
+from harness.service.devices.xpu_probe import XPU_DISCOVERY, XPU_PS, read_drm_clients, render_nodes, xpu_stats_argv
+from harness.service.launch.command import vllm_command
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIX = ROOT / "tests" / "fixtures" / "xpu"

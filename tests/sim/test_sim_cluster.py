@@ -14,7 +14,7 @@ from sim_helpers import prompt, run, session, spawned, stream
 
 from harness.errors import SpecError
 from harness.inputs.spec import ServiceProfile
-from harness.service.command import sim_command
+from harness.service.launch.command import sim_command
 from harness.sim import get_profile
 from harness.sim.batching import grid_step_s, next_grid_instant
 from harness.sim.board import ClusterBoard

@@ -4,7 +4,7 @@
 service that speculates. ``claim-vs-server``: a
 speculative claim on a service that does not, or a full-target claim on a service that witnesses
 relaxed verification. Both read the configuration through
-``harness.service.speculative_identity.served_speculation`` (the server's own report, else the launch
+``harness.service.identity.speculative_identity.served_speculation`` (the server's own report, else the launch
 argv), so they cover archives imported from elsewhere or made before the start-time check
 (``verify_identity``) existed. All three apply to every kind.
 """
@@ -18,7 +18,7 @@ from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
 from harness.evidence.rules._registry import ALL, rule
 from harness.kinds import MATCHED
-from harness.service.speculative_identity import SPECULATIVE_CLAIMS, claim_conflicts, served_speculation
+from harness.service.identity.speculative_identity import SPECULATIVE_CLAIMS, claim_conflicts, served_speculation
 
 
 def _name(s: Mapping[str, Any], i: int) -> str:
@@ -74,7 +74,7 @@ def rule_mapped_libraries(d: ArchiveData) -> list[Finding]:
     from pydantic import ValidationError
 
     from harness.inputs.spec import ServiceProfile
-    from harness.service.stack import violations
+    from harness.service.identity.stack import violations
 
     out: list[Finding] = []
     for i, s in enumerate(d.services):

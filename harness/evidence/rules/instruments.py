@@ -22,7 +22,7 @@ from harness.evidence.findings import make_finding as _f
 from harness.evidence.rules._registry import ALL, REPLAY_PROTOCOL, ROUND_PROTOCOLS, rule
 from harness.formats import finite_float as _num
 from harness.ids import round_of
-from harness.service.origin import server_is_simulator
+from harness.service.identity.origin import server_is_simulator
 
 _LAG_P50_FRACTION = 0.10
 _LAG_P99_FRACTION = 0.50
@@ -30,7 +30,7 @@ _LAG_P99_FRACTION = 0.50
 
 def serves_simulator(service: Mapping[str, Any]) -> bool:
     """Whether a ``service.json`` entry's server identified itself as the dsv4h simulator
-    (``harness.service.origin.server_is_simulator`` of its ``server_info``)."""
+    (``harness.service.identity.origin.server_is_simulator`` of its ``server_info``)."""
     return server_is_simulator(service.get("server_info"))
 
 

@@ -131,7 +131,7 @@ class ServiceProfile(Strict):
         "in (any OpenAI-compatible server, e.g. transformers serve)")
     health_path: str = Field("/health", pattern=r"^/", max_length=_PATH,
                              description="GET path answering 200 once the server is ready (e.g. /v1/models)")
-    # SGLang launch settings (None = leave the engine's default; see harness.service.command)
+    # SGLang launch settings (None = leave the engine's default; see harness.service.launch.command)
     mem_fraction_static: float | None = Field(None, gt=0, le=1,
                                               description="GPU memory share for weights and KV (ratio)")
     max_total_tokens: int | None = Field(None, ge=1, le=1 << 40, description="KV pool size (tokens)")

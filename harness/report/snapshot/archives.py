@@ -16,7 +16,7 @@ from typing import Any
 from harness.errors import ArchiveError
 from harness.evidence.verdict import Verdict
 from harness.report.config import Selection
-from harness.service.origin import backends_of, run_is_simulated
+from harness.service.identity.origin import backends_of, run_is_simulated
 from harness.store.runblock import RunBlock, read_run_block
 
 __all__ = ["ArchiveContent", "is_simulated", "select_archives"]

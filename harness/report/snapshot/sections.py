@@ -18,7 +18,7 @@ from harness.evidence.verdict import Verdict
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.io import json_value
 from harness.report.snapshot.validity import content_verdict, mark_row, mark_run
-from harness.service.origin import service_is_simulated
+from harness.service.identity.origin import service_is_simulated
 
 __all__ = [
     "LEG_ORDER",

@@ -86,7 +86,7 @@ from harness.formats import atomic_write, fsync_dir, parse_wall
 from harness.interrupts import critical, fault_point
 from harness.kinds import kind_info
 from harness.measure.energy_rows import energy_rows
-from harness.service.origin import backends_of, run_is_simulated
+from harness.service.identity.origin import backends_of, run_is_simulated
 from harness.store.archive import STATE_DIR, Archive, is_archive_id, resumed_by
 from harness.store.finished import FinishedArchive, load_finished, request_rows, run_anchor
 from harness.store.ledger import delta
@@ -403,7 +403,7 @@ def append_checked(workspace: Path, table: str,
 
 
 def data_origin(archive: Archive, run: RunBlock | None = None) -> str:
-    """``simulated`` or ``measured`` for a dsv4h run (``harness.service.origin.run_is_simulated`` of
+    """``simulated`` or ``measured`` for a dsv4h run (``harness.service.identity.origin.run_is_simulated`` of
     its run block and services); an import's own ``external.json`` ``data_origin`` (``simulated``,
     ``external`` or ``unknown``: what its file says of its server, harness.store.peers), ``unknown``
     for an import made before that was recorded or recovered without it (claim class ``external``).

@@ -68,7 +68,7 @@ from typing import Any
 
 from harness.formats import atomic_write_table
 from harness.interrupts import fault_point
-from harness.service.environment import clock_anchor
+from harness.service.identity.environment import clock_anchor
 from harness.store.archive import PARTIAL_PREFIX, Archive, ArchiveWriter, open_archive
 from harness.store.peers.parse import (
     AIPERF_RECORDS,

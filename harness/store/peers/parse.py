@@ -22,7 +22,7 @@ import pydantic_core
 
 from harness.errors import ArchiveError
 from harness.formats import UnreadableFile, fsync_dir, open_regular
-from harness.service.origin import server_is_simulator
+from harness.service.identity.origin import server_is_simulator
 from harness.store.peers.docs import (
     MAX_LENGTH,
     MAX_REQUESTS,
@@ -206,7 +206,7 @@ def server_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
     identity comes from, None when the file has none), the server's ``version`` and ``model_path``,
     ``requested_model`` (the client's ``--model``/``model_id``: a name the client asked for, not an
     identity) and ``dsv4h_simulator``: True when the server reported itself as the dsv4h simulator
-    (``harness.service.origin.server_is_simulator``), False when it reported another identity, None when
+    (``harness.service.identity.origin.server_is_simulator``), False when it reported another identity, None when
     the file cannot tell."""
     info = doc.get("server_info")
     requested = next((v for k in ("model_id", "model") if isinstance(v := doc.get(k), str)), None)

@@ -2,12 +2,12 @@
 
 Every tool call goes through a *runner*, a callable taking argv and returning stdout (raising
 :class:`~harness.errors.ServiceError` on failure), so tests and CI can inject canned output or a
-decoy owner. Parsing is done by the pure :mod:`harness.service.gpu`.
+decoy owner. Parsing is done by the pure :mod:`harness.service.devices.gpu`.
 
 Source selection (``source="auto"``): ``amd-smi`` if it is on ``PATH``, else NVML if ``pynvml``
 (the ``nvml`` extra, nvidia-ml-py) imports and initialises, else ``nvidia-smi`` if on ``PATH``,
 else ``xpu-smi`` if on ``PATH``, else ``drm-fdinfo`` when a render node is driven by ``xe`` or
-``i915`` (Intel GPUs: :mod:`harness.service.xpu_probe`), else an empty snapshot with source ``"none"``.
+``i915`` (Intel GPUs: :mod:`harness.service.devices.xpu_probe`), else an empty snapshot with source ``"none"``.
 
 Injected owners: when ``$DSV4H_GPU_OWNERS_FILE`` names a JSON file (a list of
 ``{"gpu", "pid", "name", "vram_bytes"}``), its entries are merged into every snapshot as owners
@@ -32,7 +32,7 @@ from typing import Any, Final
 import psutil
 
 from harness.errors import ServiceError
-from harness.service.gpu import (
+from harness.service.devices.gpu import (
     GpuDevice,
     GpuProcess,
     OwnersSnapshot,
@@ -46,9 +46,9 @@ from harness.service.gpu import (
     parse_nvidia_gpus_csv,
     parse_nvml_records,
 )
-from harness.service.ownership import check_gpus_free, refusal
+from harness.service.devices.ownership import check_gpus_free, refusal
+from harness.service.devices.xpu_probe import fdinfo_snapshot, has_intel_render_nodes, xpu_smi_memory, xpu_smi_owners
 from harness.service.process import OwnedProcess
-from harness.service.xpu_probe import fdinfo_snapshot, has_intel_render_nodes, xpu_smi_memory, xpu_smi_owners
 
 #: A command runner: argv in, stdout text out; raises ServiceError when the command fails.
 Runner = Callable[[Sequence[str]], str]
@@ -132,7 +132,7 @@ def _text(value: Any) -> str:
 
 def read_nvml_records(nvml: Any, *, with_processes: bool = True) -> list[dict[str, Any]]:
     """Read every device through the NVML module ``nvml`` (``pynvml`` or a stand-in with the same
-    functions) into the plain records :func:`harness.service.gpu.parse_nvml_records` reads.
+    functions) into the plain records :func:`harness.service.devices.gpu.parse_nvml_records` reads.
 
     Memory is in bytes. Process names come from ``nvmlSystemGetProcessName`` when it answers
     (``None`` otherwise). Raises ServiceError when NVML fails.

@@ -1,6 +1,6 @@
 """Background GPU memory sampler: per-device memory used/total every ``interval_s`` seconds.
 
-A thread reads device memory through :func:`harness.service.gpu_probe.read_gpu_memory` (amd-smi
+A thread reads device memory through :func:`harness.service.devices.gpu_probe.read_gpu_memory` (amd-smi
 ``metric --mem-usage``, ``nvidia-smi --query-gpu`` or NVML; injectable runner or reader) and keeps
 :class:`MemorySample` rows. Its summary reports, per device, the **peak observed in samples**: the
 largest ``used`` value among the samples taken, never the allocator's true peak (a spike between
@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.service.gpu import OwnersSnapshot
-from harness.service.gpu_probe import Runner, read_gpu_memory
-from harness.service.sampler import Sampler
+from harness.service.devices.gpu import OwnersSnapshot
+from harness.service.devices.gpu_probe import Runner, read_gpu_memory
+from harness.service.devices.sampler import Sampler
 
 #: The exact label of the summary's peak: a maximum over samples, not an allocator peak.
 PEAK_LABEL: Final = "peak observed in samples"
@@ -109,7 +109,7 @@ class MemorySampler(Sampler[MemorySample]):
     The first sample is taken when the thread starts, then one every ``interval_s`` seconds (on a
     fixed schedule, no drift) and, by default, a last one at ``stop()``. A failed read is counted in
     ``error_count`` (messages in ``errors``) and sampling goes on (the shared loop of
-    :class:`harness.service.sampler.Sampler`). ``source`` is resolved on the first read (``auto`` ->
+    :class:`harness.service.devices.sampler.Sampler`). ``source`` is resolved on the first read (``auto`` ->
     the tool that answered) and kept. Pass ``reader`` to replace the probe entirely (tests), or
     ``runner`` to replace only the command runner.
     """

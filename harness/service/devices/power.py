@@ -33,10 +33,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 from harness.errors import ServiceError
+from harness.service.devices.sampler import Sampler
 from harness.service.http import request
-from harness.service.sampler import Sampler
 
-#: A command runner: argv in, stdout text out (``harness.service.gpu_probe.subprocess_runner``).
+#: A command runner: argv in, stdout text out (``harness.service.devices.gpu_probe.subprocess_runner``).
 Runner = Callable[[Sequence[str]], str]
 
 SOURCES: Final = ("nvml", "amd-smi", "xpu-smi", "sim", "none")
@@ -130,7 +130,7 @@ def _amd_value(field: Any, units: Mapping[str, float], default_unit: str, where:
     scale = units.get(unit.strip().lower())
     if scale is None:
         raise ServiceError(f"amd-smi metric --power --energy: {where} has unknown unit {unit!r}",
-                           hint="extend harness.service.power's unit table")
+                           hint="extend harness.service.devices.power's unit table")
     return number * scale
 
 
@@ -301,7 +301,7 @@ def make_reader(source: str, *, devices: Sequence[int] | None = None, url: str |
         endpoint = url.rstrip("/") + "/sim/power"
         return (lambda: keep(parse_sim_power_json(get(endpoint)))), lambda: None
     if runner is None:
-        from harness.service.gpu_probe import subprocess_runner  # psutil only when a CLI tool is used
+        from harness.service.devices.gpu_probe import subprocess_runner  # psutil only when a CLI tool is used
         runner = subprocess_runner
     run = runner
     if source == "amd-smi":
@@ -319,7 +319,7 @@ def make_reader(source: str, *, devices: Sequence[int] | None = None, url: str |
 class PowerSampler(Sampler[PowerSample]):
     """Sample power and energy in a daemon thread: ``start()``, ``stop()``, then ``samples()`` and
     ``info``. Also a context manager. The schedule and error handling are the shared loop of
-    :class:`harness.service.sampler.Sampler` (as :class:`harness.service.memory.MemorySampler`):
+    :class:`harness.service.devices.sampler.Sampler` (as :class:`harness.service.devices.memory.MemorySampler`):
     a first sample when the thread starts, one every ``interval_s`` seconds (fixed schedule, missed
     ticks skipped) and a last one at ``stop()``; a failed read is counted (``error_count``, messages
     in ``errors``) and sampling goes on. ``reader`` replaces the source entirely (tests)."""

@@ -1,7 +1,7 @@
 """What a mapped-libraries snapshot says (pure; docs/identity.md#mapped-libraries).
 
 :func:`parse_maps` reads the ``/proc/PID/maps`` format; :func:`worker_pids`, :func:`check_requirements`
-and :func:`library_workers` read a snapshot of ``harness.service.mapped.mapped_libraries``.
+and :func:`library_workers` read a snapshot of ``harness.service.identity.mapped.mapped_libraries``.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def _compare_attention(w: Mapping[str, Any], expected: str) -> list[str]:
         elif allowed is None:
             diffs.append(f"{who}: attention backend class {cls}; dsv4h has no class table for "
                          f"attention_backend {expected!r} (add it to "
-                         "harness.service.witness.ATTENTION_BACKEND_CLASSES)")
+                         "harness.service.identity.witness.ATTENTION_BACKEND_CLASSES)")
         elif cls not in allowed:
             diffs.append(f"{who}: attention backend class {cls}, but the profile asks {expected!r} "
                          f"({', '.join(sorted(allowed))})")

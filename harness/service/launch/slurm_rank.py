@@ -1,8 +1,8 @@
 """The rank wrapper every task of a multi-node service's ``srun`` step runs (edge module: a file, exec).
 
-``python -m harness.service.slurm_rank --record-dir DIR -- ARGV...``: the node rank is ``SLURM_PROCID``
+``python -m harness.service.launch.slurm_rank --record-dir DIR -- ARGV...``: the node rank is ``SLURM_PROCID``
 (one task per node: the node index); ``{node_rank}`` in ARGV is replaced by it; ``DIR/rank-R.json``
-(``harness.service.slurm.RankRecord``: rank, job and step id, node, PID, birth time, argv) is written
+(``harness.service.launch.slurm.RankRecord``: rank, job and step id, node, PID, birth time, argv) is written
 atomically; then ARGV replaces this process (``exec``: same PID, same birth time), so the record names
 the engine process itself.
 """
@@ -17,14 +17,14 @@ from pathlib import Path
 import psutil
 
 from harness.formats import atomic_write, dump_json
-from harness.service.slurm import RankRecord, fill_rank
+from harness.service.launch.slurm import RankRecord, fill_rank
 
 
 def main(args: list[str] | None = None) -> None:
     """Entry point (see the module docstring); exits 2 on a usage error."""
     argv = list(sys.argv[1:] if args is None else args)
     if len(argv) < 4 or argv[0] != "--record-dir" or argv[2] != "--":
-        sys.stderr.write("usage: python -m harness.service.slurm_rank --record-dir DIR -- ARGV...\n")
+        sys.stderr.write("usage: python -m harness.service.launch.slurm_rank --record-dir DIR -- ARGV...\n")
         raise SystemExit(2)
     record_dir, template = Path(argv[1]), argv[3:]
     env = os.environ

@@ -1,13 +1,13 @@
 """Who owns the service's GPUs: classify GPU owners against an owned process tree (pure).
 
-Inputs are plain data: an :class:`~harness.service.gpu.OwnersSnapshot`, the GPUs the service uses
+Inputs are plain data: an :class:`~harness.service.devices.gpu.OwnersSnapshot`, the GPUs the service uses
 (indices or UUIDs; ``None`` = every GPU), and the owned tree as ``(pid, create_time)`` pairs (the
 recorded root and its descendants as psutil reported them; ``create_time`` in seconds since the
 epoch). A GPU owner is **owned** when its PID is in that tree and, if its current birth time is
 known, that birth time matches the recorded one (a reused PID is not ours); otherwise it is
 **unrelated**. Owners are matched by PID, never by process name.
 
-The edge that gathers these inputs is :mod:`harness.service.gpu_probe`.
+The edge that gathers these inputs is :mod:`harness.service.devices.gpu_probe`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from harness.errors import OwnershipError
-from harness.service.gpu import GpuDevice, GpuProcess, OwnersSnapshot, format_bytes, gpu_keys
-from harness.service.xpu import parse_ze_affinity_mask
+from harness.service.devices.gpu import GpuDevice, GpuProcess, OwnersSnapshot, format_bytes, gpu_keys
+from harness.service.devices.xpu import parse_ze_affinity_mask
 
 Verdict = Literal["owned", "unrelated"]
 

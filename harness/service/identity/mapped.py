@@ -3,7 +3,7 @@ file hashing; docs/identity.md#mapped-libraries).
 
 :func:`read_maps`, :func:`tree_pids` and :func:`mapped_libraries` take a snapshot; the pure parts
 (``/proc/PID/maps`` parsing, :func:`check_requirements` against the profile's ``require_libraries``
-and ``library_dirs``) live in ``harness.service.mapped_rules`` and are re-exported here.
+and ``library_dirs``) live in ``harness.service.identity.mapped_rules`` and are re-exported here.
 
 A file is hashed as the one the process maps, never merely as what its path names now: a mapping
 flagged ``(deleted)`` or whose inode differs from the file now at that path (a library replaced
@@ -23,8 +23,8 @@ import psutil
 
 from harness.hashing import sha256_file
 from harness.inputs.spec.service import LibraryRequirement
-from harness.service import mapped_rules
-from harness.service.mapped_rules import (
+from harness.service.identity import mapped_rules
+from harness.service.identity.mapped_rules import (
     GPU_DRIVER_GLOBS,
     MappedFile,
     library_workers,
@@ -161,7 +161,7 @@ def _with_real(dirs: Sequence[str]) -> list[str]:
 
 def check_requirements(mapped: Mapping[str, Any], requirements: Sequence[LibraryRequirement],
                        library_dirs: Sequence[str] | None, interpreter_prefixes: Sequence[str]) -> list[str]:
-    """``harness.service.mapped_rules.check_requirements`` with each of ``library_dirs`` and
+    """``harness.service.identity.mapped_rules.check_requirements`` with each of ``library_dirs`` and
     ``interpreter_prefixes`` also taken with its symlinks resolved (``/proc/PID/maps`` names files
     by their real path: ``/opt/intel/oneapi/ccl/latest`` is some ``…/ccl/2021.x``)."""
     dirs = None if library_dirs is None else _with_real(library_dirs)

@@ -25,7 +25,12 @@ from typing import Any
 from harness.errors import IdentityMismatch, ServerUnreachable, ServiceDied, ServiceError
 from harness.formats import read_yaml
 from harness.inputs.spec import ClaimClass, ServiceProfile
-from harness.service.command import (
+from harness.service.devices.ownership import service_gpus
+from harness.service.http import request
+from harness.service.identity.origin import server_is_simulator
+from harness.service.identity.speculative_identity import claim_conflicts, served_speculation
+from harness.service.identity.witness import compare_witnesses, read_witnesses
+from harness.service.launch.command import (
     WITNESS_ENV,
     LaunchCommand,
     check_executables,
@@ -34,14 +39,9 @@ from harness.service.command import (
     sim_command,
     vllm_command,
 )
-from harness.service.http import request
-from harness.service.multinode import MultiNodeService, is_local
-from harness.service.origin import server_is_simulator
-from harness.service.ownership import service_gpus
+from harness.service.launch.multinode import MultiNodeService, is_local
+from harness.service.launch.registry import forget, note_url, record_launch
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
-from harness.service.registry import forget, note_url, record_launch
-from harness.service.speculative_identity import claim_conflicts, served_speculation
-from harness.service.witness import compare_witnesses, read_witnesses
 
 _URL_RE = re.compile(r"(http://[0-9.]+:\d+)")
 
@@ -65,8 +65,8 @@ class RunningService:
     patches: dict[str, Any] | None = None
     server_info_at_stop: dict[str, Any] | None = None
     launch_record: Path | None = None
-    stack: dict[str, Any] | None = None  # what was served: harness.service.stack (docs/identity.md)
-    nodes: MultiNodeService | None = None  # the ranks of a multi-node service (harness.service.multinode)
+    stack: dict[str, Any] | None = None  # what was served: harness.service.identity.stack (docs/identity.md)
+    nodes: MultiNodeService | None = None  # the ranks of a multi-node service (harness.service.launch.multinode)
 
     def read_final_info(self) -> None:
         """Read the server's configuration and internal state once more before it is stopped
@@ -251,7 +251,7 @@ def read_server_info(url: str, protocol: str) -> dict[str, Any]:
     """The server's own report of its configuration: SGLang ``/server_info`` or fallback
     ``/get_server_info``, tried for every protocol since SGLang and the simulator also serve the OpenAI
     API, else ``/v1/models``. For ``vllm`` the SGLang report is kept only when it is the dsv4h
-    simulator's (``harness.service.origin.server_is_simulator``; vLLM's own development ``/server_info``
+    simulator's (``harness.service.identity.origin.server_is_simulator``; vLLM's own development ``/server_info``
     is not read as a configuration), so simulated data is known from the server on every protocol.
     Empty dict when the server offers neither."""
     for path in ("/server_info", "/get_server_info"):
@@ -278,7 +278,7 @@ def check_gpu_owners(profile: ServiceProfile, owned: OwnedProcess | None) -> dic
     the service uses; returns the owners snapshot for the archive, or None when not checked."""
     if not profile.checks_gpus:
         return None
-    from harness.service.gpu_probe import ensure_gpus_free
+    from harness.service.devices.gpu_probe import ensure_gpus_free
 
     gpus = service_gpus(profile.gpus, {**os.environ, **profile.env})
     snap = ensure_gpus_free(gpus, owned, source=profile.gpu_owners_source)
@@ -288,7 +288,7 @@ def check_gpu_owners(profile: ServiceProfile, owned: OwnedProcess | None) -> dic
 def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "service") -> RunningService:
     """Check GPU owners, launch (or attach to) the profile's service and wait until it is healthy.
     A profile with ``nnodes > 1`` (sim or sglang) is started on every node of the Slurm allocation
-    this process runs in (``harness.service.multinode``, docs/multinode.md)."""
+    this process runs in (``harness.service.launch.multinode``, docs/multinode.md)."""
     if profile.nnodes > 1 and profile.backend in ("sim", "sglang"):
         return _start_multinode(profile, run_dir, label)
     proc: OwnedProcess | None = None
@@ -309,7 +309,7 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
             cmd = sglang_command(profile, port, witness_dir=str(witness_dir))
             check_executables(cmd)
             # flags drift between SGLang releases: name any flag the installed version does not know
-            from harness.service.sglang_flags import load_flagset, validate_argv
+            from harness.service.launch.sglang_flags import load_flagset, validate_argv
 
             validate_argv(cmd.argv, load_flagset(python=profile.python or sys.executable))
         elif profile.backend == "command":
@@ -354,7 +354,7 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
 
 
 def _start_multinode(profile: ServiceProfile, run_dir: Path, label: str) -> RunningService:
-    from harness.service.multinode import launch
+    from harness.service.launch.multinode import launch
 
     stamp = f"{label}-{time.strftime('%Y%m%dT%H%M%S')}-{time.perf_counter_ns()}"
     witness: str | None = None

@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.hashing import sha256_json
-from harness.service.identity import argv_without_port
-from harness.service.speculative_identity import served_speculation
+from harness.service.identity.identity import argv_without_port
+from harness.service.identity.speculative_identity import served_speculation
 
 __all__ = ["COMPONENTS", "VOLATILE_INFO_KEYS", "component_differences", "components", "entry_differences",
            "identity_diff", "identity_entries", "runtime_identity", "served_config"]

@@ -1,7 +1,7 @@
 """Intel GPUs: pure parsers of ``xpu-smi`` JSON and of the kernel's DRM fdinfo (docs/serving-facts.md).
 
-Nothing here runs a program or reads a file; the edge is :mod:`harness.service.xpu_probe`. Results
-are the shared :class:`~harness.service.gpu.GpuProcess` / :class:`~harness.service.gpu.GpuDevice`
+Nothing here runs a program or reads a file; the edge is :mod:`harness.service.devices.xpu_probe`. Results
+are the shared :class:`~harness.service.devices.gpu.GpuProcess` / :class:`~harness.service.devices.gpu.GpuDevice`
 types, memory in **bytes**. Conversions, stated once:
 
 - ``xpu-smi ps -j``: ``mem_size`` and ``shared_mem_size`` are **kB = 1000 bytes** (xpumanager
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.errors import ServiceError
-from harness.service.gpu import MIB, GpuDevice, GpuProcess
+from harness.service.devices.gpu import MIB, GpuDevice, GpuProcess
 
 KB: Final = 1000
 #: The metric of ``xpu-smi stats -j`` that carries device memory used (MiB).

@@ -5,7 +5,7 @@ one every ``interval_s`` seconds on a fixed schedule (no drift; a slow read skip
 rather than bursting) and a last one at :meth:`Sampler.stop`. A failed read is counted
 (``error_count``; the first :data:`MAX_ERRORS_KEPT` messages in ``errors``) and sampling goes on.
 Subclasses say what one read gives (a list of samples) and, optionally, what to close at stop:
-:class:`harness.service.memory.MemorySampler`, :class:`harness.service.power.PowerSampler`. This
+:class:`harness.service.devices.memory.MemorySampler`, :class:`harness.service.devices.power.PowerSampler`. This
 module imports no pydantic (it runs on device images without it).
 """
 

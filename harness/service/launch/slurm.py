@@ -2,11 +2,11 @@
 
 A service profile with ``nnodes > 1`` is started inside a Slurm allocation with **one** ``srun`` step:
 one task per node (``--ntasks-per-node=1``), each task runs the rank wrapper
-(``harness.service.slurm_rank``), which takes its node rank from ``SLURM_PROCID`` (the node index when
+(``harness.service.launch.slurm_rank``), which takes its node rank from ``SLURM_PROCID`` (the node index when
 there is one task per node), fills it into the rank's argv, writes a rank record (JSON) into the shared
 workspace and ``exec``s the engine (so the recorded PID is the engine's). Per-node probes (GPU owners,
 "is this rank gone") run as ``srun --nodes=1 --ntasks=1 -w NODE --overlap``; the step is stopped with
-``scancel JOBID.STEPID``. Nothing here runs a process; ``harness.service.multinode`` does.
+``scancel JOBID.STEPID``. Nothing here runs a process; ``harness.service.launch.multinode`` does.
 
 ``DSV4H_SLURM_TASKS_PER_NODE`` (test only) places several ranks on one node, so a one-host cluster
 can run a two-rank service; real services leave it unset (one rank per node).
@@ -25,7 +25,7 @@ from harness.formats import Strict
 
 RANK_PLACEHOLDER = "{node_rank}"
 TASKS_PER_NODE_ENV = "DSV4H_SLURM_TASKS_PER_NODE"
-RANK_WRAPPER_MODULE = "harness.service.slurm_rank"
+RANK_WRAPPER_MODULE = "harness.service.launch.slurm_rank"
 
 
 @dataclass(frozen=True)

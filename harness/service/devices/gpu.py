@@ -2,7 +2,7 @@
 
 Nothing here runs a program or reads a file: every function takes the text (or parsed JSON) a tool
 printed and returns frozen data, or raises :class:`harness.errors.ServiceError` naming the tool and
-what could not be parsed. The edge that runs the tools is :mod:`harness.service.gpu_probe`.
+what could not be parsed. The edge that runs the tools is :mod:`harness.service.devices.gpu_probe`.
 
 Units: every memory figure in these types is **bytes** (``int``), ``None`` when the tool did not
 report it. Conversions, stated once:
@@ -403,7 +403,7 @@ def parse_nvml_records(records: Sequence[Any]) -> tuple[list[GpuProcess], list[G
     """Convert NVML readings, as plain records, into processes and devices.
 
     Each record is ``{"index", "uuid", "bdf"?, "total", "used", "procs": [{"pid", "usedGpuMemory",
-    "name"?}]}`` with bytes, which is what :mod:`harness.service.gpu_probe` builds from
+    "name"?}]}`` with bytes, which is what :mod:`harness.service.devices.gpu_probe` builds from
     ``nvmlDeviceGetMemoryInfo`` and ``nvmlDeviceGetComputeRunningProcesses`` (and what it archives).
     ``usedGpuMemory`` of ``None`` or NVML's not-available sentinel becomes ``None``.
     """

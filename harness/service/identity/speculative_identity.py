@@ -4,8 +4,8 @@
 ``/server_info?config_format=json`` when it was read) and, only where the server reports nothing about
 speculation (vLLM's ``/v1/models``, an attached server without ``/server_info``), the launch argv
 (``--speculative-config`` JSON, SGLang's ``--speculative-*`` flags). The result is part of the service
-identity (``harness.service.identity``) and is checked against the run's claim class at service start
-(``harness.service.manager.verify_identity``) and in archives (rule ids ``speculative-native``,
+identity (``harness.service.identity.identity``) and is checked against the run's claim class at service start
+(``harness.service.launch.manager.verify_identity``) and in archives (rule ids ``speculative-native``,
 ``claim-vs-server``). Where each server reports it: docs/serving-facts.md#speculative-configuration.
 
 Approximate verification is witnessed where the server says so: SGLang's

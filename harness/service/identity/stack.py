@@ -22,11 +22,11 @@ from typing import Any
 import psutil
 
 from harness.inputs.spec import ServiceProfile
-from harness.service.environment import package_versions
-from harness.service.mapped import HashCache, check_requirements, mapped_libraries, tree_pids
-from harness.service.model_identity import model_identity
-from harness.service.runtime_identity import runtime_identity
-from harness.service.source_trees import source_tree_state
+from harness.service.identity.environment import package_versions
+from harness.service.identity.mapped import HashCache, check_requirements, mapped_libraries, tree_pids
+from harness.service.identity.model_identity import model_identity
+from harness.service.identity.runtime_identity import runtime_identity
+from harness.service.identity.source_trees import source_tree_state
 
 
 def _model(profile: ServiceProfile, workspace: Path) -> dict[str, Any] | None:
@@ -42,7 +42,7 @@ _RANK = re.compile(r"(?:TP|DP|EP|PP)\d+")
 def rank_roles(pids: list[int]) -> dict[int, str]:
     """The processes that name themselves as a rank (SGLang sets each scheduler's title to e.g.
     ``sglang::scheduler_TP0``): pid -> that title. Only these are workers for ``every_worker``
-    requirements when any exists (harness.service.mapped_rules)."""
+    requirements when any exists (harness.service.identity.mapped_rules)."""
     out: dict[int, str] = {}
     for pid in pids:
         try:
