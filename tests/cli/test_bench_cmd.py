@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from aiohttp import web
 from sim_helpers import spawned
-from testkit import only_archive, run_cli
+from testkit import only_archive, ran, run_cli
 
 from harness.inputs.corpus import load_corpus
 from harness.store.archive import verify_archive
@@ -35,7 +35,7 @@ def test_bench_measures_a_running_simulator(tmp_path: Path, sim_url: str) -> Non
     code, out, err = run_cli("bench", "--url", sim_url, "--num-prompts", "8", "--max-concurrency", "4",
                              "--random-input-len", "32", "--random-output-len", "16", "--percentiles", "50,95",
                              "-w", str(ws))
-    assert code == 0, out + err
+    assert ran(code, out, err), out + err
     archive = only_archive(ws)
     assert verify_archive(archive) == []
     manifest = json.loads((archive / "manifest.json").read_text())
@@ -73,7 +73,7 @@ def test_bench_speaks_openai_completions(tmp_path: Path, sim_url: str) -> None:
     ws = tmp_path / "ws"
     code, out, err = run_cli("bench", "--url", sim_url, "--backend", "openai", "--num-prompts", "3",
                              "--random-input-len", "8", "--random-output-len", "4", "-w", str(ws))
-    assert code == 0, out + err
+    assert ran(code, out, err), out + err
     archive = only_archive(ws)
     spec = json.loads((archive / "spec.json").read_text())
     assert spec["protocol"] == "openai-completions" and spec["concurrency"] == 3  # default: all at once
@@ -141,7 +141,7 @@ def test_bench_of_a_plain_openai_server_is_measured(tmp_path: Path, sim_url: str
     with openai_only(sim_url) as url:
         code, out, err = run_cli("bench", "--url", url, "--backend", "openai", "--num-prompts", "2",
                                  "--random-input-len", "8", "--random-output-len", "4", "-w", str(ws))
-    assert code == 0, out + err
+    assert ran(code, out, err), out + err
     archive = only_archive(ws)
     (svc,) = json.loads((archive / "service.json").read_text())["services"]
     assert svc["server_info"]["_source"] == "/v1/models" and svc["server_info"]["models"]["data"]
