@@ -91,9 +91,10 @@ SWEEP_TABLES = ("sweep_cells", "sweep_rounds")
 
 
 def row_kind(row: Mapping[str, Any], table: str = "") -> str:
-    """A measured row's kind: ``sweep`` (a row of a sweep table: a rate sweep's, or an SLA search's
-    ingested before it had tables of its own), ``prefill``, ``decode`` or ``other``."""
-    if table in SWEEP_TABLES:
+    """A measured row's kind: ``sweep`` (a row of a sweep table, a rate sweep's or an SLA search's
+    ingested before it had tables of its own, or a sweep cell anywhere), ``prefill``, ``decode`` or
+    ``other``."""
+    if table in SWEEP_TABLES or row.get("workload") == "sweep":  # a sweep cell's workload is "sweep"
         return "sweep"
     return str(row.get("workload")) if row.get("workload") in ("prefill", "decode") else "other"
 
