@@ -158,7 +158,8 @@ def latency_table(cells: Sequence[CellResult], *, title: str, simulated: bool,
     caption = ("D decode, P prefill cells. Over every measured request of the cell's ok rounds. "
                "TPOT = (last - first token event) "
                "/ tokens after the first event; ITL per token. max is observed, not a bound. "
-               "Peer (bench-serving) ITL/TPOT are in the ledgers as *_bench_*. C marked ! is an INVALID cell."
+               "Peer (bench-serving) ITL/TPOT are in the ledgers as *_bench_*."
+               + (" C marked ! is an INVALID cell." if invalid_caption(verdict, [c.cell_id for c in rows]) else "")
                + invalid_caption(verdict, [c.cell_id for c in rows]))
     ordered = sorted(rows, key=lambda c: (c.workload, c.concurrency))
 
