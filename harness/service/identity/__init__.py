@@ -21,8 +21,9 @@ names of their modules (``harness.service.identity.model_identity.model_identity
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from harness.service._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from harness.service.identity.environment import capture_environment, clock_anchor
@@ -104,9 +105,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """A public name, imported from its module on first use (importing this package imports none of
-    its modules)."""
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _HOME)  # a public name imported from its module on first use

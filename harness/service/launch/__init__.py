@@ -20,8 +20,9 @@ defining modules.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from harness.service._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from harness.service.launch.command import LaunchCommand, multinode_commands, sglang_command
@@ -80,9 +81,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """A public name, imported from its module on first use (importing this package imports none of
-    its modules)."""
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _HOME)  # a public name imported from its module on first use
