@@ -3,7 +3,8 @@
 Each table's columns are declared once: a frozen dataclass per table (:data:`ROW_MODELS`) whose fields,
 in order, are the table's own columns (the formal results ``CellResult``, ``RoundResult`` and
 ``WaveResult`` of :mod:`harness.measure.results` are the row models of ``cells``, ``rounds`` and
-``waves``; the governance tables' are in :mod:`harness.measure.governance_rows`; the others are here); :func:`arrow_schema` derives the Arrow schema the ledger files carry
+``waves``; the governance tables' are in :mod:`harness.measure.governance_rows`; the others are
+here); :func:`arrow_schema` derives the Arrow schema the ledger files carry
 (``harness.store.ledger.layout.SCHEMAS``), and the archive's result files use the same names.
 Tables of measured rows (``cells``, ``rounds``, ``waves``, ``sweep_cells``, ``sweep_rounds``) add
 the flat latency columns (:data:`LATENCY_COLUMNS`, ``<metric>_<stat>_s`` and ``<metric>_n``: every
