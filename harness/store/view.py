@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from harness.errors import ArchiveError
 from harness.store.archive import Archive
 
 Reader = Literal["json", "jsonl", "parquet"]
@@ -97,8 +98,7 @@ class ArchiveView:
             elif spec.reader == "parquet":
                 self._cache[name] = self.archive.table(name)
             else:
-                text = (self.archive.path / name).read_text(encoding="utf-8")
-                self._cache[name] = [json.loads(line) for line in text.splitlines() if line.strip()]
+                self._cache[name] = _jsonl(self.archive, name)
         return self._cache[name]
 
     def doc(self, name: str, default: Any = None) -> Any:
@@ -132,6 +132,25 @@ class ArchiveView:
     def services(self) -> list[dict[str, Any]]:
         """``service.json``'s service starts ([] when absent)."""
         return list(self.doc("service.json", {}).get("services", []))
+
+
+def _jsonl(archive: Archive, name: str) -> list[dict[str, Any]]:
+    """The objects of one JSON-lines file; ``ArchiveError`` naming the file and line for a line that is
+    not a JSON object (a torn or forged line), never a traceback."""
+    out: list[dict[str, Any]] = []
+    text = (archive.path / name).read_text(encoding="utf-8", errors="replace")
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            obj = None
+        if not isinstance(obj, dict):
+            raise ArchiveError(f"{archive.path / name}: line {n} is not a JSON object",
+                               hint="the archive's file is damaged; restore it from a copy or re-run")
+        out.append(obj)
+    return out
 
 
 def _declared(name: str) -> ArchiveFile:

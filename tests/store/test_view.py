@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness.errors import ArchiveError
 from harness.store.archive import Archive, open_archive
 from harness.store.view import ARCHIVE_FILES, ArchiveView
 
@@ -56,3 +57,15 @@ def test_undeclared_names_and_wrong_readers_are_refused() -> None:
         view.doc("cells.parquet")
     with pytest.raises(KeyError, match="is a json file, not jsonl"):
         view.lines("spec.json")
+
+
+@pytest.mark.parametrize("bad", ['{"event": "run-start"', "[1, 2]", "[" * 100_000, "\xff\xfe"])
+def test_a_torn_or_forged_jsonl_line_is_one_clean_error(tmp_path: Path, bad: str) -> None:
+    import shutil
+
+    src = ARCHIVES[0]
+    copy = tmp_path / src.name
+    shutil.copytree(src, copy)
+    (copy / "wave_checks.jsonl").write_text('{"ok": 1}\n' + bad + "\n", encoding="utf-8", errors="replace")
+    with pytest.raises(ArchiveError, match=r"wave_checks\.jsonl: line 2 is not a JSON object"):
+        ArchiveView(open_archive(copy)).lines("wave_checks.jsonl")
