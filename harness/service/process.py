@@ -97,6 +97,16 @@ class OwnedProcess:
         except psutil.NoSuchProcess:
             return [root]
 
+    def settle(self, timeout_s: float) -> int | None:
+        """Wait up to ``timeout_s`` seconds for the root to exit; its exit status, or None if it runs on.
+
+        Used once a part of the service is known to be gone, so that the log tail read next holds the
+        survivors' last lines (a multi-node rank 0 logs the lost rank just before it exits)."""
+        deadline = time.monotonic() + timeout_s
+        while (code := self.exit_code()) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return code
+
     def log_tail(self, n_lines: int = 40) -> str:
         """The last lines of the process log (empty if none)."""
         try:

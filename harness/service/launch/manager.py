@@ -44,6 +44,7 @@ from harness.service.launch.registry import forget, note_url, record_launch
 from harness.service.process import OwnedProcess, start_owned, stop_owned, wait_for_line
 
 _URL_RE = re.compile(r"(http://[0-9.]+:\d+)")
+RANK_LOSS_SETTLE_S = 5.0  # how long a lost rank's service gets to end its srun step before its log is read
 
 
 @dataclass
@@ -119,6 +120,7 @@ class RunningService:
         if gone:
             assert self.nodes is not None
             ranks = ", ".join(f"node rank {r.rank} (pid {r.pid} on {r.node})" for r in gone)
+            self.process.settle(RANK_LOSS_SETTLE_S)  # rank 0 logs the loss and exits: keep its line in the tail
             raise ServiceDied(
                 f"service '{self.profile.name}': {ranks} of {self.profile.nnodes} is gone; the multi-node "
                 f"service is down (srun pid {self.process.pid}, step {self.nodes.job_id}.{self.nodes.step_id})\n"
