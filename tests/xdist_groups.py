@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from xdist.scheduler import LoadScopeScheduling
+from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
 HEAVY_GROUP = "engine-and-slurm"
 HEAVY_PATHS = ("tests/engine/", "tests/service/test_multinode_slurm.py", "tests/run/test_slurm_cluster.py")
@@ -30,7 +30,7 @@ def scope_of(nodeid: str) -> str:
     return HEAVY_GROUP if path.startswith(HEAVY_PATHS) else path
 
 
-class FileScheduling(LoadScopeScheduling):
+class FileScheduling(LoadScopeScheduling):  # type: ignore[misc]
     """xdist's scope scheduling with :func:`scope_of` as the scope."""
 
     def _split_scope(self, nodeid: str) -> str:
