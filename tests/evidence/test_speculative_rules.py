@@ -17,10 +17,11 @@ def matched(result: dict[str, Any], claim: str = "speculative-full-target") -> A
                    extra={"matched": {"result": result}})
 
 
-def test_a_disagreeing_cycle_is_a_warning_and_an_agreeing_one_nothing() -> None:
+def test_a_disagreeing_matched_cycle_blocks_and_an_agreeing_one_is_nothing() -> None:
+    # issue 37: the stream contradicting a or T_SD withholds the matched verdict (was a warning)
     (f,) = rule_sd_reconcile(matched({"reconciled": False, "reconcile_rel": -0.375, "t_sd_s": 0.02,
                                       "tokens_per_step": 2.2}))
-    assert (f.rule, f.severity, f.scope) == ("sd-reconcile", "warning", "run")
+    assert (f.rule, f.severity, f.scope) == ("sd-reconcile", "blocking", "run")
     assert "by -37.5%" in f.message
     assert rule_sd_reconcile(matched({"reconciled": True, "reconcile_rel": 0.001})) == []
     assert rule_sd_reconcile(matched({"reconciled": None})) == []  # nothing measured: nothing claimed
