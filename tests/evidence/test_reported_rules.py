@@ -59,6 +59,7 @@ def test_the_vllm_lies_per_request_and_in_the_counters() -> None:
     after = {VLLM_DRAFTS: 106.0, VLLM_DRAFT_TOKENS: 30.0, VLLM_ACCEPTED: 1000005.0}
     (g,) = rule_reported_counts(matched(HONEST, counters={"before": before, "after": after}))
     assert g.rows == (WAVE,) and f"wave {WAVE}: {VLLM_ACCEPTED} (accepted 1000000, draft_tokens 0)" in g.message
+    assert decide("a1", "simulated", [g]).shown_verdict("sd-faster") == WITHHELD
 
 
 def test_the_believable_lie_is_caught_by_the_stream() -> None:
