@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 from ledger_helpers import ledger_df
+from testkit import run_cli
 
-from harness.evidence.verdict import WITHHELD
+from harness.evidence.verdict import BLOCKING_EXIT, WITHHELD
 from harness.inputs.spec import load_spec
 from harness.run.matched import run_matched
 
@@ -61,3 +62,12 @@ def test_a_lying_server_gets_no_matched_verdict(tmp_path: Path, forge: dict[str,
     assert row.verdict == WITHHELD and not bool(row.valid)
     acc = ledger_df(ws, "acceptance")
     assert acc.empty or not (acc.source.isin(["sglang-meta-info", "vllm-request-metrics"])).any()
+
+
+@pytest.mark.slow
+def test_the_console_withholds_the_verdict_of_a_lying_server(tmp_path: Path) -> None:
+    code, out, _ = run_cli("campaign", "run", str(spec_file(tmp_path, {"all_accepted": True})),
+                           "-w", str(tmp_path / "ws"))
+    assert code == BLOCKING_EXIT
+    assert "verdict: withheld" in " ".join(out.split()) and "reported-counts" in out
+    assert "sd-faster" not in out  # the lie's a = 4 never reaches a verdict, not even "as measured"
