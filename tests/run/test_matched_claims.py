@@ -7,6 +7,7 @@ alone would have said ``sd-faster``."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from testkit import run_cli
 
 from harness.evidence.verdict import BLOCKING_EXIT, WITHHELD
 from harness.inputs.spec import load_spec
+from harness.report.collect import collect
+from harness.report.config import ReportConfig
+from harness.report.snapshot import snapshot_bytes
 from harness.run.matched import run_matched
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,6 +66,8 @@ def test_a_lying_server_gets_no_matched_verdict(tmp_path: Path, forge: dict[str,
     assert row.verdict == WITHHELD and not bool(row.valid)
     acc = ledger_df(ws, "acceptance")
     assert acc.empty or not (acc.source.isin(["sglang-meta-info", "vllm-request-metrics"])).any()
+    (entry,) = json.loads(snapshot_bytes(collect(ws, ReportConfig())))["speculative"]["matched"]
+    assert entry["verdict"] == WITHHELD and entry["tokens_per_step"] is None  # the report withholds it too
 
 
 @pytest.mark.slow
