@@ -39,6 +39,7 @@ from harness.load.workers import auto_workers
 from harness.measure import coldness as cold
 from harness.measure import metrics as m
 from harness.measure.acceptance import acceptance_rows, cell_cycles
+from harness.measure.claims import draft_length
 from harness.measure.results import CampaignResults, compute_results, results_json, results_tables, run_count_methods
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
@@ -462,10 +463,11 @@ def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, 
     for name, table in results_tables(results, extra).items():
         writer.write_table(f"{name}.parquet", table)
     # a speculative server's counts per measured wave
-    acceptance = acceptance_rows(records, extra, spec_counters(writer))
+    k = draft_length(st.services)  # counts are claims checked against it (harness.measure.claims)
+    acceptance = acceptance_rows(records, extra, spec_counters(writer), k)
     if acceptance:
         writer.write_table("acceptance.parquet", pa.Table.from_pylist(acceptance))
-        cycles = cell_cycles(records, {c.cell_id: float(c.median_tok_s) for c in results.cells})
+        cycles = cell_cycles(records, {c.cell_id: float(c.median_tok_s) for c in results.cells}, k)
         if cycles:
             writer.write_json("cycles.json", {"cells": cycles, "definition": "docs/speculative.md, Cycle time"})
     writer.write_json("results.json", results_json(results))
