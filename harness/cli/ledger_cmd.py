@@ -17,9 +17,13 @@ from harness.errors import LedgerError
 from harness.store.archive import find_archive, iter_archives, open_archive
 from harness.store.ledger import TABLES, read_table
 
-app = typer.Typer(help="Delta Lake ledgers: read them with harness.ledger.read, deltalake.DeltaTable, polars or "
-                  "DuckDB (ledgers/README.md); a plain Parquet read of a table directory also sees files Delta has "
-                  "removed.\n\n"
+app = typer.Typer(help="Delta Lake ledgers (ledgers/delta/<table>/). Read a table with harness.ledger.read(ws, "
+                  "table), deltalake.DeltaTable(dir).to_pandas(), polars.read_delta(dir) or DuckDB delta_scan(dir) "
+                  "(ledgers/README.md). A plain Parquet read of a table directory (pandas.read_parquet(dir)) "
+                  "fails on purpose, naming a marker file: the directory also holds the files later versions "
+                  "replaced, whose rows it would count twice; 'dsv4h ledger export --parquet DIR' writes one plain "
+                  "Parquet file per table. A crash-damaged ledger (exit 6 naming a log entry): 'dsv4h ledger "
+                  "repair'.\n\n"
                   "Example: dsv4h ledger show --table cells", no_args_is_help=True)
 
 # what fits 80 columns with the archive id whole; --columns, --json and --csv show the rest
@@ -312,7 +316,9 @@ def optimize_cmd(
                                                  )] = 168,
 ) -> None:
     """Compact the Delta ledger tables (many small files, one per append, into few), checkpoint them and
-    vacuum files no version younger than --retention-hours needs. Rows do not change.
+    vacuum files no version younger than --retention-hours needs. Rows do not change. Every table
+    directory also gets the marker file that makes a plain Parquet read of it fail, naming the marker
+    (the directory still holds the files compaction replaced: such a read would count rows twice).
 
     Example: dsv4h ledger optimize -w ws
     """
