@@ -171,3 +171,18 @@ def test_ledger_repair_through_the_cli(tmp_path: Path) -> None:
     assert code == 0 and "no damaged Delta log entry found" in out and "0 archive(s) re-derived" in out, out
     code, out, _ = run_cli("ledger", "repair", "--help")
     assert code == 0 and "Example: dsv4h ledger repair" in out
+
+
+def test_merge_refuses_another_hosts_table_with_a_zero_length_entry(tmp_path: Path) -> None:
+    from harness.run.merge import merge_workspace
+
+    here, other = tmp_path / "here", tmp_path / "other"
+    ingest_archive(here, open_archive(make(here, "h")))
+    theirs = make(other, "o")
+    ingest_archive(other, open_archive(theirs))
+    entry = _newest(other, "cells")
+    _zero(entry)
+    res = merge_workspace(here, other)
+    assert any(r.file == str(dl.table_path(other, "cells")) and entry.name in r.reason and "zero-length" in r.reason
+               for r in res.refusals), res.refusals
+    assert theirs.name in res.archives  # the archive itself is merged: its rows re-derived here

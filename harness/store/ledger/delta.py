@@ -123,8 +123,7 @@ def _aid(value: str) -> str:
 
 def _flat(exc: BaseException) -> str:
     """A deltalake error's first line (its message; never the native backtrace after it)."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:300]
+    return durable.first_line(exc)[:300]
 
 
 def _durably(path: Path, since: int, op: Callable[[], T]) -> T:

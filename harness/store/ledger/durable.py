@@ -36,8 +36,8 @@ _CHECKPOINT = re.compile(r"([0-9]{20})\.checkpoint(?:\.[0-9]+\.[0-9]+)?\.parquet
 ACTIONS = frozenset({"commitInfo", "add", "remove", "metaData", "protocol", "txn", "cdc", "domainMetadata",
                      "checkpointMetadata", "sidecar"})
 
-__all__ = ["ACTIONS", "Damage", "Entry", "check", "entry_path", "log_versions", "parse_entry", "scan",
-           "sync_since"]
+__all__ = ["ACTIONS", "Damage", "Entry", "check", "entry_path", "first_line", "log_versions", "parse_entry",
+           "scan", "sync_checkpoints", "sync_since"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,13 @@ class Damage:
 
 
 _parsed: dict[str, tuple[tuple[int, int, int], Entry]] = {}
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first non-blank line: a deltalake error's message without the native (Rust)
+    backtrace delta-rs appends to it."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def entry_path(table: Path, version: int) -> Path:
