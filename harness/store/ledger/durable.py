@@ -159,7 +159,16 @@ def _last_checkpoint_damage(table: Path) -> Damage | None:
 
 def scan(table: Path) -> Damage | None:
     """The first damaged log entry of the Delta table at ``table`` after its last checkpoint (module
-    docstring), or None when every entry checks."""
+    docstring), or None when every entry checks. A file found missing is looked for once more from a
+    new listing: another writer's checkpoint may have let its log cleanup remove old entries, or its
+    vacuum a file a newer entry removed, between the listing and the read."""
+    bad = _scan(table)
+    if bad is not None and not bad.file.exists():
+        bad = _scan(table)
+    return bad
+
+
+def _scan(table: Path) -> Damage | None:
     if (bad := _last_checkpoint_damage(table)) is not None:
         return bad
     checkpoint, versions = log_versions(table)

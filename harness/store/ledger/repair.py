@@ -252,7 +252,8 @@ def repair_ledger(workspace: Path, ingest: Ingest) -> Repaired:
         salvage[table] = _truncate(delta.table_path(workspace, table), dest, out.moved)
     if found:
         out.quarantine = dest
-    kept = _rebuild(workspace, dest / "tables", out) if set(found) & set(PER_ARCHIVE) else {}
+    rebuild = bool(set(found) & set(PER_ARCHIVE))
+    kept = _rebuild(workspace, dest / "tables", out) if rebuild else {}
     for table in GOVERNANCE_TABLES:
         if table in salvage and (n := _salvage(workspace, table, salvage[table], dest / "entries" / table)):
             out.salvaged[table] = n
@@ -264,8 +265,8 @@ def repair_ledger(workspace: Path, ingest: Ingest) -> Repaired:
             continue
         if added:
             out.rederived[path.name] = added
-    if kept:
+    if rebuild:
         _carry(workspace, kept, out)
-        out.rebuilt = {t: 0 if (r := delta.read(workspace, t)) is None else r.num_rows for t in kept}
+        out.rebuilt = {t: 0 if (r := delta.read(workspace, t)) is None else r.num_rows for t in PER_ARCHIVE}
     _resupersede(workspace, out)
     return out
