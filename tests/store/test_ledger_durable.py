@@ -186,3 +186,18 @@ def test_merge_refuses_another_hosts_table_with_a_zero_length_entry(tmp_path: Pa
     assert any(r.file == str(dl.table_path(other, "cells")) and entry.name in r.reason and "zero-length" in r.reason
                for r in res.refusals), res.refusals
     assert theirs.name in res.archives  # the archive itself is merged: its rows re-derived here
+
+
+def test_a_zero_length_checkpoint_pointer_is_refused_and_repair_moves_it_aside(tmp_path: Path) -> None:
+    path = make(tmp_path, "a")
+    ingest_archive(tmp_path, open_archive(path))
+    dl.optimize(tmp_path)  # writes a checkpoint and _last_checkpoint
+    pointer = dl.table_path(tmp_path, "cells") / "_delta_log" / "_last_checkpoint"
+    pointer.write_bytes(b"")
+    with pytest.raises(LedgerError, match="_last_checkpoint: not a Delta checkpoint pointer"):
+        read_table(tmp_path, "cells")
+    res = repair_ledger(tmp_path, lambda p: ingest_archive(tmp_path, open_archive(p)))
+    assert set(res.damaged) == {"cells"} and res.quarantine is not None
+    assert (res.quarantine / "entries" / "cells" / "_delta_log" / "_last_checkpoint").is_file()
+    cells = read_table(tmp_path, "cells")
+    assert cells is not None and cells.column("archive_id").to_pylist() == [path.name] * 2

@@ -77,3 +77,13 @@ def test_help_names_the_reads_that_are_right() -> None:
         assert "open them with pandas.read_parquet" not in text
     code, out, _ = run_cli("ledger", "export", "--help")
     assert code == 0 and "Example: dsv4h ledger export --parquet" in out
+
+
+def test_optimize_gives_a_table_made_before_the_marker_its_marker(tmp_path: Path) -> None:
+    ingest_archive(tmp_path, open_archive(make(tmp_path, "a")))
+    cells = dl.table_path(tmp_path, "cells")
+    (cells / dl.PLAIN_READ_MARKER).unlink()  # as a table made before 2026-12-04 is
+    assert len(pd.read_parquet(cells)) == 2
+    dl.optimize(tmp_path)
+    with pytest.raises(pa.ArrowInvalid, match=dl.PLAIN_READ_MARKER):
+        pd.read_parquet(cells)

@@ -67,7 +67,10 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       Added within schema 5 (Delta schema evolution, older rows null): ``sla_rounds`` (an SLA
       search's rounds; before, they and its cells were ingested into ``sweep_rounds`` /
       ``sweep_cells``), ``findings.scope``, ``verdict_as_measured`` on ``comparisons`` and
-      ``matched_sd`` (whose ``verdict`` is ``withheld`` on an invalid run) (2026-12-03).
+      ``matched_sd`` (whose ``verdict`` is ``withheld`` on an invalid run) (2026-12-03); beside the
+      tables, not in them (no reader's change, so no new schema): the plain-read marker file in every
+      table directory (``delta.PLAIN_READ_MARKER``) and ``ledgers/.quarantine/`` (``dsv4h ledger
+      repair``) (2026-12-04).
 """
 
 from __future__ import annotations
