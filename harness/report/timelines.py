@@ -20,18 +20,21 @@ from harness.measure.coldness import COLDNESS_FILE
 from harness.measure.timeline import first_measured_waves, group_waves, wave_timeline
 from harness.report.snapshot import json_value
 from harness.store.archive import RECORDS_DIR, Archive
+from harness.store.view import ArchiveView
 
 MAX_TIMELINES = 16
 
 __all__ = ["MAX_TIMELINES", "timeline_entries", "ttft_classes_of"]
 
 
-def ttft_classes_of(archive: Archive) -> dict[str, str] | None:
-    """The cold and restarted request ids of an archive's ``coldness.json`` (every other request is
-    warm); None when the archive has no such file (made before it, or a kind that does not classify)."""
-    if not archive.has(COLDNESS_FILE):
+def ttft_classes_of(archive: Archive | ArchiveView) -> dict[str, str] | None:
+    """The cold and restarted request ids of an archive's ``coldness.json`` (read through its typed
+    view; every other request is warm); None when the archive has no such file (made before it, or a
+    kind that does not classify)."""
+    files = archive if isinstance(archive, ArchiveView) else ArchiveView(archive)
+    if not files.has(COLDNESS_FILE):
         return None
-    doc = archive.json(COLDNESS_FILE)
+    doc = files.doc(COLDNESS_FILE)
     return {str(r["rid"]): str(r["class"]) for r in doc.get("requests") or [] if r.get("rid") is not None}
 
 
