@@ -35,7 +35,8 @@ class KindInfo:
     """One run kind (module docstring). ``files``: every archive result file of the kind -> its ledger
     table ("" for a file that is no ledger table; the records' ``requests`` and ``energy.json``'s
     ``energy`` rows are every kind's);
-    ``spec_model``, ``run``, ``recover``, ``console``, ``report``, ``report_view``: ``module:attribute``
+    ``spec_model``, ``run``, ``recover``, ``console``, ``report``, ``report_view``, ``report_figures``
+    (drawers ``(entry) -> FigureResult | None``, each over every entry of its section): ``module:attribute``
     references (None: the kind has none, e.g. an import is not started from a spec; a kind with a
     ``report`` but no ``report_view`` is shown as its labelled entries); ``report_section``: the key of
     the snapshot list its entries join (dotted: nested), whose first part is the templates' name of its
@@ -52,6 +53,7 @@ class KindInfo:
     console: str | None = None
     report: str | None = None
     report_view: str | None = None
+    report_figures: tuple[str, ...] = ()
     files: Mapping[str, str] = field(default_factory=dict)
     modules: tuple[str, ...] = ()
     plan: str | None = None  # the console's plan printer (``dsv4h campaign plan``): ``module:attribute``
@@ -79,7 +81,9 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              recover="harness.run.campaign:recover_matrix", console="harness.cli.campaign_cmd:run_matrix_cli",
              plan="harness.cli.campaign_cmd:plan_matrix",
              report="harness.report.snapshot.freeze:formal_entry",
-             report_view="harness.report.kind_views:formal_view", files=_FORMAL_FILES,
+             report_view="harness.report.kind_views:formal_view",
+             report_figures=("harness.report.figures:formal_matrix_figure", "harness.report.figures:latency_figure_of"),
+             files=_FORMAL_FILES,
              modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd",
                       "harness.governance.record_claims")),
     KindInfo("abba", "abba-screen", "dsv4h abba", "screens",
@@ -87,6 +91,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              recover="harness.run.abba:recover_abba", console="harness.cli.abba_cmd:run_abba_cli",
              report="harness.report.snapshot.freeze:screen_entry",
              report_view="harness.report.kind_views:screens_view",
+             report_figures=("harness.report.figures:abba_figure",),
              files=_LEG_FILES | {"comparison.parquet": "comparisons"},
              no_options="drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
              modules=("harness.inputs.spec.abba", "harness.run.abba", "harness.cli.abba_cmd", "harness.measure.abba")),
@@ -96,6 +101,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              plan="harness.cli.sweep_cmd:plan_loaded",
              report="harness.report.snapshot.sections:sweep_entry",
              report_view="harness.report.kind_views:sweeps_view",
+             report_figures=("harness.report.figures:sweep_figure",),
              files={"cells.parquet": "sweep_cells", "rounds.parquet": "sweep_rounds"},
              no_options="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
              modules=("harness.inputs.spec.sweep", "harness.run.sweep", "harness.cli.sweep_cmd", "harness.report.sweep",

@@ -42,7 +42,7 @@ from harness.report.snapshot.validity import content_verdict, mark_row, mark_row
 from harness.store.runblock import read_run_block
 
 __all__ = ["MILESTONE_EXCLUDED_CLASSES", "freeze", "historical_figure_groups", "kind_sections", "placed",
-           "supersessions"]
+           "section_entries", "supersessions"]
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -252,6 +252,14 @@ def placed(sections: Mapping[str, list[dict[str, Any]]], doc: Mapping[str, Any])
         else:
             out[head] = entries
     return out
+
+
+def section_entries(snapshot: Mapping[str, Any], section: str) -> list[Any]:
+    """The entries of a kind's (possibly dotted, :func:`placed`) section of ``snapshot`` ([] when absent)."""
+    node: Any = snapshot
+    for part in section.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return list(node) if isinstance(node, list) else []
 
 
 def _add(entries: list[dict[str, Any]], entry: dict[str, Any] | None) -> None:
