@@ -54,6 +54,7 @@ class KindInfo:
     report: str | None = None
     report_view: str | None = None
     report_figures: tuple[str, ...] = ()
+    timeline_source: str = ""  # its report timelines' ``source`` (the first measured wave per cell); "": none
     files: Mapping[str, str] = field(default_factory=dict)
     modules: tuple[str, ...] = ()
     plan: str | None = None  # the console's plan printer (``dsv4h campaign plan``): ``module:attribute``
@@ -83,7 +84,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              report="harness.report.snapshot.freeze:formal_entry",
              report_view="harness.report.kind_views:formal_view",
              report_figures=("harness.report.figures:formal_matrix_figure", "harness.report.figures:latency_figure_of"),
-             files=_FORMAL_FILES,
+             files=_FORMAL_FILES, timeline_source="formal",
              modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd",
                       "harness.governance.record_claims")),
     KindInfo("abba", "abba-screen", "dsv4h abba", "screens",
@@ -91,7 +92,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              recover="harness.run.abba:recover_abba", console="harness.cli.abba_cmd:run_abba_cli",
              report="harness.report.snapshot.freeze:screen_entry",
              report_view="harness.report.kind_views:screens_view",
-             report_figures=("harness.report.figures:abba_figure",),
+             report_figures=("harness.report.figures:abba_figure",), timeline_source="abba",
              files=_LEG_FILES | {"comparison.parquet": "comparisons"},
              no_options="drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
              modules=("harness.inputs.spec.abba", "harness.run.abba", "harness.cli.abba_cmd", "harness.measure.abba")),
