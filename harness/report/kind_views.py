@@ -1,6 +1,6 @@
 """Each kind's view in the report's templates, from the frozen snapshot (pure).
 
-A kind names its view as ``KindInfo.report_view`` (:data:`harness.kinds.KINDS`); ``render.view_model``
+A kind names its view as ``KindInfo.report_view`` (:data:`harness.kinds.KINDS`); ``render.kind_context``
 puts it in the templates' context under the first part of the kind's ``report_section`` and the kind's
 template partial (``reports/templates/kinds/<kind>.<format>.j2``) shows it. Every view takes the snapshot
 and its findings by archive id, and returns the section's entries; :func:`entries_view` is the view of a
@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.report import figures as figs
+from harness.report.snapshot.freeze import section_entries
 from harness.report.summary import invalid_mark, superseded_text, verdict_text
 from harness.report.ttft_classes import ttft_class_rows
 from harness.report.views import speculative_view
@@ -106,9 +107,8 @@ def labelled(entry: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-
-def _entries(snapshot: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
-    return [labelled(e) for e in snapshot.get(key) or []]
+def _entries(snapshot: Mapping[str, Any], section: str) -> list[dict[str, Any]]:
+    return [labelled(e) for e in section_entries(snapshot, section)]
 
 
 def entries_view(section: str) -> KindView:

@@ -5,7 +5,9 @@ figures (:mod:`harness.report.figures`), and fills the jinja2 templates of
 ``reports/templates/`` into a self-contained HTML file (figures inlined as base64 PNG data URIs,
 inline CSS, a content-security policy that forbids any external resource), a Markdown file, and
 with ``latex=True`` a LaTeX file of tables. Figures are also written as PNG, SVG and PDF under
-``figures/``.
+``figures/``. Each kind's section is its template partial ``reports/templates/kinds/<kind>.<format>.j2``,
+which the main templates include for every kind of :data:`harness.kinds.KINDS` in order (a kind without
+one shows none), over its view (:func:`kind_context`).
 
 Output is deterministic: the same snapshot bytes give the same files, apart from the build time,
 which appears in exactly two lines of ``report.html`` (a ``<meta name="dsv4h-build-time">`` and the
