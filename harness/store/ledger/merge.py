@@ -80,7 +80,7 @@ GOVERNANCE_FILE_RE = re.compile(r"(?P<key>[0-9]{8}T[0-9]{12})-(?:[0-9a-f]{8}|sch
 ARCHIVE_FILE_RE = re.compile(r"(?P<id>[0-9a-f]{16})\.parquet")
 
 DEFAULT_MAX_ROWS = 100_000
-DEFAULT_MAX_COMMITS = 10_000
+DEFAULT_MAX_COMMITS = 2_000
 _DATA_FILE = ".parquet"
 
 
