@@ -35,6 +35,7 @@ def test_resolve_is_getopt_long() -> None:
     ("-N4", "use slurm.nodes"),
     ("--export=ALL,LD_PRELOAD=/tmp/evil.so", "--export sets 'LD_PRELOAD'"),
     ("--export=PYTHONPATH=/x", "--export sets 'PYTHONPATH'"),
+    ("--export ALL,LD_LIBRARY_PATH=/x", "--export sets 'LD_LIBRARY_PATH'"),
     ("--export-file=/tmp/env", "recorded nowhere"),
     ("--exp=ALL", "ambiguous"),
     ("--export", "needs a value"),

@@ -13,7 +13,7 @@ from testkit import run_cli
 
 from harness.errors import LedgerError
 from harness.store.ledger import append_rows, read_table
-from harness.store.ledger.merge import MergeLimits, merge_governance
+from harness.store.ledger.merge import MergeLimits, Refusal, merge_governance
 
 
 def entries(n: int, start: int = 0) -> list[dict[str, object]]:
@@ -73,3 +73,13 @@ def test_cli_one_error_line_naming_the_flag(tmp_path: Path) -> None:
     assert code == 6 and len(errors) == 1 and "over the limit of 7 (--max-rows)" in errors[0]
     code, out, _ = run_cli("ledger", "merge", str(other), "-w", str(here), "--max-rows", "8")
     assert code == 0 and "governance rows added: historical +8" in out
+
+
+def test_refused_delta_rows_are_named_by_row_and_the_rest_merges(tmp_path: Path) -> None:
+    here, other = host(tmp_path, 1, 3)
+    append_rows(other, "historical", [{"entry_id": None, "source": "synthetic"}] * 2)
+    added, refused = merge_governance(here, other)
+    table = other / "ledgers" / "delta" / "historical"
+    assert added == {"historical": 3}
+    assert refused == [Refusal(f"{table}#row3,4 (2 rows)", "refused (1 problem(s)): required column 'entry_id' is "
+                                                            "missing or null")]

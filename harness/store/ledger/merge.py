@@ -26,7 +26,8 @@ schema and validated (required columns present, every column castable, reference
 archives of this workspace); valid rows not already here (by content) are appended in one
 read-check-write per table, keeping their append key (their order), so merging twice adds nothing.
 Every refusal is a :class:`Refusal` naming the file (a Delta table's rows: ``<table dir>#<archive id>``,
-``#row<n>`` or ``#row<n>,<m>,… (<k> rows)`` for rows refused for the same reason) and the reason.
+``#row<n>`` or ``#row<n>,<m>,… (<k> rows)`` for rows refused for the same reason, numbered from 0 in
+append-key order) and the reason.
 
 Bounds (:class:`MergeLimits`, flags of ``dsv4h ledger merge``): a Delta table with more log entries or
 data files than ``--max-commits``, or a governance table with more rows than ``--max-rows`` (counted
@@ -480,7 +481,9 @@ def merge_governance(workspace: Path, other: Path,
     for table, raw in _delta_tables(workspace, led, GOVERNANCE_TABLES, refused, limits):
         if raw.num_rows > limits.max_rows:  # the footers said fewer: the log names files twice
             raise _over(led / DELTA_DIR / table, f"{raw.num_rows} rows (field: rows)", limits.max_rows, "--max-rows")
-        good, bad = check_rows(table, raw, archives)
+        # row numbers in append order, not in delta-rs's file order
+        rows = raw.sort_by("append_key") if "append_key" in raw.column_names else raw
+        good, bad = check_rows(table, rows, archives)
         if good is not None:
             found.setdefault(table, []).append(good)
         refused += [Refusal(f"{led / DELTA_DIR / table}{rows_label(rows)}", why[:400]) for rows, why in bad]
