@@ -7,13 +7,16 @@ from __future__ import annotations
 import ast
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from matplotlib.figure import Figure
 from testkit import run_block
+from typer.testing import CliRunner
 
-from harness.inputs.spec import SPEC_KINDS, SPEC_MODELS, SpecBase
+from harness.cli import app
+from harness.cli.common import console
+from harness.inputs.spec import SPEC_KINDS, SPEC_MODELS, LoadedSpec, SpecBase, kinds_hint, load_spec
 from harness.kinds import KINDS, PROTOCOL_KINDS, KindInfo, kind_info, kind_of_run, resolve
 from harness.report.config import ReportConfig, Selection
 from harness.report.figures import FigureResult, figure_jobs
@@ -21,6 +24,8 @@ from harness.report.render import default_templates_dir, kind_context, render_re
 from harness.report.snapshot import ArchiveContent, freeze, snapshot_bytes
 from harness.report.snapshot.freeze import kind_sections
 from harness.run import kinds as run_kinds
+from harness.run.events import Reporter, silent
+from harness.run.options import RunOptions
 from harness.store.ledger.layout import ARCHIVE_TABLES
 from harness.store.runblock import RunBlock
 
@@ -93,10 +98,48 @@ def test_no_kind_is_tested_by_name_outside_the_descriptor_and_its_own_modules() 
     assert (compares, instances) == ([], [])
 
 
-# --- a kind added with no edit to an existing file: its KindInfo, its entry builder and its template partials
+# --- a kind added with no edit to an existing file: its KindInfo, spec model, runner, console, plan printer,
+# entry builder and template partials (all in this module but the partials)
 
-FAKE = KindInfo("fake-kind", "fake-protocol", "dsv4h fake", "fakes", report="test_kind_descriptor:fake_entry",
-                report_figures=("test_kind_descriptor:fake_figure",))
+FAKE = KindInfo("fake-kind", "fake-protocol", "dsv4h campaign run", "fakes", report="test_kind_descriptor:fake_entry",
+                report_figures=("test_kind_descriptor:fake_figure",), spec_model="test_kind_descriptor:FakeSpec",
+                run="test_kind_descriptor:fake_run", console="test_kind_descriptor:fake_console",
+                plan="test_kind_descriptor:fake_plan", no_options="drop them: a fake run is run again")
+
+
+class FakeSpec(SpecBase):
+    """The fake kind's spec: the shared header and a note (its ``times`` how often it is written)."""
+
+    kind: Literal["fake-kind"] = "fake-kind"
+    protocol_class: Literal["fake-protocol"] = "fake-protocol"
+    note: str
+    times: int = 1
+
+
+def _fake(loaded: LoadedSpec) -> FakeSpec:
+    spec = loaded.spec
+    assert isinstance(spec, FakeSpec)
+    return spec
+
+
+def fake_plan(loaded: LoadedSpec, *, json_out: bool = False, csv_out: bool = False) -> None:
+    """The fake kind's plan: one line per planned write."""
+    for k in range(_fake(loaded).times):
+        console.print(f"fake plan {loaded.spec.name}: write {k}")
+
+
+def fake_run(loaded: LoadedSpec, workspace: Path, reporter: Reporter, options: RunOptions) -> list[Path]:
+    """The fake kind's runner: writes its note ``times`` times into the workspace; the files written."""
+    out = [workspace / f"fake-{loaded.spec.name}-{k}.txt" for k in range(_fake(loaded).times)]
+    for path in out:
+        path.write_text(_fake(loaded).note)
+    return out
+
+
+def fake_console(loaded: LoadedSpec, ws: Path, *, percentiles: Any = None, options: RunOptions | None = None) -> None:
+    """The fake kind's console: the run through the run stage's dispatch, then its summary."""
+    written = run_kinds.run_loaded(loaded, ws, silent, options)
+    console.print(f"fake summary: {len(written)} writes of {_fake(loaded).note!r}")
 FAKE_HTML = ('{% if part == "toc" %}\n{% if fakes %}<li><a href="#fakes">Fakes</a></li>{% endif %}\n{% else %}\n'
              '{% if fakes %}\n<h2 id="fakes">Fakes</h2>\n{% for e in fakes %}<p>fake {{ e.note }} of {{ e.archive_id }}'
              ' ({{ e.status }})</p>\n{% endfor %}\n{% endif %}\n{% endif %}\n')
@@ -159,3 +202,32 @@ def test_the_report_sections_views_and_partials_are_the_descriptors() -> None:
         text = (default_templates_dir() / main).read_text()
         assert '{% include "kinds/" ~ kind ~ ' in text
         assert not any(f"{{% for e in {key} %}}" in text for key in views), main
+
+
+def test_a_new_kind_is_loaded_planned_and_run_through_the_cli_from_its_descriptor_entry_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spec loader, ``campaign plan`` and ``campaign run`` read the kinds at call time: a kind
+    registered after import is loaded from its YAML (its own model validating it), planned and run by
+    its own plan printer, runner and console; options it refuses are refused by its descriptor."""
+    spec = tmp_path / "fake.yaml"
+    spec.write_text("kind: fake-kind\nname: fk\nnote: seven\ntimes: 2\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cli = CliRunner()
+    assert "kind 'fake-kind' is not known" in str(cli.invoke(app, ["campaign", "plan", str(spec)]).exception)
+    monkeypatch.setitem(KINDS, FAKE.name, FAKE)
+    loaded = load_spec(spec)
+    assert (type(loaded.spec), loaded.kind, _fake(loaded).note, loaded.spec.protocol_class) == (
+        FakeSpec, "fake-kind", "seven", "fake-protocol")
+    assert kinds_hint().endswith("kind: sla-search or kind: fake-kind")
+    (tmp_path / "bad.yaml").write_text("kind: fake-kind\nname: fk\n")
+    assert "note" in str(cli.invoke(app, ["campaign", "plan", str(tmp_path / "bad.yaml")]).exception)
+    plan = cli.invoke(app, ["campaign", "plan", str(spec)])
+    assert (plan.exit_code, plan.output) == (0, "fake plan fk: write 0\nfake plan fk: write 1\n")
+    refused = cli.invoke(app, ["campaign", "run", str(spec), "-w", str(ws), "--workers", "2"])
+    assert "kind fake-kind takes neither --resume nor --workers" in str(refused.exception)
+    assert list(ws.iterdir()) == []
+    run = cli.invoke(app, ["campaign", "run", str(spec), "-w", str(ws)])
+    assert (run.exit_code, run.output) == (0, "fake summary: 2 writes of 'seven'\n"), run.output
+    assert sorted(p.name for p in ws.glob("fake-*")) == ["fake-fk-0.txt", "fake-fk-1.txt"]
+    assert (ws / "fake-fk-1.txt").read_text() == "seven"
