@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Union, cast
 
 from pydantic import Field
 
@@ -56,7 +56,7 @@ class LoadedSpec:
 @cache
 def _model_of(ref: str) -> type[SpecBase]:
     """The spec model a ``module:attribute`` reference names (imported once per reference)."""
-    return resolve(ref)  # type: ignore[no-any-return]
+    return cast("type[SpecBase]", resolve(ref))
 
 
 def spec_model(kind: str) -> type[SpecBase] | None:
