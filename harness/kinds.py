@@ -2,12 +2,12 @@
 
 A kind is one entry of :data:`KINDS`. Its entry names, as ``module:attribute`` references that the
 stage which needs one resolves (:func:`resolve`), the kind's spec model (``inputs``), its runner and
-recovery (``run``), its console (``cli``), its report-snapshot entry builder (``report``) and the
-templates' view of it (``report_view``); and as data its protocol class, the archive result files it
-writes with the ledger table each becomes, the report-snapshot list its entries go to, the command
-that starts it and the modules that are the kind's own (only those may test a kind by name). Adding a
-kind is its own new files (its report template partials among them, named after the kind) plus one
-entry here (docs/architecture.md, "Adding a kind").
+recovery (``run``), its console (``cli``), its report-snapshot entry builder (``report``), the
+templates' view of it (``report_view``) and its part of the summary card (``report_summary``); and as
+data its protocol class, the archive result files it writes with the ledger table each becomes, the
+report-snapshot list its entries go to, the command that starts it and the modules that are the kind's
+own (only those may test a kind by name). Adding a kind is its own new files (its report template
+partials among them, named after the kind) plus one entry here (docs/architecture.md, "Adding a kind").
 
 A reference names an attribute of a module of the stage that uses it, so this module imports none
 of them: the layering (``pyproject.toml``'s importlinter contract) is unchanged by what it names.
@@ -35,7 +35,9 @@ class KindInfo:
     """One run kind (module docstring). ``files``: every archive result file of the kind -> its ledger
     table ("" for a file that is no ledger table; the records' ``requests`` and ``energy.json``'s
     ``energy`` rows are every kind's);
-    ``spec_model``, ``run``, ``recover``, ``console``, ``report``, ``report_view``, ``report_figures``
+    ``spec_model``, ``run``, ``recover``, ``console``, ``report``, ``report_view``, ``report_summary``
+    (``(entries, findings) -> harness.report.summary.KindSummary``: its count noun, names, key numbers
+    and verdicts on the summary card and in the description; none: counted among the other archives), ``report_figures``
     (drawers ``(entry) -> FigureResult | None``, each over every entry of its section): ``module:attribute``
     references (None: the kind has none, e.g. an import is not started from a spec; a kind with a
     ``report`` but no ``report_view`` is shown as its labelled entries); ``report_section``: the key of
@@ -57,6 +59,7 @@ class KindInfo:
     timeline_source: str = ""  # its report timelines' ``source`` (the first measured wave per cell); "": none
     files: Mapping[str, str] = field(default_factory=dict)
     modules: tuple[str, ...] = ()
+    report_summary: str | None = None
     plan: str | None = None  # the console's plan printer (``dsv4h campaign plan``): ``module:attribute``
     no_options: str = ""  # the hint refusing --resume/--workers for a kind that takes neither ("" takes them)
 
@@ -83,6 +86,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              plan="harness.cli.campaign_cmd:plan_matrix",
              report="harness.report.snapshot.freeze:formal_entry",
              report_view="harness.report.kind_views:formal_view",
+             report_summary="harness.report.kind_summaries:formal_summary",
              report_figures=("harness.report.figures:formal_matrix_figure", "harness.report.figures:latency_figure_of"),
              files=_FORMAL_FILES, timeline_source="formal",
              modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd",
@@ -92,6 +96,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              recover="harness.run.abba:recover_abba", console="harness.cli.abba_cmd:run_abba_cli",
              report="harness.report.snapshot.freeze:screen_entry",
              report_view="harness.report.kind_views:screens_view",
+             report_summary="harness.report.kind_summaries:screens_summary",
              report_figures=("harness.report.figures:abba_figure",), timeline_source="abba",
              files=_LEG_FILES | {"comparison.parquet": "comparisons"},
              no_options="drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
@@ -102,6 +107,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              plan="harness.cli.sweep_cmd:plan_loaded",
              report="harness.report.snapshot.sections:sweep_entry",
              report_view="harness.report.kind_views:sweeps_view",
+             report_summary="harness.report.kind_summaries:sweeps_summary",
              report_figures=("harness.report.figures:sweep_figure",),
              files={"cells.parquet": "sweep_cells", "rounds.parquet": "sweep_rounds"},
              no_options="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
@@ -112,6 +118,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              recover="harness.run.matched:recover_matched", console="harness.cli.matched_cmd:run_matched_cli",
              report="harness.report.snapshot.speculative:matched_snapshot_entry",
              report_view="harness.report.kind_views:matched_view",
+             report_summary="harness.report.kind_summaries:matched_summary",
              files=_LEG_FILES | {"matched.parquet": "matched_sd"},
              no_options="drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
              modules=("harness.inputs.spec.matched", "harness.run.matched", "harness.cli.matched_cmd",
@@ -138,6 +145,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
     KindInfo("external", "external", "dsv4h import", "imports",
              recover="harness.run.kinds:refuse_external_recovery",
              report_view="harness.report.kind_views:imports_view",
+             report_summary="harness.report.kind_summaries:imports_summary",
              modules=("harness.store.peers.importer", "harness.cli.peers_cmd", "harness.report.snapshot.imports")),
 )}
 

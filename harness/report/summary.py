@@ -2,9 +2,13 @@
 
 :func:`summary_card` says, before any detail, what was measured (archives by kind, campaigns, claim and
 protocol classes, simulated or measured), where (backends, services as they reported themselves,
-hosts), the key numbers each with its claim and protocol class (per formal matrix the best resident
-decode and prefill cell medians, per rate sweep the goodput knee), the ABBA verdicts with their effect,
-archive statuses, oracle checks and the number of findings by severity. :func:`describe` turns the same
+hosts), the key numbers each with its claim and protocol class and the verdicts, archive statuses,
+oracle checks and the number of findings by severity. What each kind adds (its count noun, the names
+the description lists, its key numbers and verdicts) is its own: the ``report_summary`` of its entry in
+:data:`harness.kinds.KINDS` (:mod:`harness.report.kind_summaries`: per formal matrix the best resident
+decode and prefill cell medians, per rate sweep the goodput knee, per ABBA screen its verdict and
+effect), called in ``KINDS`` order over its report section's entries; a kind without one is counted
+among the other archives. :func:`describe` turns the same
 snapshot into the report's description sentences: they name only what the snapshot holds.
 
 Units: rates in tokens per second (prefill: input, decode: output), sweep rates and goodput in requests
@@ -21,49 +25,49 @@ archive is simulated, measured or another tool's is its verdict's decided ``data
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
-__all__ = ["archive_note", "count_noun", "describe", "invalid_mark", "is_valid", "slo_text", "summary_card",
-           "superseded_text", "verdict_text"]
+from harness.kinds import EXTERNAL, KINDS, resolve
+from harness.report.snapshot.freeze import section_entries
+
+__all__ = ["KindSummary", "SummaryFn", "archive_note", "count_noun", "describe", "finite", "invalid_mark", "is_valid",
+           "kind_summaries", "slo_text", "summary_card", "superseded_text", "verdict_text"]
 
 SEVERITIES = ("blocking", "warning", "info")
 
 
-def _finite(v: Any) -> bool:
+def finite(v: Any) -> bool:
+    """Whether ``v`` is a finite number (not a bool)."""
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+@dataclass(frozen=True)
+class KindSummary:
+    """One kind's part of the summary card (a kind's ``report_summary``; :mod:`harness.report.kind_summaries`):
+    ``key``, its count's key in the card's ``what``; ``one``/``many``, its count noun; ``names``, what the
+    description lists after the count (its entries' campaigns or screens; none: ``note`` follows the count
+    instead); ``on_card``: whether the card's "what was measured" line counts it; ``key_numbers`` and
+    ``verdicts``: its rows of the card's key numbers and verdicts (valid entries only)."""
+
+    key: str
+    one: str
+    many: str
+    names: tuple[Any, ...]
+    note: str = ""
+    on_card: bool = True
+    key_numbers: tuple[dict[str, Any], ...] = ()
+    verdicts: tuple[dict[str, Any], ...] = ()
+
+
+SummaryFn = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], KindSummary]
+"""(the entries of the kind's report section, the snapshot's findings) -> its :class:`KindSummary`."""
 
 
 def count_noun(n: int, singular: str, plural: str | None = None) -> str:
     """``n`` and the noun in the number it takes: ``1 archive``, ``3 archives``, ``2 matrices``."""
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
-
-
-def _blocked_cells(findings: Sequence[Mapping[str, Any]], archive_id: str) -> set[str]:
-    """Row ids (cells and their rounds/waves) named by a blocking finding of the archive."""
-    return {str(r) for f in findings if f.get("archive_id") == archive_id and f.get("severity") == "blocking"
-            for r in f.get("rows") or []}
-
-
-def _is_blocked(cell_id: str, blocked: set[str]) -> bool:
-    return any(r == cell_id or r.startswith(cell_id + ".") for r in blocked)
-
-
-def _cell_invalid(cell: Mapping[str, Any], blocked: set[str]) -> bool:
-    """A cell the snapshot marks invalid (before cells carried ``valid``: one a blocking finding names)."""
-    if "valid" in cell:
-        return cell.get("valid") is False
-    return _is_blocked(str(cell.get("cell_id")), blocked)
-
-
-def _best_cell(entry: Mapping[str, Any], workload: str, blocked: set[str]) -> tuple[Mapping[str, Any] | None, int]:
-    """The cell of ``workload`` with the largest finite median that is valid (:func:`_cell_invalid`), and
-    how many cells of that workload were left out for a blocking finding."""
-    cells = [c for c in entry.get("cells") or [] if c.get("workload") == workload and _finite(c.get("median_tok_s"))]
-    left_out = [c for c in cells if _cell_invalid(c, blocked)]
-    usable = [c for c in cells if c not in left_out]
-    best = max(usable, key=lambda c: (float(c["median_tok_s"]), -int(c.get("concurrency") or 0)), default=None)
-    return best, len(left_out)
 
 
 def is_valid(entry: Mapping[str, Any]) -> bool:
@@ -113,57 +117,14 @@ def verdict_text(entry: Mapping[str, Any]) -> str:
     return "" if v is None else str(v)
 
 
-def _formal_numbers(entry: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    blocked = _blocked_cells(findings, str(entry.get("archive_id")))
-    out = []
-    for workload, what, unit in (("decode", "best resident decode cell median", "output tok/s"),
-                                 ("prefill", "best prefill cell median", "input tok/s")):
-        best, left_out = _best_cell(entry, workload, blocked)
-        if best is None:
-            continue
-        n_ok = sum(1 for s in best.get("round_status") or [] if s == "ok")
-        detail = f"{archive_note(entry)}; C{best.get('concurrency')}, median of " \
-                 f"{count_noun(n_ok, 'ok round', 'ok rounds')}"
-        if left_out:
-            detail += f"; {count_noun(left_out, 'cell', 'cells')} with a blocking finding left out"
-        out.append({"subject": entry.get("campaign"), "quantity": what, "value": float(best["median_tok_s"]),
-                    "unit": unit, "detail": detail, "claim_class": entry.get("claim_class"),
-                    "protocol_class": entry.get("protocol_class"), "archive_id": entry.get("archive_id"),
-                    "simulated": bool(entry.get("simulated"))})
-    return out
-
-
 def slo_text(slo: Any) -> str:
     """An SLO (``{"ttft_s": 2.0, "tpot_s": 0.5, "e2e_s": None}``) as ``TTFT <= 2000 ms, TPOT <= 500 ms``;
     ``none`` when no objective is set."""
     if not isinstance(slo, Mapping):
         return "none"
     parts = [f"{name} <= {float(slo[key]) * 1000:g} ms"
-             for key, name in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E")) if _finite(slo.get(key))]
+             for key, name in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E")) if finite(slo.get(key))]
     return ", ".join(parts) or "none"
-
-
-def _sweep_numbers(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
-    knee = entry.get("knee") or {}
-    if not _finite(knee.get("goodput_median_req_s")) or not _finite(knee.get("arrival_rate_req_s")):
-        return []
-    return [{"subject": entry.get("campaign"), "quantity": "goodput at the knee",
-             "value": float(knee["goodput_median_req_s"]),
-             "unit": "req/s", "detail": f"{archive_note(entry)}; offered {float(knee['arrival_rate_req_s']):g} req/s; "
-                                        f"SLO {slo_text(entry.get('slo'))}",
-             "claim_class": entry.get("claim_class"), "protocol_class": entry.get("protocol_class"),
-             "archive_id": entry.get("archive_id"), "simulated": bool(entry.get("simulated"))}]
-
-
-def _verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A screen's verdict row; a withheld one (invalid by a blocking finding) shows none of its figures."""
-    withheld = entry.get("verdict") == "withheld" or not is_valid(entry)
-    figures = {k: None if withheld else entry.get(k) for k in ("ratio_pct", "drift_pct", "spread_pct")}
-    return {"subject": entry.get("screen"), "verdict": verdict_text(entry), **figures, "withheld": withheld,
-            "separated": bool(entry.get("separated")) and not withheld, "boundary": entry.get("boundary"),
-            "concurrency": entry.get("concurrency"), "claim_class": entry.get("claim_class"),
-            "protocol_class": entry.get("protocol_class"), "archive_id": entry.get("archive_id"),
-            "simulated": bool(entry.get("simulated"))}
 
 
 def _sorted_set(values: Sequence[Any]) -> list[str]:
@@ -191,26 +152,43 @@ def _where(snapshot: Mapping[str, Any]) -> dict[str, Any]:
             "hosts": hosts, "hosts_recorded": sum(1 for a in archives if isinstance(a.get("host"), Mapping))}
 
 
+def kind_summaries(snapshot: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each kind's summary contribution (its ``report_summary``, over its report section's entries), in
+    ``KINDS`` order: kind -> ``key``, ``count`` (its entries), ``one``, ``many``, ``names``, ``note``,
+    ``on_card``, ``key_numbers``, ``verdicts`` (:class:`KindSummary`)."""
+    findings = list(snapshot.get("findings") or [])
+    out = {}
+    for k in KINDS.values():
+        if k.report_summary is None:
+            continue
+        entries = section_entries(snapshot, k.report_section)
+        part: KindSummary = cast(SummaryFn, resolve(k.report_summary))(entries, findings)
+        out[k.name] = {"key": part.key, "count": len(entries), "one": part.one, "many": part.many,
+                       "names": list(part.names), "note": part.note, "on_card": part.on_card,
+                       "key_numbers": list(part.key_numbers), "verdicts": list(part.verdicts)}
+    return out
+
+
 def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """The summary card's data (pure; every value taken from ``snapshot``).
 
-    Keys: ``what`` (counts of archives, formal matrices, screens, sweeps, simulated and measured
-    archives, campaign names, claim and protocol classes, historical entries or None without a ledger),
-    ``where`` (backends, distinct services, hosts), ``key_numbers`` (one row per number: subject,
-    quantity, value, unit, detail naming the archive, claim and protocol class, archive id, simulated;
-    valid archives and cells only), ``verdicts`` (one per ABBA screen not superseded: verdict,
-    ratio/drift/spread in percent, separation; a screen invalid by a blocking finding reads
-    ``withheld (rules)`` with none of its figures), ``superseded`` (archives a resumed run superseded or
-    otherwise marked invalid: id, campaign, status, superseded_by, label; none of their values is a key
-    number), ``invalid`` (archives with a blocking evidence finding: id, campaign, status, rules, label),
-    ``statuses`` (archive status -> count), ``findings`` (severity -> count, and ``source``),
-    ``verdict_sources`` (how many archives' verdicts were read from the ledger, ``ledger``, or decided
-    by running the rules now, ``rules``), ``oracles`` (checks, failed, and counts before/after measurement).
+    Keys: ``what`` (counts of archives, of each kind's entries under the key its summary names
+    (``formal``, ``screens``, ``sweeps``, ``matched``, ``imports``), of the ``other`` archives, of
+    simulated, measured and external archives, campaign names, claim and protocol classes, historical
+    entries or None without a ledger), ``kinds`` (:func:`kind_summaries`), ``where`` (backends,
+    distinct services, hosts), ``key_numbers`` (every kind's, in ``KINDS`` order: subject, quantity,
+    value, unit, detail naming the archive, claim and protocol class, archive id, simulated; valid
+    archives and cells only), ``verdicts`` (every kind's verdict rows: one per ABBA screen not
+    superseded: verdict, ratio/drift/spread in percent, separation; a screen invalid by a blocking
+    finding reads ``withheld (rules)`` with none of its figures), ``superseded`` (archives a resumed run
+    superseded or otherwise marked invalid: id, campaign, status, superseded_by, label; none of their
+    values is a key number), ``invalid`` (archives with a blocking evidence finding: id, campaign,
+    status, rules, label), ``statuses`` (archive status -> count), ``findings`` (severity -> count, and
+    ``source``), ``verdict_sources`` (how many archives' verdicts were read from the ledger, ``ledger``,
+    or decided by running the rules now, ``rules``), ``oracles`` (checks, failed, and counts
+    before/after measurement).
     """
     archives = list(snapshot.get("archives") or [])
-    formal = list(snapshot.get("formal") or [])
-    screens = list(snapshot.get("screens") or [])
-    sweeps = list(snapshot.get("sweeps") or [])
     findings = list(snapshot.get("findings") or [])
     oracles = list(snapshot.get("oracles") or [])
     if archives and all("data_origin" in a for a in archives):  # the verdicts' decided origins (format 10)
@@ -219,23 +197,19 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     else:
         n_sim = sum(1 for a in archives if a.get("simulated"))
         # an import not known to be simulated was not measured by dsv4h either (harness.report.snapshot.imports)
-        n_ext = sum(1 for e in snapshot.get("imports") or [] if e.get("data_origin") != "simulated")
+        imports = section_entries(snapshot, EXTERNAL.report_section)
+        n_ext = sum(1 for e in imports if e.get("data_origin") != "simulated")
     historical = list(snapshot.get("historical") or []) if snapshot.get("historical_present") else None
-    spec = snapshot.get("speculative")
-    matched = list(spec.get("matched") or []) if isinstance(spec, Mapping) else []
+    kinds = kind_summaries(snapshot)
+    counts = {part["key"]: part["count"] for part in kinds.values()}
     what = {
-        "archives": len(archives), "formal": len(formal), "screens": len(screens), "sweeps": len(sweeps),
-        "imports": len(snapshot.get("imports") or []), "matched": len(matched),
-        "other": len(archives) - len(formal) - len(screens) - len(sweeps) - len(snapshot.get("imports") or [])
-        - len(matched),
+        "archives": len(archives), **counts, "other": len(archives) - sum(counts.values()),
         "simulated": n_sim, "measured": len(archives) - n_sim - n_ext, "external": n_ext,
         "campaigns": _sorted_set([a.get("campaign") for a in archives]),
         "claim_classes": _sorted_set([a.get("claim_class") for a in archives]),
         "protocol_classes": _sorted_set([a.get("protocol_class") for a in archives]),
         "historical_entries": None if historical is None else len(historical),
     }
-    numbers = [n for e in formal if is_valid(e) for n in _formal_numbers(e, findings)]
-    numbers += [n for e in sweeps if is_valid(e) for n in _sweep_numbers(e)]
     superseded = [{"archive_id": a.get("archive_id"), "campaign": a.get("campaign"), "status": a.get("status"),
                    "superseded_by": a.get("superseded_by"), "label": superseded_text(a)}
                   for a in archives if not is_valid(a) and (a.get("superseded_by") or not a.get("invalid_rules"))]
@@ -245,17 +219,17 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     statuses: dict[str, int] = {}
     for a in archives:
         statuses[str(a.get("status"))] = statuses.get(str(a.get("status")), 0) + 1
-    counts = {s: sum(1 for f in findings if f.get("severity") == s) for s in SEVERITIES}
+    severities = {s: sum(1 for f in findings if f.get("severity") == s) for s in SEVERITIES}
     return {
         "what": what,
+        "kinds": kinds,
         "where": _where(snapshot),
-        "key_numbers": numbers,
-        "verdicts": [_verdict(e) for e in screens if is_valid(e) or (e.get("invalid_rules")
-                                                                     and not e.get("superseded_by"))],
+        "key_numbers": [n for part in kinds.values() for n in part["key_numbers"]],
+        "verdicts": [v for part in kinds.values() for v in part["verdicts"]],
         "superseded": superseded,
         "invalid": invalid,
         "statuses": dict(sorted(statuses.items())),
-        "findings": counts | {"total": len(findings), "source": snapshot.get("findings_source")},
+        "findings": severities | {"total": len(findings), "source": snapshot.get("findings_source")},
         "verdict_sources": {src: sum(1 for a in archives if a.get("findings_source") == src)
                             for src in ("ledger", "rules")},
         "oracles": {"checks": len(oracles), "failed": sum(1 for o in oracles if not o.get("passed")),
@@ -264,9 +238,11 @@ def summary_card(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _kind_phrase(n: int, one: str, many: str, names: Sequence[Any]) -> str:
-    listed = ", ".join(dict.fromkeys(str(x) for x in names))
-    return f"{count_noun(n, one, many)} ({listed})" if listed else count_noun(n, one, many)
+def _kind_phrase(part: Mapping[str, Any]) -> str:
+    """A kind's phrase in the description: its count, then the names it lists or its note."""
+    counted = count_noun(part["count"], part["one"], part["many"])
+    listed = ", ".join(dict.fromkeys(str(x) for x in part["names"]))
+    return (f"{counted} ({listed})" if listed else counted) + str(part["note"])
 
 
 def _validity_sentences(card: Mapping[str, Any]) -> list[str]:
@@ -293,22 +269,7 @@ def describe(snapshot: Mapping[str, Any]) -> list[str]:
     and the historical ledger when one was frozen."""
     card = summary_card(snapshot)
     what = card["what"]
-    parts = []
-    if what["formal"]:
-        parts.append(_kind_phrase(what["formal"], "formal P/D matrix", "formal P/D matrices",
-                                  [e.get("campaign") for e in snapshot.get("formal") or []]))
-    if what["screens"]:
-        parts.append(_kind_phrase(what["screens"], "ABBA screen", "ABBA screens",
-                                  [e.get("screen") for e in snapshot.get("screens") or []]))
-    if what["sweeps"]:
-        parts.append(_kind_phrase(what["sweeps"], "rate sweep", "rate sweeps",
-                                  [e.get("campaign") for e in snapshot.get("sweeps") or []]))
-    if what["matched"]:
-        parts.append(_kind_phrase(what["matched"], "matched AR/SD run", "matched AR/SD runs",
-                                  [e.get("name") for e in (snapshot.get("speculative") or {}).get("matched") or []]))
-    if what["imports"]:
-        parts.append(count_noun(what["imports"], "imported peer result", "imported peer results")
-                     + " (external claims, listed under Imported results)")
+    parts = [_kind_phrase(part) for part in card["kinds"].values() if part["count"]]
     if what["other"]:
         parts.append(count_noun(what["other"], "other archive", "other archives") + " (listed under Archives)")
     if len(parts) > 1:

@@ -5,7 +5,8 @@ the ``run`` stage's view of it: per kind its protocol class, its runner (a calla
 :class:`~harness.inputs.spec.LoadedSpec`, the workspace, a progress reporter and the
 :class:`RunOptions`; ``None`` for kinds not started from a spec), its archive result files, its
 recovery function (partial directory -> finalized archive) and its report section. Runners and
-recoveries are imported when first asked for, so no runner module is imported by another's.
+recoveries are imported when first asked for, so no runner module is imported by another's;
+:func:`kind_entry` reads the descriptor at each call, so a kind registered after import runs too.
 """
 
 from __future__ import annotations
@@ -87,10 +88,13 @@ def kind_entry(kind: str) -> Kind:
     """The run stage's entry of ``kind``; ``ArchiveError`` for a kind this dsv4h does not know (a
     partial of it is left as it is rather than recovered as another kind)."""
     entry = KINDS.get(kind)
-    if entry is None:
-        raise ArchiveError(f"kind {kind!r} is not a kind this dsv4h knows ({', '.join(KINDS)})",
+    if entry is not None and entry.info is DESCRIPTORS.get(kind):
+        return entry
+    info = DESCRIPTORS.get(kind)  # a kind registered (or replaced) in the descriptor since import
+    if info is None:
+        raise ArchiveError(f"kind {kind!r} is not a kind this dsv4h knows ({', '.join(DESCRIPTORS)})",
                            hint="recover it with the dsv4h version that wrote it")
-    return entry
+    return Kind(info)
 
 
 def protocol_class(kind: str) -> str:

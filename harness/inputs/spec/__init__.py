@@ -46,6 +46,7 @@ from harness.inputs.spec.load import (
     kind_of,
     load_spec,
     loaded_abba,
+    spec_model,
     spec_paths,
     with_resolved_profiles,
 )
@@ -74,6 +75,6 @@ __all__ = [
     "SimSettings", "SlaSpec", "SloSpec", "SlurmSpec",
     "SpecBase", "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of",
     "kinds_hint", "load_profile", "load_spec", "loaded_abba", "probe_sweep", "replay_definition", "resolve_profile",
-    "sla_definition", "spec_paths", "sweep_definition",
+    "sla_definition", "spec_model", "spec_paths", "sweep_definition",
     "with_resolved_profiles",
 ]

@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field, field_validator
 from harness.errors import SpecError
 from harness.formats import Strict, parse_model, read_yaml, resolve_path
 from harness.inputs.spec.slurm import SlurmSpec
+from harness.kinds import KINDS
 from harness.kinds import SPEC_KINDS as _SPEC_KINDS
 
 SPEC_FORMAT_VERSION = 1
@@ -103,8 +104,8 @@ SPEC_KINDS = _SPEC_KINDS
 
 def kinds_hint(lead: str = "kind: ") -> str:
     """``use kind: formal-matrix, kind: abba or kind: rate-sweep`` (``lead`` before each kind), built
-    from ``SPEC_KINDS``."""
-    named = [f"{lead}{k}" for k in SPEC_KINDS]
+    from the kinds with a spec model that ``harness.kinds.KINDS`` holds now."""
+    named = [f"{lead}{k.name}" for k in KINDS.values() if k.from_spec]
     return "use " + ", ".join(named[:-1]) + " or " + named[-1]
 
 

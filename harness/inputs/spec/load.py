@@ -1,8 +1,9 @@
 """One loader for every spec kind (pure, reads files): :func:`load_spec` reads a YAML file, decides
 its kind (the one place that does, :func:`kind_of`; ``formal-matrix`` when ``kind`` is absent),
-inlines the sections that name YAML files, validates it as that kind's model (:data:`SPEC_MODELS`,
-from the kind descriptor ``harness.kinds``; the models carry their own inlining and paths, so this
-module never tests which kind it holds) and resolves every path it names once (:class:`SpecPaths`).
+inlines the sections that name YAML files, validates it as that kind's model (:func:`spec_model`,
+read from the kind descriptor ``harness.kinds.KINDS`` at each load, so a kind registered after import
+loads too; the models carry their own inlining and paths, so this module never tests which kind it
+holds) and resolves every path it names once (:class:`SpecPaths`).
 Any problem raises ``SpecError`` naming the file, the field path and the fix (with a did-you-mean
 for unknown keys)."""
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Union, cast
 
 from pydantic import Field
 
@@ -21,7 +23,7 @@ from harness.inputs.spec.base import SPEC_KINDS, SpecBase, SpecPaths, kinds_hint
 from harness.kinds import KINDS, resolve
 
 DEFAULT_KIND = "formal-matrix"
-# Each kind's model, from the kind descriptor (harness.kinds: a kind with a spec model), in SPEC_KINDS order.
+# The built-in kinds' models (harness.kinds at import), in SPEC_KINDS order: the JSON Schema's kinds.
 SPEC_MODELS: dict[str, type[SpecBase]] = {name: resolve(KINDS[name].spec_model or "") for name in SPEC_KINDS}
 # The union discriminated on ``kind`` (the JSON Schema's oneOf), built from SPEC_MODELS.
 AnySpec = Annotated[Union[tuple(SPEC_MODELS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
@@ -51,10 +53,23 @@ class LoadedSpec:
         return self.spec.kind
 
 
+@cache
+def _model_of(ref: str) -> type[SpecBase]:
+    """The spec model a ``module:attribute`` reference names (imported once per reference)."""
+    return cast("type[SpecBase]", resolve(ref))
+
+
+def spec_model(kind: str) -> type[SpecBase] | None:
+    """The spec model of ``kind`` as :data:`harness.kinds.KINDS` holds it now (None: no such kind, or
+    one not started from a spec)."""
+    info = KINDS.get(kind)
+    return None if info is None or info.spec_model is None else _model_of(info.spec_model)
+
+
 def _parse(path: Path) -> SpecBase:
     data = read_yaml(path)
     kind = kind_of(data)
-    model = SPEC_MODELS.get(kind)
+    model = spec_model(kind)
     if model is None:
         raise SpecError(f"{path}: kind '{kind}' is not known", hint=kinds_hint())
     if isinstance(data, dict):
