@@ -332,6 +332,18 @@ def optimize_cmd(
                       f"{d['rows']} rows, version {d['version']}")
 
 
+def _utc_ms(epoch_ms: object) -> str | None:
+    """Delta's commit timestamp (epoch milliseconds) as ISO-8601 UTC with milliseconds
+    (``2026-12-04T01:53:31.123Z``); None when the log carries none."""
+    from datetime import UTC, datetime, timedelta
+
+    if not isinstance(epoch_ms, int) or isinstance(epoch_ms, bool):
+        return None
+    # integer arithmetic: a float division can land a millisecond low (…123 -> …122.9999)
+    t = datetime.fromtimestamp(epoch_ms // 1000, UTC) + timedelta(milliseconds=epoch_ms % 1000)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 @app.command("history")
 def history_cmd(
     table: Annotated[str, typer.Option("--table", "-t", help=f"one of {', '.join(TABLES)}")] = "cells",
@@ -339,14 +351,16 @@ def history_cmd(
     json_out: JsonOpt = False,
     csv_out: CsvOpt = False,
 ) -> None:
-    """List the versions of a table's Delta table, newest first (what 'ledger show --as-of' reads).
+    """List the versions of a table's Delta table, newest first (what 'ledger show --as-of' reads),
+    each with its commit time in ISO-8601 UTC.
 
     Example: dsv4h ledger history --table cells -w ws
     """
     from harness.store.ledger import delta
 
-    rows = delta.history(_ws(workspace), table)
-    emit(console, rows, [Col("version", "version", "right"), Col("timestamp", "timestamp ms", "right"),
+    rows = [{"version": h["version"], "time": _utc_ms(h["timestamp"]), "operation": h["operation"]}
+            for h in delta.history(_ws(workspace), table)]
+    emit(console, rows, [Col("version", "version", "right"), Col("time", "time (UTC)"),
                          Col("operation", "operation")], json_out=json_out, csv_out=csv_out,
          title=f"{esc(table)}: {len(rows)} version(s)")
 

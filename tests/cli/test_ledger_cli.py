@@ -132,3 +132,11 @@ def test_kind_tables_split_waves_and_give_prefill_its_input_rate() -> None:
     assert "prefill_input_tok_s" in prefill_cols and "http_output_tok_s" not in prefill_cols
     (title, _, (cell,)), = [x for x in kind_tables("sweep_cells", rows[2:]) if "sweep" in x[0]]
     assert title == "sweep_cells: rate sweep s (sw), 1 row" and cell["status"] == "2/3 ok; schedule NOT kept"
+
+
+def test_history_times_are_iso_utc_to_the_millisecond() -> None:
+    from harness.cli.ledger_cmd import _utc_ms
+
+    assert _utc_ms(1796349211123) == "2026-12-04T01:53:31.123Z"
+    assert _utc_ms(1796349211999) == "2026-12-04T01:53:31.999Z"  # no float rounding down a millisecond
+    assert _utc_ms(None) is None
