@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import pandas as pd
 import typer
+from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace
 from harness.cli.listing import MISSING, Col, CsvOpt, JsonOpt, emit, ms, num
@@ -135,6 +136,45 @@ def kind_tables(table_name: str, rows: Sequence[Mapping[str, Any]]) -> list[tupl
     return out
 
 
+_SEVERITY_STYLE = {"blocking": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def findings_blocks(rows: Sequence[Mapping[str, Any]], title: str) -> Table:
+    """``findings`` ledger rows as one block per finding that reads at 80 columns: the severity, then
+    the rule and the archive id, the message, the remedy and the rows it concerns (each folded to
+    the width, never cut)."""
+    t = Table.grid(padding=(0, 1))
+    t.title, t.title_justify = title, "left"
+    t.add_column(no_wrap=True)
+    t.add_column(overflow="fold")
+    for r in rows:
+        sev = str(r.get("severity") or "—")
+        detail = f"[bold]{esc(r.get('rule') or '—')}[/] archive {esc(r.get('archive_id') or '—')}"
+        if r.get("scope") == "run":
+            detail += " (the whole run)"
+        detail += f"\n{esc(r.get('message') or '')}"
+        if r.get("remedy"):
+            detail += f"\n[dim]remedy:[/] {esc(r['remedy'])}"
+        if named := _finding_rows(r.get("rows")):
+            detail += f"\n[dim]rows:[/] {esc(named)}"
+        t.add_row(f"[{_SEVERITY_STYLE.get(sev, 'default')}]{esc(sev)}[/]", detail)
+    return t
+
+
+def _finding_rows(stored: object) -> str:
+    """A finding's ``rows`` column (a JSON list of ids) as the first four ids and a count of the rest;
+    text that is not such a list as it is."""
+    import json
+
+    try:
+        ids = json.loads(stored) if isinstance(stored, str) else []
+    except ValueError:
+        return str(stored)
+    if not isinstance(ids, list):
+        return str(stored)
+    return ", ".join(map(str, ids[:4])) + (f" (+{len(ids) - 4})" if len(ids) > 4 else "")
+
+
 def _ws(workspace: Path) -> Path:
     return existing_workspace(workspace)
 
@@ -155,7 +195,8 @@ def show_cmd(
     kind, each with its own rates: decode (resident and HTTP output tok/s), prefill (input tok/s);
     a rate sweep's are in sweep_cells and sweep_rounds (per archive: offered rate, status, output
     tok/s, req/s, goodput, latency p50 in ms).
-    Numbers never in exponent form; a missing value prints as an em dash.
+    Numbers never in exponent form; a missing value prints as an em dash. Findings print one block
+    per finding (severity, rule, archive, message, remedy, rows), readable at 80 columns.
 
     --as-of VERSION reads the table as it was at that version of its Delta table ('dsv4h ledger
     history' lists them).
@@ -185,6 +226,10 @@ def show_cmd(
         raise LedgerError(f"ledger table '{table}' has no column(s) {', '.join(missing)}",
                           hint=f"columns: {', '.join(map(str, df.columns))}")
     title = f"{esc(table)}: {t.num_rows} rows, last {len(df)} shown"
+    if not (machine or columns) and table == "findings":
+        console.print(findings_blocks([{c: _plain(v) for c, v in rec.items()} for rec in df.to_dict("records")],
+                                      title))
+        return
     if not (machine or columns) and table in MEASURED:
         every = [{c: _plain(v) for c, v in rec.items()} for rec in df.to_dict("records")]
         console.print(title)
