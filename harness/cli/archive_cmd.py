@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -158,8 +159,10 @@ def list_cmd(workspace: WorkspaceOpt = Path(), json_out: JsonOpt = False, csv_ou
     emit(console, shown if not (json_out or csv_out) else rows, _ARCHIVE_COLS, json_out=json_out,
          csv_out=csv_out, title=f"archives in {esc(ws)}", lines=True)
     if any(not p.live for p in partials) and not (json_out or csv_out):
+        q = esc(shlex.quote(str(ws)))
         console.print(f"stranded partial archives hold measured waves: finalize them with 'dsv4h archive recover "
-                      f"-w {esc(ws)}', or continue one with 'dsv4h campaign run SPEC --resume PATH'")
+                      f"-w {q}', or continue one: its spec's 'dsv4h campaign run' with --resume and the "
+                      f"partial's path (above) and -w {q}")
 
 
 def ledger_validity(workspace: Path) -> dict[str, bool | None]:

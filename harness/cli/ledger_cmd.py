@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import pandas as pd
 import typer
+from rich.table import Table
 
 from harness.cli.common import WorkspaceOpt, console, esc, existing_workspace
 from harness.cli.listing import MISSING, Col, CsvOpt, JsonOpt, emit, ms, num
@@ -136,6 +137,45 @@ def kind_tables(table_name: str, rows: Sequence[Mapping[str, Any]]) -> list[tupl
     return out
 
 
+_SEVERITY_STYLE = {"blocking": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def findings_blocks(rows: Sequence[Mapping[str, Any]], title: str) -> Table:
+    """``findings`` ledger rows as one block per finding that reads at 80 columns: the severity, then
+    the rule and the archive id, the message, the remedy and the rows it concerns (each folded to
+    the width, never cut)."""
+    t = Table.grid(padding=(0, 1))
+    t.title, t.title_justify = title, "left"
+    t.add_column(no_wrap=True)
+    t.add_column(overflow="fold")
+    for r in rows:
+        sev = str(r.get("severity") or "—")
+        detail = f"[bold]{esc(r.get('rule') or '—')}[/] archive {esc(r.get('archive_id') or '—')}"
+        if r.get("scope") == "run":
+            detail += " (the whole run)"
+        detail += f"\n{esc(r.get('message') or '')}"
+        if r.get("remedy"):
+            detail += f"\n[dim]remedy:[/] {esc(r['remedy'])}"
+        if named := _finding_rows(r.get("rows")):
+            detail += f"\n[dim]rows:[/] {esc(named)}"
+        t.add_row(f"[{_SEVERITY_STYLE.get(sev, 'default')}]{esc(sev)}[/]", detail)
+    return t
+
+
+def _finding_rows(stored: object) -> str:
+    """A finding's ``rows`` column (a JSON list of ids) as the first four ids and a count of the rest;
+    text that is not such a list as it is."""
+    import json
+
+    try:
+        ids = json.loads(stored) if isinstance(stored, str) else []
+    except ValueError:
+        return str(stored)
+    if not isinstance(ids, list):
+        return str(stored)
+    return ", ".join(map(str, ids[:4])) + (f" (+{len(ids) - 4})" if len(ids) > 4 else "")
+
+
 def _ws(workspace: Path) -> Path:
     return existing_workspace(workspace)
 
@@ -156,7 +196,8 @@ def show_cmd(
     kind, each with its own rates: decode (resident and HTTP output tok/s), prefill (input tok/s);
     a rate sweep's are in sweep_cells and sweep_rounds (per archive: offered rate, status, output
     tok/s, req/s, goodput, latency p50 in ms).
-    Numbers never in exponent form; a missing value prints as an em dash.
+    Numbers never in exponent form; a missing value prints as an em dash. Findings print one block
+    per finding (severity, rule, archive, message, remedy, rows), readable at 80 columns.
 
     --as-of VERSION reads the table as it was at that version of its Delta table ('dsv4h ledger
     history' lists them).
@@ -186,6 +227,10 @@ def show_cmd(
         raise LedgerError(f"ledger table '{table}' has no column(s) {', '.join(missing)}",
                           hint=f"columns: {', '.join(map(str, df.columns))}")
     title = f"{esc(table)}: {t.num_rows} rows, last {len(df)} shown"
+    if not (machine or columns) and table == "findings":
+        console.print(findings_blocks([{c: _plain(v) for c, v in rec.items()} for rec in df.to_dict("records")],
+                                      title))
+        return
     if not (machine or columns) and table in MEASURED:
         every = [{c: _plain(v) for c, v in rec.items()} for rec in df.to_dict("records")]
         console.print(title)
@@ -339,6 +384,18 @@ def optimize_cmd(
                       f"{d['rows']} rows, version {d['version']}")
 
 
+def _utc_ms(epoch_ms: object) -> str | None:
+    """Delta's commit timestamp (epoch milliseconds) as ISO-8601 UTC with milliseconds
+    (``2026-12-04T01:53:31.123Z``); None when the log carries none."""
+    from datetime import UTC, datetime, timedelta
+
+    if not isinstance(epoch_ms, int) or isinstance(epoch_ms, bool):
+        return None
+    # integer arithmetic: a float division can land a millisecond low (…123 -> …122.9999)
+    t = datetime.fromtimestamp(epoch_ms // 1000, UTC) + timedelta(milliseconds=epoch_ms % 1000)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 @app.command("history")
 def history_cmd(
     table: Annotated[str, typer.Option("--table", "-t", help=f"one of {', '.join(TABLES)}")] = "cells",
@@ -346,14 +403,16 @@ def history_cmd(
     json_out: JsonOpt = False,
     csv_out: CsvOpt = False,
 ) -> None:
-    """List the versions of a table's Delta table, newest first (what 'ledger show --as-of' reads).
+    """List the versions of a table's Delta table, newest first (what 'ledger show --as-of' reads),
+    each with its commit time in ISO-8601 UTC.
 
     Example: dsv4h ledger history --table cells -w ws
     """
     from harness.store.ledger import delta
 
-    rows = delta.history(_ws(workspace), table)
-    emit(console, rows, [Col("version", "version", "right"), Col("timestamp", "timestamp ms", "right"),
+    rows = [{"version": h["version"], "time": _utc_ms(h["timestamp"]), "operation": h["operation"]}
+            for h in delta.history(_ws(workspace), table)]
+    emit(console, rows, [Col("version", "version", "right"), Col("time", "time (UTC)"),
                          Col("operation", "operation")], json_out=json_out, csv_out=csv_out,
          title=f"{esc(table)}: {len(rows)} version(s)")
 

@@ -21,11 +21,14 @@ def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result 
             workspace: WorkspaceOpt = Path(),
             name: Annotated[str | None, typer.Option("--name", help="campaign name of the archive")] = None,
             max_bytes: Annotated[int, typer.Option("--max-bytes", min=1, help="refuse a source file larger than "
-                                                   "this many bytes")] = MAX_IMPORT_BYTES) -> None:
+                                                   "this many bytes")] = MAX_IMPORT_BYTES,
+            again: Annotated[bool, typer.Option("--again", help="import a source this workspace holds already "
+                                                "(same SHA-256) a second time, recorded as such")] = False) -> None:
     """Import a peer tool's result as an archive of claim class 'external' (its own metric definitions
     named, the source file hashed and kept; never combined with measured claims). A file that is not the
     tool's result, or whose fields have the wrong types, ranges or counts, is refused with one error
-    naming the field; nothing is written then.
+    naming the field; nothing is written then. A file imported before into the workspace (same tool,
+    same SHA-256) is refused, naming its archive; --again imports it a second time, recorded as such.
 
     Example: dsv4h import result.jsonl --tool sglang-bench -w ws
     """
@@ -35,7 +38,7 @@ def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result 
 
     tool_name: Tool = tool
     ws = resolve_workspace(workspace)
-    arch = import_peer(source, tool_name, ws, name=name, max_bytes=max_bytes)
+    arch = import_peer(source, tool_name, ws, name=name, max_bytes=max_bytes, again=again)
     done = settle(ws, arch.path)  # ledger rows and evidence at once, as after a campaign run
     ext = ArchiveView(arch).doc("external.json", {})
     server = ext.get("server") or {}

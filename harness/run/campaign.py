@@ -57,7 +57,7 @@ from harness.run.events import (
     WaveLive,
     silent,
 )
-from harness.run.options import RunOptions
+from harness.run.options import RunOptions, resume_command
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, recover_records_only, run_start
 from harness.run.prompts import PromptText, load_client, openai_options, prompt_texts
 from harness.run.session import (
@@ -340,7 +340,7 @@ class CampaignRunner:
                     raise MeasurementError(
                         f"{cell.label}: every warmup wave had failed requests; the cell was not measured",
                         hint="find the cause in the service log (the failed warmups are kept in the archive), "
-                        "then resume with 'dsv4h campaign run SPEC --resume ARCHIVE'")
+                        "then resume the campaign")
                 for k in todo:
                     await self._round(client, writer, cell, corpus, k)
 
@@ -377,8 +377,7 @@ class CampaignRunner:
                 raise MeasurementError(
                     f"{cell.label} round {k}: {len(failed)} of {len(recs)} requests failed in wave {j} "
                     f"(first: {failed[0].error})",
-                    hint="the round is kept and marked failed; fix the cause and resume with "
-                    "'dsv4h campaign run SPEC --resume ARCHIVE'",
+                    hint="the round is kept and marked failed; fix the cause and resume the campaign",
                 )
             j += 1
             if target_waves is not None:
@@ -432,7 +431,7 @@ class CampaignRunner:
         if error is not None and status != "complete":
             error.hint = (error.hint + "; " if error.hint else "") + (
                 f"data so far is in archive {archive.archive_id} ({path}); continue with "
-                f"'dsv4h campaign run {self.inputs.loaded.source} --resume {archive.archive_id}'")
+                f"'{resume_command(self.inputs.loaded.source, archive.archive_id, self.workspace)}'")
         return RunOutcome(archive, status, self.plan, results, error, done.ledger_rows, done.findings, done.verdict)
 
 

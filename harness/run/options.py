@@ -1,8 +1,11 @@
-"""The options a run kind's runner may take (pure): ``RunOptions`` and the refusal of options by a
-kind that takes none (its descriptor's ``no_options``)."""
+"""The options a run kind's runner may take (pure): ``RunOptions``, the refusal of options by a
+kind that takes none (its descriptor's ``no_options``), and the resume command a run prints."""
 
 from __future__ import annotations
 
+import os
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,3 +35,26 @@ def check_options(loaded: LoadedSpec, options: RunOptions) -> None:
     if hint and not options.empty:
         raise SpecError(f"{loaded.source or 'the spec'}: kind {loaded.kind} takes neither --resume nor --workers",
                         hint=hint)
+
+
+WORKSPACE_ENV = "DSV4H_WORKSPACE"
+
+
+def resume_command(spec: Path | str | None, archive: str, workspace: Path,
+                   env: Mapping[str, str] | None = None) -> str:
+    """The command that continues ``archive`` as printed for the user to paste: ``dsv4h campaign run
+    SPEC --resume ARCHIVE -w WORKSPACE``, every argument shell-quoted. ``-w`` is left out only when the
+    command would pick the same workspace without it: ``$DSV4H_WORKSPACE`` unset (``env``, default
+    ``os.environ``) and the workspace the current directory."""
+    env = os.environ if env is None else env
+    cmd = f"dsv4h campaign run {shlex.quote(str(spec or 'SPEC'))} --resume {shlex.quote(archive)}"
+    if env.get(WORKSPACE_ENV) is None and _same_dir(workspace, Path.cwd()):
+        return cmd
+    return f"{cmd} -w {shlex.quote(str(workspace))}"
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:  # a path that cannot be resolved is not the current directory
+        return False

@@ -9,10 +9,13 @@ OpenAI-compatible -> ``/v1/completions`` with token-id prompts) and nothing else
 token-ID prompts (:mod:`harness.inputs.corpus.random_ids`) are frozen as a corpus inside the archive
 (``prompts/``, hashed with every other file) before the first request is sent; they are sent closed-loop,
 at most C in flight (each finished request starts the next), with ``max_new_tokens`` = the drawn output
-length and ``ignore_eos``. The archive (records, ``quick.json``
-with throughput and latency at the chosen percentiles) is ingested into the ledgers and checked by the
-evidence rules like every run; it is labelled ``simulated`` when the server is the dsv4h simulator
-(``harness.service.identity.origin.server_is_simulator`` of what it reported, whatever the protocol).
+length and ``ignore_eos``. A stopping signal (Ctrl-C, SIGTERM) stops sending and cancels the requests
+in flight; the requests that had finished are kept: written, summarized and finalized as a ``partial``
+archive (ingested like any), and the run ends with the interrupt's one-line error and exit status.
+The archive (records, ``quick.json`` with throughput and latency at the chosen percentiles) is ingested
+into the ledgers and checked by the evidence rules like every run; it is labelled ``simulated`` when the
+server is the dsv4h simulator (``harness.service.identity.origin.server_is_simulator`` of what it
+reported, whatever the protocol).
 
 No service is started, stopped or identity-checked, no sentinel runs, and there are no rounds or
 warmup: a quick screen says how a server behaves, not what it is worth; formal claims come from
@@ -31,7 +34,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from harness.aio import new_event_loop
-from harness.errors import DsvError, ServiceError, SpecError
+from harness.errors import ArchiveError, DsvError, ServiceError, SpecError
 from harness.evidence.rules_client import serves_simulator
 from harness.ids import RequestIdentity, quick_request_id, wave_id
 from harness.inputs.corpus import Case, Corpus
@@ -44,7 +47,7 @@ from harness.measure import latency as lat
 from harness.records import RequestRecord
 from harness.run.events import QuickProgress, QuickStart, Reporter, silent
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start
-from harness.run.skeleton import Finished, drive, finish
+from harness.run.skeleton import Finished, drive, finish, interrupted_error
 from harness.service.identity.environment import capture_environment, clock_anchor
 from harness.service.identity.origin import server_is_simulator
 from harness.service.launch.manager import http_get
@@ -178,10 +181,13 @@ class QuickOutcome:
 
 
 async def closed_loop(client: LoadClient, requests: Sequence[WaveRequest], concurrency: int,
-                      reporter: Reporter = silent) -> list[RequestRecord]:
+                      reporter: Reporter = silent, out: list[RequestRecord | None] | None = None
+                      ) -> list[RequestRecord]:
     """Send ``requests`` with at most ``concurrency`` in flight, each finished request starting the next
-    in order; records in request order. Cancelling cancels every request in flight."""
-    out: list[RequestRecord | None] = [None] * len(requests)
+    in order; records in request order. Cancelling cancels every request in flight; ``out`` (one slot
+    per request) receives each record as its request finishes, so what finished before a cancel is
+    kept there."""
+    out = [None] * len(requests) if out is None else out
     nxt = iter(range(len(requests)))
     done = 0
 
@@ -239,19 +245,22 @@ class QuickBench:
         p.check()
         return p
 
-    async def _send(self, detected: Detected, corpus: Corpus) -> list[RequestRecord]:
+    async def _send(self, detected: Detected, corpus: Corpus, out: list[RequestRecord | None]) -> None:
         o = self.opts
         c = o.concurrency
         async with LoadClient(self.url, protocol=detected.protocol, concurrency=c, model=o.model,
                               timeout_s=o.request_timeout_s,
                               openai=OpenAIOptions(prompt_format="token-ids")) as client:
-            return await closed_loop(client, _requests(self.token, corpus.cases, c), c, self.report)
+            await closed_loop(client, _requests(self.token, corpus.cases, c), c, self.report, out)
 
     def run(self) -> QuickOutcome:
         """Detect the server, freeze the prompts, send them, and always finalize the archive once it
         is open."""
         o = self.opts
-        detected = detect(self.url, o.backend)
+        try:
+            detected = detect(self.url, o.backend)
+        except KeyboardInterrupt:
+            raise interrupted_error("nothing was sent: the server was still being asked what it is") from None
         prompts = self._prompts(detected)
         self.report(QuickStart(url=self.url, protocol=detected.protocol, simulated=detected.simulated,
                                num_prompts=o.num_prompts, concurrency=o.concurrency))
@@ -260,7 +269,23 @@ class QuickBench:
             "url": self.url, "protocol": detected.protocol, "concurrency": o.concurrency,
             "prompts": prompts.to_json()}
         records: list[RequestRecord] = []
+        finished: list[RequestRecord | None] = [None] * o.num_prompts  # filled as requests finish
+        written: list[bool] = []
         anchor: dict[str, Any] = {}
+
+        def keep_finished() -> None:
+            """Write the records of the requests that finished (request order), once: after the pass, or
+            when a signal or an error ended it early."""
+            if written:
+                return
+            records.extend(r for r in finished if r is not None)
+            writer.write_wave(records)
+            written.append(True)
+
+        def kept() -> str:
+            n = sum(r is not None for r in finished)
+            return (f"{n} of {o.num_prompts} requests had finished: they are kept in the partial archive "
+                    "(the rest were cancelled or never sent)")
 
         def body() -> None:
             writer.write_json("spec.json", spec)
@@ -273,13 +298,17 @@ class QuickBench:
             anchor.update(clock_anchor())
             writer.append_event({"event": "run-start", **anchor, "resumed_from": None})
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                records.extend(runner.run(self._send(detected, corpus)))
-            writer.write_wave(records)
+                runner.run(self._send(detected, corpus, finished))
+            keep_finished()
             if records and not any(r.ok for r in records):
                 raise ServiceError(f"all {len(records)} requests failed (first: {records[0].error})",
                                    hint="check the server's log and that it accepts token-id prompts")
 
         def finalize(status: str, error: DsvError | None) -> QuickOutcome:
+            # the pass started: what finished is kept however it ended (but a write that failed, a full
+            # disk, is not tried again: the storage error names where the data is)
+            if anchor and not isinstance(error, ArchiveError):
+                keep_finished()
             summary = summarize(records, o.percentiles)
             writer.write_json("quick.json", summary)
             run = quick_run_block(spec, self.token, str(anchor.get("wall_iso", "")), simulated=detected.simulated,
@@ -289,8 +318,7 @@ class QuickBench:
             return QuickOutcome(done, summary, records, detected.simulated, error)
 
         # an attached server: nothing this run started needs stopping
-        return drive(writer, body, kept="the requests of the interrupted pass are not kept", what="screen",
-                     clean_up=lambda: None, finalize=finalize)
+        return drive(writer, body, kept=kept, what="screen", clean_up=lambda: None, finalize=finalize)
 
 
 def quick_run_block(spec: Mapping[str, Any], token: str, created_wall: str, *, simulated: bool,

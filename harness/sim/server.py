@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import socket
 import time
@@ -22,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 from aiohttp import web
 
+from harness.errors import ServiceError
 from harness.sim.batching import grid_step_s
 from harness.sim.board import ClusterBoard
 from harness.sim.faults import Fault, parse_fault
@@ -103,6 +105,7 @@ class SimServer:
     async def start(self) -> str:
         """Bind and start serving; returns ``http://host:port``.  ``/health`` is 503 until ready."""
         loop = asyncio.get_running_loop()
+        sock = self._bind()  # first: a busy port leaves nothing started to clean up
         self._task = loop.create_task(self.scheduler.run(), name="dsv4h-sim-scheduler")
         app = web.Application(client_max_size=self._body_limit)
         app.router.add_post("/generate", self._generate)
@@ -119,12 +122,7 @@ class SimServer:
         app.router.add_get("/sim/power", self._power)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        family = socket.AF_INET6 if ":" in self.options.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if self.options.reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((self.options.host, self.options.port))
+        family = sock.family
         self.port = int(sock.getsockname()[1])
         self._site = web.SockSite(self._runner, sock)
         await self._site.start()
@@ -136,6 +134,30 @@ class SimServer:
         else:
             self._become_ready()
         return self.url
+
+    def _bind(self) -> socket.socket:
+        """A socket bound to the configured host:port. ``ServiceError`` naming host:port and the fix
+        when the port is taken (EADDRINUSE) or the address is not this host's (EADDRNOTAVAIL)."""
+        host, port = self.options.host, self.options.port
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self.options.reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            where = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+            if exc.errno == errno.EADDRINUSE:
+                raise ServiceError(f"cannot listen on {where}: the port is already in use",
+                                   hint=f"pick another --port (or --port 0 for a free one), or stop the process "
+                                   f"holding port {port} (e.g. 'ss -ltnp sport = :{port}' names it)") from exc
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise ServiceError(f"cannot listen on {where}: {host} is not an address of this host",
+                                   hint="pass --host 127.0.0.1 (or an address this host has)") from exc
+            raise
+        return sock
 
     def _become_ready(self) -> None:
         self._ready = True

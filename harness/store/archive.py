@@ -43,6 +43,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -366,8 +367,8 @@ def find_archive(ref: str, workspace: Path) -> Path:
             return p
         if p.name.startswith(PARTIAL_PREFIX) and p.is_dir():
             raise ArchiveError(f"{p} is an unfinalized (partial) archive directory, not an archive",
-                               hint="'dsv4h archive recover' finalizes it; 'dsv4h campaign run SPEC --resume "
-                               f"{p}' continues it")
+                               hint=f"'dsv4h archive recover -w {shlex.quote(str(workspace))}' finalizes it; its "
+                               f"spec's 'dsv4h campaign run' with --resume {shlex.quote(str(p))} continues it")
         raise ArchiveError(f"{p}: not an archive (no {MANIFEST})",
                            hint="give an archive directory, e.g. workspace/archives/<id>, or an archive id")
     if not _ID_PREFIX_RE.fullmatch(ref):

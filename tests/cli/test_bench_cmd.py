@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -177,3 +178,55 @@ def test_bad_backend_is_a_usage_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "--backend", "tgi", "-w", str(tmp_path)])
     assert result.exit_code == 2
     assert "--backend" in result.output and "'tgi' is not one of auto, sglang, openai" in result.output
+
+
+def _generated_tokens(url: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    m = re.search(r"^sglang:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M)
+    assert m is not None, text
+    return float(m.group(1))
+
+
+def test_ctrl_c_keeps_the_finished_requests_in_a_partial_archive(tmp_path: Path, sim_url: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ws = tmp_path / "ws"
+    before = _generated_tokens(sim_url)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-c", "from harness.cli import main; main()", "bench", "--url", sim_url,
+                             "--num-prompts", "400", "--max-concurrency", "2", "--random-input-len", "16",
+                             "--random-output-len", "64", "-w", str(ws)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 60
+    # at least 6 x 64 tokens generated: with 2 in flight, at least 4 requests have finished
+    while _generated_tokens(sim_url) - before < 6 * 64 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    text = out.decode()
+    assert proc.returncode == 130, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    (line,) = [x for x in text.splitlines() if x.startswith("error: ")]
+    m = re.fullmatch(r"error: interrupted \(SIGINT\); (\d+) of 400 requests had finished: they are kept in the "
+                     r"partial archive \(the rest were cancelled or never sent\)", line)
+    assert m is not None, line
+    n = int(m.group(1))
+    assert 4 <= n < 400
+    archive = only_archive(ws)
+    assert verify_archive(archive) == []
+    manifest = json.loads((archive / "manifest.json").read_text())
+    assert manifest["status"] == "partial"
+    recs = pq.read_table(archive / "records" / "part-000000.parquet").to_pylist()
+    assert len(recs) == n and all(r["error"] is None and r["completion_tokens"] == 64 for r in recs)
+    assert json.loads((archive / "quick.json").read_text())["throughput"]["completed"] == n
+    requests = read_table(ws, "requests")
+    runs = read_table(ws, "runs")
+    assert requests is not None and requests.num_rows == n
+    assert runs is not None and runs.to_pylist()[0]["archive_status"] == "partial"

@@ -132,3 +132,44 @@ def test_kind_tables_split_waves_and_give_prefill_its_input_rate() -> None:
     assert "prefill_input_tok_s" in prefill_cols and "http_output_tok_s" not in prefill_cols
     (title, _, (cell,)), = [x for x in kind_tables("sweep_cells", rows[2:]) if "sweep" in x[0]]
     assert title == "sweep_cells: rate sweep s (sw), 1 row" and cell["status"] == "2/3 ok; schedule NOT kept"
+
+
+def test_history_times_are_iso_utc_to_the_millisecond() -> None:
+    from harness.cli.ledger_cmd import _utc_ms
+
+    assert _utc_ms(1796349211123) == "2026-12-04T01:53:31.123Z"
+    assert _utc_ms(1796349211999) == "2026-12-04T01:53:31.999Z"  # no float rounding down a millisecond
+    assert _utc_ms(None) is None
+
+
+def test_findings_read_at_80_columns(tmp_path: Path) -> None:
+    from synthetic_archives import write_formal_archive
+    from typer.testing import CliRunner
+
+    from harness.cli import _register, app
+    from harness.evidence.findings import Finding
+    from harness.evidence.io import apply_findings
+
+    a = write_formal_archive(tmp_path, tiers=(1,))
+    ingest_archive(tmp_path, a)
+    message = ("cell decode-c01-0123456789ab has 1 ok rounds of 3 required, and the two rounds that failed "
+               "are kept in the archive and excluded from every median")
+    remedy = "resume the campaign to complete it"
+    apply_findings(tmp_path, a.archive_id, [
+        Finding("formal-rounds", "blocking", message, remedy, a.archive_id,
+                tuple(f"decode-c01-0123456789ab.r{k}" for k in range(6))),
+        Finding("simulated-context", "info", "simulated data, labelled", "none needed", a.archive_id, scope="run")])
+    _register()
+    result = CliRunner().invoke(app, ["ledger", "show", "--table", "findings", "-w", str(tmp_path)],
+                                env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), result.stdout
+    # one block per finding: severity and rule with the whole archive id on the block's first line
+    assert any(line.split()[:4] == ["blocking", "formal-rounds", "archive", a.archive_id] for line in lines), lines
+    assert any(line.split()[:3] == ["info", "simulated-context", "archive"] and "(the whole run)" in line
+               for line in lines)
+    text = " ".join(line.strip() for line in lines)
+    assert message in text and f"remedy: {remedy}" in text  # the message reads as one sentence, wrapped
+    assert "rows: decode-c01-0123456789ab.r0, decode-c01-0123456789ab.r1, decode-c01-0123456789ab.r2, " \
+        "decode-c01-0123456789ab.r3 (+2)" in text

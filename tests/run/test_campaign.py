@@ -168,7 +168,8 @@ def test_ctrl_c_keeps_records_and_marks_partial(tmp_path: Path) -> None:
     a = open_archive(archives[0])
     assert a.status == "partial"
     assert len(a.records()) >= 3
-    assert "--resume" in text
+    # the hint is the command that works as printed: from the repo, the workspace is not the default
+    assert f"continue with 'dsv4h campaign run {spec} --resume {a.archive_id} -w {ws}'" in text, text
     assert verify_archive(a.path) == []
 
 

@@ -279,3 +279,19 @@ def test_long_prompt_is_chunked_and_counts_are_reported() -> None:
         assert 'sglang:generation_tokens_total{model_name="sim://deepseek-v4-flash/fast"} 3.0' in text
 
     run(body())
+
+
+def test_a_busy_port_is_one_error_naming_host_port_and_the_fix() -> None:
+    import socket
+
+    from testkit import run_cli
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        code, _out, err = run_cli("sim", "serve", "--profile", "fast", "--host", "127.0.0.1", "--port", str(port))
+    assert code == 4, err
+    assert f"error: cannot listen on 127.0.0.1:{port}: the port is already in use" in err
+    assert "--port 0" in err and f"stop the process holding port {port}" in err
+    assert "check the path" not in err

@@ -172,6 +172,11 @@ def test_show_as_of_and_history_through_the_cli(tmp_path: Path) -> None:
     code, out, err = run_cli("ledger", "history", "--table", "cells", "-w", str(ws), "--json")
     assert code == 0, err
     assert [h["operation"] for h in json.loads(out)] == ["UPDATE", "WRITE", "CREATE TABLE"]
+    # commit times in ISO-8601 UTC, never epoch milliseconds
+    assert all(re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", h["time"]) for h in json.loads(out))
+    code, out, _ = run_cli("ledger", "history", "--table", "cells", "-w", str(ws))
+    assert code == 0 and "time (UTC)" in out and re.search(r"T\d\d:\d\d:\d\d\.\d{3}Z", out), out
+    assert not re.search(r"\b1[6-9]\d{11}\b", out), out  # no 13-digit epoch milliseconds
     code, out, _ = run_cli("ledger", "show", "--table", "cells", "-w", str(ws), "--json", "--as-of", "1")
     assert code == 0 and [r["valid"] for r in json.loads(out)] == [True]
     code, out, _ = run_cli("ledger", "show", "--table", "cells", "-w", str(ws), "--json", "--as-of", "2")

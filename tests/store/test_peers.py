@@ -246,3 +246,27 @@ def test_exported_rows_parse_back(rows: list[dict[str, Any]], tmp_path_factory: 
     assert [(r["output_len"], r["error"] is None) for r in gback] == \
         [(r["output_len"], r["error"] is None) for r in sorted(rows, key=lambda r: r["error"] is not None)]
     assert sorted(r["e2e_s"] for r in gback) == pytest.approx(sorted(r["e2e_s"] for r in rows), rel=1e-12)
+
+
+def test_the_same_source_twice_is_refused_naming_its_archive(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    src = FIX / "sglang-bench-0.5.23.jsonl"
+    first = import_peer(src, "sglang-bench", ws)
+    assert first.json("external.json")["again_of"] is None
+    copy = tmp_path / "renamed.jsonl"  # the same bytes under another name are the same source
+    copy.write_bytes(src.read_bytes())
+    with pytest.raises(ArchiveError, match=f"imported already: archive {first.archive_id}") as exc:
+        import_peer(copy, "sglang-bench", ws)
+    assert exc.value.hint is not None and "--again" in exc.value.hint
+    assert f"dsv4h archive show {first.archive_id} -w {ws}" in exc.value.hint
+    assert [d.name for d in (ws / "archives").iterdir()] == [first.archive_id]  # nothing written
+    code, _out, err = run_cli("import", str(src), "--tool", "sglang-bench", "-w", str(ws))
+    assert code == 6 and first.archive_id in err, err
+    # deliberately again: a second archive that says which one it repeats
+    code, out, err = run_cli("import", str(src), "--tool", "sglang-bench", "-w", str(ws), "--again")
+    assert code == 0, out + err
+    (second,) = [open_archive(d) for d in (ws / "archives").iterdir() if d.name != first.archive_id]
+    assert second.json("external.json")["again_of"] == first.archive_id
+    assert "imported-again" in second.run.labels
+    # another file is another source
+    assert import_peer(FIX / "vllm-bench-0.32.0.json", "vllm-bench", ws).json("external.json")["again_of"] is None

@@ -220,7 +220,7 @@ def test_export_marks_the_invalid_cell_in_vllm_files_and_the_index(invalid_ws: t
     v = index["verdict"]
     assert (v["archive_id"], v["valid"], v["blocking"], v["data_origin"], v["source"], v["whole"]) == \
         (arch.archive_id, False, ["rule-x"], "simulated", "ledger", False)
-    assert CELLS[1] in v["invalid_rows"] and index["dsv4h_export_version"] == 2
+    assert CELLS[1] in v["invalid_rows"] and index["dsv4h_export_version"] == 3
     got = [json.loads((tmp_path / "d" / f"{c}.json").read_text()) for c in CELLS]
     assert [(c, g["dsv4h_valid"], g["dsv4h_invalid_rules"]) for c, g in zip(CELLS, got, strict=True)] == VALIDITY
     assert len(parse_peer(tmp_path / "d" / f"{CELLS[1]}.json", "vllm-bench")[1]) == 2
@@ -276,3 +276,22 @@ def replace_wave(rec: RequestRecord, wave_id: str) -> RequestRecord:
     from dataclasses import replace
 
     return replace(rec, wave_id=wave_id)
+
+
+def test_sglang_lines_carry_bench_servings_load_fields(tmp_path: Path) -> None:
+    arch = _matrix(tmp_path)
+    export_cells(arch, "sglang-bench", tmp_path / "m.jsonl")
+    text = (tmp_path / "m.jsonl").read_text()
+    lines = [json.loads(x) for x in text.splitlines()]
+    # closed loop: every request at once, as bench_serving writes its default rate (json.dumps: Infinity)
+    assert [x["request_rate"] for x in lines] == [float("inf")] * 3 and '"request_rate": Infinity' in text
+    assert [x["max_concurrency"] for x in lines] == [1, 1, 4]
+    # bench_serving's concurrency: sum of e2e over the duration. C1: (50 + 50) ms over 150 ms; C4: 4 x 30 ms / 30 ms
+    assert [x["concurrency"] for x in lines] == pytest.approx([1.0, 100 / 150, 4.0])
+
+
+def test_an_sglang_import_exports_its_own_load_fields(tmp_path: Path) -> None:
+    arch = import_peer(SGLANG, "sglang-bench", tmp_path)
+    export_cells(arch, "sglang-bench", tmp_path / "back.jsonl")
+    (line,) = [json.loads(x) for x in (tmp_path / "back.jsonl").read_text().splitlines()]
+    assert (line["request_rate"], line["max_concurrency"]) == (8.0, None)

@@ -36,12 +36,14 @@ def rule_formal_rounds(d: ArchiveData) -> list[Finding]:
             continue
         out.append(_f(d.archive_id, "formal-rounds", "blocking",
                       f"cell {c['cell_id']} has {ok} ok rounds of {need} required",
-                      "resume the campaign (dsv4h campaign run SPEC --resume ARCHIVE) to complete it",
+                      "resume the campaign to complete it: its spec's 'dsv4h campaign run' with --resume "
+                      f"{d.archive_id}",
                       [c["cell_id"]]))
     if not_run:
         out.append(_f(d.archive_id, "formal-rounds", "blocking",
                       f"{len(not_run)} cell(s) not run: the run stopped before them",
-                      "resume the campaign (dsv4h campaign run SPEC --resume ARCHIVE) to run them", not_run))
+                      f"resume the campaign to run them: its spec's 'dsv4h campaign run' with --resume {d.archive_id}",
+                      not_run))
     bad = [r for r in d.rounds if r.get("status") != "ok"]
     if bad:
         out.append(_f(d.archive_id, "formal-rounds", "warning",

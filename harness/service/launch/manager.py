@@ -113,8 +113,8 @@ class RunningService:
             raise ServiceDied(
                 f"service '{self.profile.name}' (pid {self.process.pid}) exited with code {code}\n"
                 f"--- log tail ({self.process.log_path}) ---\n{self.process.log_tail()}",
-                hint="completed rounds are kept; fix the cause, then resume with "
-                "'dsv4h campaign run --resume ARCHIVE'",
+                hint="completed rounds are kept; fix the cause, then resume the run (a formal campaign prints "
+                "its resume command with its archive)",
             )
         gone = self.nodes.gone_here() if self.nodes is not None else []
         if gone:
@@ -125,8 +125,8 @@ class RunningService:
                 f"service '{self.profile.name}': {ranks} of {self.profile.nnodes} is gone; the multi-node "
                 f"service is down (srun pid {self.process.pid}, step {self.nodes.job_id}.{self.nodes.step_id})\n"
                 f"--- log tail ({self.process.log_path}) ---\n{self.process.log_tail()}",
-                hint="read that rank's lines (prefixed 'R:') in the log; completed rounds are kept; resume "
-                "with 'dsv4h campaign run --resume ARCHIVE' once the service can run",
+                hint="read that rank's lines (prefixed 'R:') in the log; completed rounds are kept; resume the "
+                "run once the service can run (a formal campaign prints its resume command with its archive)",
             )
 
     def identity(self) -> dict[str, Any]:

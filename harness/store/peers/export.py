@@ -42,8 +42,15 @@ not the cell's median of ok rounds); a CSV row when it invalidates that request'
 (``verdict=None``, a library caller) validity is unknown: ``dsv4h_valid`` null, CSV ``valid`` empty,
 and the origin is read from the archive (harness.store.ledger.data_origin).
 
+sglang-bench lines carry bench_serving's load fields (:func:`load_fields`): ``request_rate``
+(``Infinity`` for a closed-loop cell, as bench_serving writes its default ``inf``), ``max_concurrency``
+(the cell's planned concurrency) and ``concurrency`` (bench_serving's mean in flight: the sum of the
+successful requests' e2e latencies over the duration).
+
 Format history (the fields dsv4h adds; the peers' own fields are unchanged):
 
+- 3: sglang-bench lines gain bench_serving's ``request_rate``, ``max_concurrency`` and
+  ``concurrency`` (peer fields that were missing; the dsv4h fields are unchanged).
 - 2: ``dsv4h_valid`` / ``dsv4h_invalid_rules`` on every run, CSV ``valid`` / ``invalid_rules`` columns
   after ``data_origin``, index entries ``valid`` / ``invalid_rules`` and the index ``verdict`` and
   ``dsv4h_export_version``; the origin is the verdict's.
@@ -77,7 +84,7 @@ from harness.store.peers.parse import GUIDELLM_REQUEST_KEYS
 from harness.store.view import ArchiveView
 
 EXPORTS = ("sglang-bench", "vllm-bench", "guidellm", "csv")
-EXPORT_VERSION = 2  # the dsv4h fields' version (module docstring, format history)
+EXPORT_VERSION = 3  # the dsv4h fields' version (module docstring, format history)
 NS = 1e9
 _PCTS = {"sglang-bench": (90, 95, 99), "vllm-bench": (50, 90, 99)}
 _E2E_NAME = {"sglang-bench": "e2e_latency", "vllm-bench": "e2el"}
@@ -204,8 +211,9 @@ def bench_dict(rows: Sequence[Mapping[str, Any]], duration_s: float | None, fmt:
                            "output_throughput": n_out / dur}
     if fmt == "vllm-bench":
         out |= {"failed": len(rows) - len(ok), "total_token_throughput": (n_in + n_out) / dur}
-    else:
-        out |= {"input_throughput": n_in / dur, "total_throughput": (n_in + n_out) / dur}
+    else:  # bench_serving's "concurrency": the mean number in flight, sum of e2e latencies / duration
+        out |= {"input_throughput": n_in / dur, "total_throughput": (n_in + n_out) / dur,
+                "concurrency": sum(float(r["e2e_s"]) for r in ok) / dur}
     pcts = _PCTS[fmt]
     out |= _ms_stats("ttft", [float(r["ttft_s"]) for r in ok], pcts)
     out |= _ms_stats("tpot", [_tpot(r) for r in ok], pcts)
@@ -334,13 +342,39 @@ def _cell_prov(cell: CellRows, origin: str, judge: _Judge) -> dict[str, Any]:
             "dsv4h_concurrency": cell.concurrency} | _validity(judge, cell.ids())
 
 
+_SWEEP_CELL = re.compile(r"sweep-([0-9.e+-]+)rps")
+
+
+def load_fields(archive: Archive, cell: CellRows, ext: Mapping[str, Any]) -> dict[str, Any]:
+    """bench_serving's ``request_rate`` (req/s; ``inf`` when every request is sent at once, i.e.
+    closed loop; ``"trace"`` for a trace replay) and ``max_concurrency`` (requests in flight at most;
+    None when uncapped) of one exported cell: an import's own values (None where its tool had none);
+    a rate-sweep cell its offered rate, uncapped; any other measured cell closed-loop at its plan's
+    concurrency."""
+    if cell.cell_id is None:
+        summary = ext.get("summary") or {}
+        return {"request_rate": summary.get("request_rate"), "max_concurrency": summary.get("max_concurrency")}
+    if (m := _SWEEP_CELL.fullmatch(cell.cell_id)) is not None:
+        return {"request_rate": float(m.group(1)), "max_concurrency": None}
+    if archive.run.kind == "replay":
+        return {"request_rate": "trace", "max_concurrency": None}
+    return {"request_rate": math.inf, "max_concurrency": cell.concurrency}
+
+
 def _bench_obj(archive: Archive, cell: CellRows, fmt: str, prov: dict[str, Any]) -> dict[str, Any]:
     tool, ext, _ = _source(archive)
     d = bench_dict(cell.rows, cell.duration_s, fmt)
     if tool == fmt:
         d = dict(ext.get("summary", {})) | _bench_lists(cell.rows, fmt)
     d.setdefault("backend", "external" if tool else archive.run.backend)
-    return dict(json_safe(d | prov))
+    if fmt != "sglang-bench":
+        return dict(json_safe(d | prov))
+    for key, v in load_fields(archive, cell, ext).items():
+        d.setdefault(key, v)
+    out = dict(json_safe(d | prov))
+    if isinstance(d.get("request_rate"), float) and math.isinf(d["request_rate"]):
+        out["request_rate"] = d["request_rate"]  # bench_serving writes Infinity (json.dumps), not null
+    return out
 
 
 def _csv_valid(valid: bool | None) -> str:

@@ -51,6 +51,13 @@ without dictionary pages, and the source is hashed while it is read, then copied
 chunks (a source that changed between the two reads is refused). benchmarks/bench_import.py measures it:
 a 179 MB vllm-bench file imports in 3.5 s at 595 MB peak RSS (80 MB of it the interpreter and modules).
 
+**Once per source.** ``external.json`` keeps each source file's SHA-256; importing a source the
+workspace already holds (same tool, same hashes: :func:`imported_before`) is refused with one error
+naming the archive that holds it, so a repeated command never counts a peer run twice. ``again``
+(``dsv4h import --again``) imports it deliberately a second time: that archive's ``external.json``
+``again_of`` names the earlier archive and its run is labelled ``imported-again`` (``again_of`` is null in
+every other import, and absent in imports written before it existed).
+
 **No partial left to mislabel.** The file is parsed completely before anything is written. The archive's
 partial directory then gets :data:`IMPORT_MARKER` first (tool, claim class ``external``); a failure
 while writing removes the partial directory, and one left by a killed process is recovered by
@@ -61,15 +68,17 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.errors import ArchiveError
 from harness.formats import atomic_write_table
 from harness.interrupts import fault_point
 from harness.service.identity.environment import clock_anchor
-from harness.store.archive import PARTIAL_PREFIX, Archive, ArchiveWriter, open_archive
+from harness.store.archive import PARTIAL_PREFIX, Archive, ArchiveWriter, iter_archives, open_archive
 from harness.store.peers.parse import (
     AIPERF_RECORDS,
     AIPERF_SUMMARY,
@@ -155,12 +164,43 @@ def _discard(writer: ArchiveWriter) -> None:
     writer.close()
 
 
+AGAIN_LABEL = "imported-again"
+
+
+def imported_before(workspace: Path, tool: str, sha256s: Sequence[str]) -> Archive | None:
+    """The oldest import archive in ``workspace`` of ``tool`` whose source files have exactly these
+    SHA-256s (``external.json`` ``source_files``; an archive older than them its ``source_sha256``),
+    or None."""
+    want = sorted(sha256s)
+    for a in iter_archives(workspace):
+        if a.run.kind != "external" or not a.has("external.json"):
+            continue
+        ext = a.json("external.json")
+        files = ext.get("source_files") or [{"sha256": ext.get("source_sha256")}]
+        if ext.get("tool") == tool and sorted(str(f.get("sha256")) for f in files) == want:
+            return a
+    return None
+
+
 def import_peer(path: Path, tool: Tool, workspace: Path, *, name: str | None = None,
-                labels: Sequence[str] = (), max_bytes: int = MAX_IMPORT_BYTES) -> Archive:
+                labels: Sequence[str] = (), max_bytes: int = MAX_IMPORT_BYTES, again: bool = False) -> Archive:
     """Import one peer result as an ``external`` archive (module docstring): parsed and checked in
-    full first; written into a marked partial directory that is removed again if anything fails."""
+    full first; written into a marked partial directory that is removed again if anything fails.
+    A source the workspace holds already (same tool, same SHA-256s) is refused with ``ArchiveError``
+    naming that archive, unless ``again``: the new archive then records ``again_of`` (the earlier
+    archive's id) in ``external.json`` and the label ``imported-again``."""
     parsed = parse_sources(path, tool, max_bytes)
     try:
+        earlier = imported_before(workspace, tool, [s.sha256 for s in parsed.sources])
+        if earlier is not None and not again:
+            raise ArchiveError(
+                f"{path} was imported already: archive {earlier.archive_id} holds the same {tool} source "
+                f"(SHA-256 {parsed.sources[0].sha256[:16]}...)",
+                hint=f"'dsv4h archive show {earlier.archive_id} -w {shlex.quote(str(workspace))}' shows it; "
+                "pass --again to import the same file a second time on purpose (the new archive records which "
+                "one it repeats)")
+        if earlier is not None:
+            labels = [*labels, AGAIN_LABEL]
         table = parsed.columns.table()
         n_requests = len(parsed.columns)
         parsed.columns = Columns()  # the table holds the rows now
@@ -186,7 +226,7 @@ def import_peer(path: Path, tool: Tool, workspace: Path, *, name: str | None = N
                 "source_files": hashes, "summary": parsed.summary, "metric_definitions": DEFINITIONS[tool],
                 "derived": parsed.derived, "n_requests": n_requests,
                 "duration_s": _duration_s(tool, parsed.summary), "server": parsed.server,
-                "data_origin": origin,
+                "data_origin": origin, "again_of": earlier.archive_id if earlier is not None else None,
                 "note": "numbers as the peer tool computed them; not a dsv4h measurement; never combined with "
                         "measured claims"})
             fault_point("import:written")
