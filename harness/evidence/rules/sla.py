@@ -1,5 +1,6 @@
 """Evidence rules of SLA searches (pure; harness.run.sla, docs/sla-search.md): a search the probe cap
-ended before its bracket was as narrow as declared (``sla-not-converged``), a probe whose rounds were
+ended before its bracket was as narrow as declared, or whose result was withheld because a probe had no
+measurement valid for load (``sla-not-converged``), a probe whose rounds were
 not all ok, whose client did not keep the planned arrival schedule, or whose simulator fell behind
 its model or client stalled in a round (``sla-probe-invalid``: its verdict is not a measurement of
 that rate), and a bracket that some passing rate above a failing
@@ -23,10 +24,17 @@ def _sla(d: ArchiveData) -> dict[str, Any]:
 
 @rule("sla-not-converged", kinds=("sla-search",))
 def rule_sla_not_converged(d: ArchiveData) -> list[Finding]:
-    """A search that ended (probe cap, or cut short) with a bracket wider than its precision."""
+    """A search that ended (probe cap, or cut short) with a bracket wider than its precision, or whose
+    result is withheld (``end`` ``invalid-load``: a probe invalid for load in every measurement)."""
     doc = _sla(d)
     if doc.get("converged") or doc.get("end") == "max-rate-passed":
         return []
+    if doc.get("withheld"):
+        return [_f(d.archive_id, "sla-not-converged", "warning",
+                   f"the search's result is withheld (end invalid-load): {doc['withheld']}; the bracket holds only "
+                   "the valid measurements and is not converged",
+                   "run the search again on a less loaded machine (nothing else busy), or raise "
+                   "search.max_remeasure", scope="run")]
     s = doc.get("settings") or {}
     unit = "" if s.get("relative") else " req/s"
     width = doc.get("width")
