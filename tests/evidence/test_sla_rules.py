@@ -49,3 +49,11 @@ def test_not_monotone_and_registered() -> None:
     assert rule_sla_not_monotone(data(doc("converged", True, 0.4))) == []
     found = check(data(doc("probe-cap", False, 2.0, monotone=False), [rnd("sweep-4rps.r0", status="failed")]))
     assert {f.rule for f in found} >= {"sla-not-converged", "sla-not-monotone", "sla-probe-invalid"}
+
+
+def test_not_converged_when_the_result_was_withheld_for_load() -> None:
+    why = "the probe at 6 req/s was invalid for load in all 3 measurement(s)"
+    [f] = rule_sla_not_converged(data(doc("invalid-load", False, None) | {"withheld": why}))
+    assert (f.rule, f.severity, f.scope) == ("sla-not-converged", "warning", "run")
+    assert f.message.startswith(f"the search's result is withheld (end invalid-load): {why};")
+    assert "search.max_remeasure" in f.remedy
