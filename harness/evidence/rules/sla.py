@@ -55,6 +55,10 @@ def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
     ``instruments.unit_problems``): one blocking finding per such round, naming it and its probe's cell,
     so no invalid probe decides the bracket silently."""
     instruments = unit_problems(d)
+    doc = _sla(d)
+    # rates with a valid (counted) measurement: harness.measure.sla_load gives an invalid one no verdict
+    counted = {float(p["arrival_rate_req_s"]) for p in doc.get("probes") or []
+               if isinstance(p, dict) and p.get("passed") is not None and p.get("arrival_rate_req_s") is not None}
     out = []
     for r in d.rounds:
         problems = []
@@ -65,9 +69,12 @@ def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
                             f"tolerance {float(d.spec.get('schedule_tolerance_ms', 50.0)):.0f} ms")
         problems.extend(instruments.get(str(r["round_id"]), []))
         if problems:
+            rate = r.get("arrival_rate_req_s")
+            again = (" (the search measured this rate again and counted only a valid measurement)"
+                     if rate is not None and float(rate) in counted and r.get("status") == "ok" else "")
             out.append(_f(d.archive_id, "sla-probe-invalid", "blocking",
-                          f"{r['round_id']} (probe at {r.get('arrival_rate_req_s')} req/s): {'; '.join(problems)}; "
-                          "this probe's verdict is not a measurement of its planned rate",
+                          f"{r['round_id']} (probe at {rate} req/s): {'; '.join(problems)}; "
+                          f"this probe's verdict is not a measurement of its planned rate{again}",
                           "find the failed requests, the achieved schedule (schedule.jsonl) or the round's "
                           "self-check (wave_checks.jsonl) in the archive; run the search again on a less "
                           "loaded machine", [str(r["round_id"]), str(r["cell_id"])]))
