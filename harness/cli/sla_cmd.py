@@ -39,7 +39,7 @@ def _probe_line(event: Event) -> None:
     if isinstance(event, SlaProbeDone):
         r = event.row
         console.print(f"probe {r['probe_index']}: {num(r['arrival_rate_req_s'])} req/s "
-                      f"{'PASS' if r['passed'] else 'FAIL ' + ','.join(r['reasons'])}; TTFT p99 "
+                      f"{_verdict(r)}; TTFT p99 "
                       f"{ms(r['ttft_p99_worst_s'])} ms, TPOT p99 {ms(r['tpot_bench_p99_worst_s'])} ms, "
                       f"E2E p99 {ms(r['e2e_p99_worst_s'])} ms (worst round)")
 
@@ -65,6 +65,13 @@ def run_sla_loaded_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[fl
     end_run(out.finished.verdict, error=out.error, status=archive.status, archive_id=archive.archive_id)
 
 
+def _verdict(r: Mapping[str, Any]) -> str:
+    """PASS, FAIL with its reasons, or INVALID (no verdict: the client or simulator fell behind) with why."""
+    if r["passed"] is None:
+        return "INVALID " + "; ".join(str(x).removeprefix("invalid-load: ") for x in r.get("reasons") or [])
+    return "PASS" if r["passed"] else "FAIL " + ",".join(r.get("reasons") or [])
+
+
 def _limit(v: Any) -> str:
     return "-" if v is None else ms(v)
 
@@ -80,7 +87,7 @@ def probe_table(probes: Sequence[Mapping[str, Any]], result: Mapping[str, Any], 
         t.add_column(head, justify="right" if head not in ("verdict", "schedule", "bracket") else "left")
     for r in probes:
         t.add_row(str(r["probe_index"]), num(r["arrival_rate_req_s"]),
-                  "pass" if r["passed"] else "FAIL " + ",".join(r.get("reasons") or []),
+                  _verdict(r).replace("PASS", "pass"),
                   f"{ms(r['ttft_p99_worst_s'])} / {_limit(r['ttft_limit_s'])}",
                   f"{ms(r['tpot_bench_p99_worst_s'])} / {_limit(r['tpot_limit_s'])}",
                   f"{ms(r['e2e_p99_worst_s'])} / {_limit(r['e2e_limit_s'])}",
@@ -99,4 +106,13 @@ def bracket_line(result: Mapping[str, Any]) -> str:
             f"{num(hi) if hi is not None else 'none'} req/s; {result['end']}"
             f"{'' if width is None else f', width {num(width, 3)}{unit}'} "
             f"(precision {num(result['settings']['precision'], 3)}{unit}, {result['n_probes']} probes"
-            f"{'' if b.get('monotone', True) else '; NOT monotone: a rate passed above a failing one'})")
+            f"{'' if b.get('monotone', True) else '; NOT monotone: a rate passed above a failing one'})"
+            f"{_load_note(result)}")
+
+
+def _load_note(result: Mapping[str, Any]) -> str:
+    """The measurements the load invalidated and, when the result is withheld, why (empty when none)."""
+    bad = int(result.get("n_invalid") or 0)
+    note = f"; {bad} measurement(s) invalid for load, {int(result.get('n_remeasured') or 0)} re-measured" if bad else ""
+    why = result.get("withheld")
+    return note + (f"; NOT CONVERGED (load): {why}" if why else "")

@@ -15,10 +15,13 @@ Everything else is the package's own: tests may reach into the modules, other pa
 from harness.evidence.findings import Finding
 from harness.evidence.guard import LabeledRate, ratio_pct
 from harness.evidence.io import apply_findings, archive_verdict, check_archive, ingest_checked, verdict_of_view
-from harness.evidence.rules.instruments import serves_simulator
+from harness.evidence.rules.instruments import CLIENT_CPU_SHARE, SIM_LATENESS_FRACTION, STALL_FLOOR_S, serves_simulator
 from harness.evidence.verdict import WITHHELD, Verdict, decide
 
 __all__ = [
+    "CLIENT_CPU_SHARE",
+    "SIM_LATENESS_FRACTION",
+    "STALL_FLOOR_S",
     "WITHHELD",
     "Finding",
     "LabeledRate",

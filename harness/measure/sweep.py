@@ -10,8 +10,13 @@ requests/s. The SLO latencies use the peers' definitions so a number compares wi
 send ``s_i`` of its record; ``lag = s_i - planned``. A round *kept its schedule* when the p99 lag is at
 most the tolerance; a max-concurrency cap that holds a request back shows up as lag too (and says so).
 
-**Knee**: the rate with the highest goodput (the lowest such rate on ties); past it, a higher offered
-rate no longer brings more requests that meet the SLOs.
+**Knee**: among the *steady* rates, the one with the highest goodput (the lowest such rate on ties);
+past it, a higher offered rate no longer brings more requests that meet the SLOs. A rate is steady when
+it has an ok round, none of its ok rounds is over-saturated (``saturated_rounds`` 0,
+harness.measure.saturation: its goodput is a transient, not a steady state) and its client kept the
+schedule (``schedule_kept``: a rate the client did not offer measures the client). A cell without
+those columns counts as steady. When a rate of higher goodput was left out for that, :func:`knee_of`
+says so (``note``); without a steady rate the knee is withheld (None, with the reason).
 """
 
 from __future__ import annotations
@@ -114,12 +119,50 @@ def rate_row(records: Sequence[RequestRecord], *, start_ns: int, slo: Slo) -> di
     return row
 
 
-def knee(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The row (with ``arrival_rate_req_s`` and ``goodput_median_req_s``, a ``sweep_cells`` row) of
-    the highest goodput; lowest rate on ties; None if none."""
+def _best(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The row of the highest finite goodput, lowest rate on ties; None if none."""
     g = "goodput_median_req_s"
     good = [r for r in rows if isinstance(r.get(g), (int, float)) and math.isfinite(float(r[g]))]
     if not good:
         return None
     best = max(float(r[g]) for r in good)
     return dict(min((r for r in good if float(r[g]) == best), key=lambda r: float(r["arrival_rate_req_s"])))
+
+
+def unsteady(row: Mapping[str, Any]) -> str | None:
+    """Why a ``sweep_cells`` row is no steady state (module docstring), or None when it is one."""
+    if row.get("rounds_ok") is not None and int(row["rounds_ok"]) == 0:
+        return "no ok round"
+    if row.get("saturated_rounds") is not None and int(row["saturated_rounds"]) > 0:
+        return f"{int(row['saturated_rounds'])} over-saturated round(s)"
+    if row.get("schedule_kept") is False:
+        return "schedule not kept"
+    return None
+
+
+@dataclass(frozen=True)
+class Knee:
+    """The knee's row (None: withheld) and a note: why a rate of higher goodput was left out, or why
+    the knee is withheld (None when neither applies)."""
+
+    row: dict[str, Any] | None
+    note: str | None
+
+
+def knee_of(rows: Sequence[Mapping[str, Any]]) -> Knee:
+    """The knee of ``sweep_cells`` rows (module docstring): the best goodput among steady rates."""
+    overall = _best(rows)
+    steady = _best([r for r in rows if unsteady(r) is None])
+    if overall is None or steady == overall:
+        return Knee(steady, None)
+    at = f"{float(overall['arrival_rate_req_s']):g} req/s"
+    why = f"the highest goodput, at {at}, is not a steady state ({unsteady(overall)})"
+    if steady is None:
+        return Knee(None, f"withheld: no steady rate; {why}")
+    return Knee(steady, f"{why}; the knee is the best steady rate")
+
+
+def knee(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The knee's row (``sweep_cells`` rows: ``arrival_rate_req_s``, ``goodput_median_req_s`` and,
+    when present, ``rounds_ok`` / ``saturated_rounds`` / ``schedule_kept``): :func:`knee_of`'s row."""
+    return knee_of(rows).row

@@ -10,7 +10,11 @@ search ends, is decided by the pure planner harness.measure.sla from the probes 
 adaptive, so each probe's arrival plan is appended to ``arrivals.jsonl`` (with its plan id) before
 its first request is sent. Every round of a probe writes its ``wave_checks.jsonl`` row as a sweep
 round does (client self-check, the simulator's late steps), so the evidence rules judge each probe's
-rounds (``sim-lateness``, ``sla-probe-invalid``).
+rounds (``sim-lateness``, ``sla-probe-invalid``). A probe whose client or simulator fell behind
+(harness.measure.sla_load, read back from its ``wave_checks.jsonl`` rows) is invalid, not a failure:
+the search measures that rate again (``search.max_remeasure`` times at most, fresh round indices, no
+warmup) and withholds its result (``end`` ``invalid-load``) when no measurement was valid; every
+measurement is kept as a probe row, an invalid one without a verdict.
 
 The archive holds ``cells.parquet`` / ``rounds.parquet`` as a sweep writes them (ledgers
 ``sweep_cells`` / ``sweep_rounds``, protocol class ``sla-search``), ``probes.parquet`` (ledger
@@ -31,12 +35,14 @@ from typing import Any
 import pyarrow as pa
 
 from harness.errors import DsvError, SpecError
+from harness.evidence.rules.instruments import CLIENT_CPU_SHARE, SIM_LATENESS_FRACTION, STALL_FLOOR_S
+from harness.inputs.arrivals import plan_hash
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.spec import LoadedSpec, SlaSpec, probe_sweep, sla_definition
 from harness.inputs.spec.sweep import MAX_RATE
 from harness.inputs.sweep_plan import SweepPlan, make_sweep_plan
 from harness.interrupts import fault_point
-from harness.measure import sla
+from harness.measure import sla, sla_load
 from harness.measure.rows import check_row
 from harness.run.base import OneServiceRunner, OpenedRun
 from harness.run.energy import Window
@@ -61,20 +67,39 @@ def settings_of(spec: SlaSpec) -> sla.SearchSettings:
                               max_rate_req_s=s.max_rate_req_s if s.max_rate_req_s is not None else MAX_RATE)
 
 
-def probe_plan(spec: SlaSpec, rate: float, corpus: Corpus) -> SweepPlan:
-    """The arrival plan of one probe: the rate sweep's plan of that one rate."""
-    return make_sweep_plan(probe_sweep(spec, [rate]), corpus)
+LOAD_LIMITS = sla_load.LoadLimits(sim_lateness_fraction=SIM_LATENESS_FRACTION, stall_s=STALL_FLOOR_S,
+                                   loop_cpu_share=CLIENT_CPU_SHARE)
+"""When a probe round is invalid for load: the thresholds of the rules ``sim-lateness``,
+``client-stalled`` and ``client-bound``."""
 
 
-def probe_rows(spec: SlaSpec, rates: Sequence[float], rounds: Sequence[dict[str, Any]],
-               cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One ``sla_probes`` row per probed rate (in probe order), judged and with the bracket marked."""
+def probe_plan(spec: SlaSpec, rate: float, corpus: Corpus, attempt: int = 0) -> SweepPlan:
+    """The arrival plan of one measurement of a probe: the rate sweep's plan of that one rate; attempt
+    ``a > 0`` (a re-measurement) is that plan's rounds ``a * rounds ..`` without the warmup (the
+    service was warmed at this rate already; fresh round indices keep its ids distinct)."""
+    if attempt == 0:
+        return make_sweep_plan(probe_sweep(spec, [rate]), corpus)
+    n = spec.rounds
+    full = make_sweep_plan(probe_sweep(spec.model_copy(update={"rounds": n * (attempt + 1)}), [rate]), corpus)
+    rounds = tuple(r for r in full.rounds if r.round_index >= n * attempt)
+    return SweepPlan(rounds, plan_hash(list(rounds))[:16], full.definition)
+
+
+def probe_rows(spec: SlaSpec, measured: Sequence[tuple[float, int]], rounds: Sequence[dict[str, Any]],
+               cells: Sequence[dict[str, Any]], checks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One ``sla_probes`` row per measurement ((rate, attempt), in measurement order), its rounds
+    judged for load against their self-check rows ``checks`` (harness.measure.sla_load), judged by
+    the search's rule when valid, with the bracket marked."""
     by_cell = {c["arrival_rate_req_s"]: c for c in cells}
-    rows = [check_row("sla_probes", sla.probe_row(i, rate, by_cell.get(rate),
-                                                  [r for r in rounds if r["arrival_rate_req_s"] == rate],
-                                                  spec.limits_s(), spec.rounds))
-            for i, rate in enumerate(rates)]
-    return sla.mark_bracket(rows)
+    by_round = {str(c["round_id"]): c for c in checks if c.get("round_id") is not None}
+    rows = []
+    for i, (rate, attempt) in enumerate(measured):
+        got = sla_load.attempt_rounds(rounds, rate, attempt, spec.rounds)
+        problems = [p for r in got for p in sla_load.round_load_problems(r, by_round.get(str(r["round_id"])),
+                                                                         LOAD_LIMITS)]
+        rows.append(check_row("sla_probes", sla_load.probe_row(i, rate, attempt, by_cell.get(rate), got, problems,
+                                                               spec.limits_s(), spec.rounds)))
+    return sla_load.mark_bracket(rows)
 
 
 @dataclass
@@ -99,7 +124,8 @@ class SlaRunner(OneServiceRunner[SlaSpec, SlaOutcome]):
         super().__init__(spec, workspace, raw=raw, source=source, reporter=reporter)
         # the probes' request and row settings: the search as a sweep (its rates are the probes')
         self.prober = RateRounds(probe_sweep(spec, []), corpus, self.token, self.texts, reporter)
-        self.rates: list[float] = []
+        self.rates: list[float] = []  # every probed rate, once, in probe order
+        self.measured: list[tuple[float, int]] = []  # every measurement: (rate, attempt), in order
         self.probes: list[dict[str, Any]] = []
 
     def corpora(self) -> dict[str, Any]:
@@ -115,24 +141,30 @@ class SlaRunner(OneServiceRunner[SlaSpec, SlaOutcome]):
         """One ``sweep_cells`` row per probed rate."""
         return self.prober.cells(probe_sweep(self.spec, list(self.rates)))
 
-    async def _probe(self, svc: RunningService, run: OpenedRun, rate: float) -> None:
-        index = len(self.rates)
-        plan = probe_plan(self.spec, rate, self.corpus)
-        run.writer.append_jsonl("arrivals.jsonl", {"probe_index": index, "arrival_rate_req_s": rate} | plan.to_json())
-        self.rates.append(rate)
+    async def _probe(self, svc: RunningService, run: OpenedRun, rate: float, attempt: int) -> None:
+        index = len(self.measured)
+        plan = probe_plan(self.spec, rate, self.corpus, attempt)
+        run.writer.append_jsonl("arrivals.jsonl", {"probe_index": index, "attempt": attempt,
+                                                   "arrival_rate_req_s": rate} | plan.to_json())
+        if rate not in self.rates:
+            self.rates.append(rate)
+        self.measured.append((rate, attempt))
         for rp in plan.rounds:
             await self.prober.measure(svc, run.session, run.writer, rp)
-        self.probes = probe_rows(self.spec, self.rates, self.prober.rounds, self.cells())
+        self.probes = probe_rows(self.spec, self.measured, self.prober.rounds, self.cells(),
+                                 read_jsonl(run.writer.dir, "wave_checks.jsonl"))
         row = self.probes[index]
-        run.writer.append_event({"event": "probe", "probe_index": index, "arrival_rate_req_s": rate,
-                                 "passed": row["passed"], "plan_id": plan.plan_id})
+        run.writer.append_event({"event": "probe", "probe_index": index, "attempt": attempt,
+                                 "arrival_rate_req_s": rate, "passed": row["passed"], "plan_id": plan.plan_id})
         self.report(SlaProbeDone(row))
         fault_point("sla:probe-ended")
 
     async def measure(self, svc: RunningService, run: OpenedRun) -> None:
-        """Probe the planner's next rate until it names none."""
-        while (rate := sla.next_rate(sla.probes_of(self.probes), self.settings)) is not None:
-            await self._probe(svc, run, rate)
+        """Measure the next step (harness.measure.sla_load.next_step: a re-measurement of an invalid
+        probe, else the planner's next rate) until there is none."""
+        while (step := sla_load.next_step(sla_load.measured_of(self.probes), self.settings,
+                                          self.spec.search.max_remeasure)) is not None:
+            await self._probe(svc, run, *step)
 
     def energy_windows(self) -> Sequence[Window]:
         """Each measured round's window."""
@@ -143,7 +175,8 @@ class SlaRunner(OneServiceRunner[SlaSpec, SlaOutcome]):
         block = self.run_block(run, error)
         cells, rounds = self.cells(), self.prober.rounds
         probes = self.probes  # the probes that ended; a probe cut short keeps its rounds, not a verdict
-        result = sla.summary(probes, self.settings, finished=status == "complete")
+        result = sla_load.summary(probes, self.settings, self.spec.search.max_remeasure,
+                                  finished=status == "complete")
         done = finalize_sla(run.writer, self.workspace, self.spec, rounds, cells, probes, result, status=status,
                             run=block)
         return SlaOutcome(done, cells, rounds, error, probes=probes, result=result)
@@ -170,20 +203,23 @@ def recover_sla(workspace: Path, writer: ArchiveWriter, spec_json: dict[str, Any
     spec = SlaSpec.model_validate(spec_json)
     d = writer.dir
     rates: list[float] = []
+    measured: list[tuple[float, int]] = []
     for row in read_jsonl(d, "arrivals.jsonl"):
-        rate: float | None = None
         with contextlib.suppress(ValueError, KeyError, TypeError):
-            rate = float(row["arrival_rate_req_s"])
-        if rate is not None and rate not in rates:
-            rates.append(rate)
-    view = probe_sweep(spec, rates)
+            m = (float(row["arrival_rate_req_s"]), int(row.get("attempt", 0)))
+            measured.append(m)
+            if m[0] not in rates:
+                rates.append(m[0])
+    # every measurement's rounds (a re-measurement's round indices follow the first's)
+    view = probe_sweep(spec.model_copy(update={"rounds": spec.rounds * (1 + spec.search.max_remeasure)}), rates)
     rounds, by_rate, starts = recovered_rounds(writer, view)
-    cells = sweep_cells(view, rounds, by_rate, starts)
-    ended = {float(e["arrival_rate_req_s"]) for e in read_events(d) if e.get("event") == "probe"}
-    # only the probes that ended are judged: one cut short keeps its rounds and cell, not a verdict
-    probes = probe_rows(spec, [r for r in rates if r in ended], rounds, cells)
+    cells = sweep_cells(probe_sweep(spec, rates), rounds, by_rate, starts)
+    ended = {(float(e["arrival_rate_req_s"]), int(e.get("attempt", 0)))
+             for e in read_events(d) if e.get("event") == "probe"}
+    # only the measurements that ended are judged: one cut short keeps its rounds and cell, not a verdict
+    probes = probe_rows(spec, [m for m in measured if m in ended], rounds, cells, read_jsonl(d, "wave_checks.jsonl"))
     run = recovered_run_block(writer, spec)
-    result = sla.summary(probes, settings_of(spec), finished=False)
+    result = sla_load.summary(probes, settings_of(spec), spec.search.max_remeasure, finished=False)
     return finalize_sla(writer, workspace, spec, rounds, cells, probes, result, status="partial", run=run)
 
 

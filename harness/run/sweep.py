@@ -140,8 +140,9 @@ def finalize_sweep(writer: ArchiveWriter, workspace: Path, spec: SweepSpec, plan
     when ``stop_at_saturation`` ended it early), then finish the archive (finalize, ledgers, evidence)."""
     write_rate_tables(writer, spec, cells, rounds)
     slo = slo_of(spec)
-    knee = sw.knee([{k: c[k] for k in ("arrival_rate_req_s", "goodput_median_req_s")} for c in cells])
-    writer.write_json("sweep.json", {"cells": list(cells), "rounds": list(rounds), "knee": knee,
+    k = sw.knee_of(cells)  # never a saturated rate: a steady state's goodput only
+    knee = {c: k.row[c] for c in ("arrival_rate_req_s", "goodput_median_req_s")} if k.row else None
+    writer.write_json("sweep.json", {"cells": list(cells), "rounds": list(rounds), "knee": knee, "knee_note": k.note,
                                      "slo": slo.to_json(), "plan_id": plan_id, "goodput_definition": sw.__doc__,
                                      "stopped": stopped})
     return finish(writer, workspace, status, run)

@@ -49,3 +49,21 @@ def test_not_monotone_and_registered() -> None:
     assert rule_sla_not_monotone(data(doc("converged", True, 0.4))) == []
     found = check(data(doc("probe-cap", False, 2.0, monotone=False), [rnd("sweep-4rps.r0", status="failed")]))
     assert {f.rule for f in found} >= {"sla-not-converged", "sla-not-monotone", "sla-probe-invalid"}
+
+
+def test_not_converged_when_the_result_was_withheld_for_load() -> None:
+    why = "the probe at 6 req/s was invalid for load in all 3 measurement(s)"
+    [f] = rule_sla_not_converged(data(doc("invalid-load", False, None) | {"withheld": why}))
+    assert (f.rule, f.severity, f.scope) == ("sla-not-converged", "warning", "run")
+    assert f.message.startswith(f"the search's result is withheld (end invalid-load): {why};")
+    assert "search.max_remeasure" in f.remedy
+
+
+def test_probe_invalid_says_when_the_rate_was_measured_again() -> None:
+    probes = [{"arrival_rate_req_s": 8.0, "passed": None}, {"arrival_rate_req_s": 8.0, "passed": True},
+              {"arrival_rate_req_s": 4.0, "passed": None}]
+    got = rule_sla_probe_invalid(data(doc("invalid-load", False, None) | {"probes": probes}, [
+        rnd("sweep-8rps.r0", kept=False) | {"arrival_rate_req_s": 8.0}, rnd("sweep-4rps.r0", kept=False)]))
+    assert [f.rows for f in got] == [("sweep-8rps", "sweep-8rps.r0"), ("sweep-4rps", "sweep-4rps.r0")]
+    assert got[0].message.endswith("(the search measured this rate again and counted only a valid measurement)")
+    assert got[1].message.endswith("is not a measurement of its planned rate")

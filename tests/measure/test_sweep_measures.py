@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from harness.measure.sweep import Slo, goodput, knee, meets, rate_row, schedule, schedule_summary
+from harness.measure.sweep import Knee, Slo, goodput, knee, knee_of, meets, rate_row, schedule, schedule_summary
 from harness.records import RequestRecord
 
 MS = 1_000_000
@@ -48,3 +48,25 @@ def test_knee_is_the_highest_goodput_lowest_rate_on_ties() -> None:
     rows = [{r: 1.0, g: 1.0}, {r: 2.0, g: 1.9}, {r: 4.0, g: 1.9}, {r: 8.0, g: 0.5}, {r: 16.0, g: math.nan}]
     assert knee(rows) == {r: 2.0, g: 1.9}
     assert knee([]) is None
+
+
+def test_knee_is_never_a_saturated_rate() -> None:
+    r, g, sat = "arrival_rate_req_s", "goodput_median_req_s", "saturated_rounds"
+    rows = [{r: 10.0, g: 9.9, sat: 0}, {r: 20.0, g: 11.5, sat: 0}, {r: 40.0, g: 11.9, sat: 2}]
+    k = knee_of(rows)
+    assert k.row == {r: 20.0, g: 11.5, sat: 0}
+    assert k.note == ("the highest goodput, at 40 req/s, is not a steady state (2 over-saturated round(s)); "
+                      "the knee is the best steady rate")
+    assert knee(rows) == {r: 20.0, g: 11.5, sat: 0}
+    assert knee_of(rows[:2]) == Knee({r: 20.0, g: 11.5, sat: 0}, None)
+
+
+def test_knee_skips_rates_whose_schedule_was_not_kept_and_is_withheld_without_a_steady_rate() -> None:
+    r, g = "arrival_rate_req_s", "goodput_median_req_s"
+    rows = [{r: 5.0, g: 4.9, "schedule_kept": True}, {r: 10.0, g: 8.0, "schedule_kept": False}]
+    assert knee_of(rows).row == {r: 5.0, g: 4.9, "schedule_kept": True}
+    only = [{r: 40.0, g: 11.9, "saturated_rounds": 1, "rounds_ok": 1}, {r: 80.0, g: 3.0, "rounds_ok": 0}]
+    k = knee_of(only)
+    assert k.row is None
+    assert k.note == ("withheld: no steady rate; the highest goodput, at 40 req/s, is not a steady state "
+                      "(1 over-saturated round(s))")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from harness.measure import sla
+from harness.measure import sla, sla_load
 from harness.report.collect import collect
 from harness.report.config import ReportConfig
 from harness.report.render import render_report
@@ -22,15 +22,19 @@ VERDICTS = [(3.0, True, 0.021), (6.0, True, 0.024), (12.0, False, 0.405), (9.0, 
 LIMITS = {"ttft": 0.06, "tpot": None, "e2e": None}
 
 
-def _archive(ws: Path) -> str:
+def _archive(ws: Path, late_first: bool = False) -> str:
+    """The search of VERDICTS; ``late_first``: its first probe measured once invalid for load, then again."""
     rows = []
-    for i, (rate, _, ttft) in enumerate(VERDICTS):
+    measured = [(3.0, True, 0.0695)] * late_first + VERDICTS
+    for i, (rate, _, ttft) in enumerate(measured):
         rnd = {"status": "ok", "ttft_p99_s": ttft, "tpot_bench_p99_s": 0.011, "e2e_p99_s": ttft + 0.1,
                "client_schedule_kept": True}
         cell = {"cell_id": f"sweep-{rate:g}rps", "request_throughput_median_req_s": rate, "goodput_median_req_s": rate}
-        rows.append(sla.probe_row(i, rate, cell, [rnd], LIMITS, 1))
-    probes = sla.mark_bracket(rows)
-    result = sla.summary(probes, sla.SearchSettings(start_req_s=3, precision=1, max_probes=10))
+        late = ["the simulator lost 0.100 s of model time (12 late step(s); window 6.800 s)"] if late_first and i == 0 \
+            else []
+        rows.append(sla_load.probe_row(i, rate, 0, cell, [rnd], late, LIMITS, 1))
+    probes = sla_load.mark_bracket(rows)
+    result = sla_load.summary(probes, sla.SearchSettings(start_req_s=3, precision=1, max_probes=10), 2)
     w = ArchiveWriter(ws)
     w.write_json("spec.json", {"name": "syn-sla", "kind": "sla-search", "schedule_tolerance_ms": 50.0})
     w.write_json("sla.json", result | {"probes": probes, "limits_ms": {"ttft_ms": 60.0, "tpot_ms": None,
@@ -66,6 +70,19 @@ def test_sla_section_frozen_and_rendered(tmp_path: Path) -> None:
     part = md[md.index("## SLA searches"):]
     assert "**Bracket: highest passing 9.75 req/s, lowest failing 10.5 req/s**; converged" in part
     assert part.count("| FAIL ttft |") == 2
+
+
+def test_a_probe_invalid_for_load_is_shown_and_not_counted(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    _archive(ws, late_first=True)
+    snap = collect(ws, ReportConfig(), findings_fn=False)
+    (e,) = snap["sla"]
+    assert (e["highest_passing_req_s"], e["lowest_failing_req_s"], e["converged"]) == (9.75, 10.5, True)
+    assert [p["passed"] for p in e["probes"]][:2] == [None, True]
+    out = render_report(snapshot_bytes(snap), ws / "report", build_time=BUILD)
+    md = (out.out_dir / "report.md").read_text()
+    assert "| 0 | 3 | INVALID invalid-load: the simulator lost 0.100 s of model time \\(12 late step\\(s\\); " in md
+    assert "INVALID invalid-load: the simulator lost" in out.html.read_text()
 
 
 def test_older_snapshot_loads_without_sla(tmp_path: Path) -> None:

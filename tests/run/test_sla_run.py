@@ -93,7 +93,8 @@ def test_search_brackets_the_known_capacity(tmp_path: Path) -> None:
     archive = only_archive(ws)
     arrivals = [json.loads(x) for x in (archive / "arrivals.jsonl").read_text().splitlines()]
     assert [a["arrival_rate_req_s"] for a in arrivals] == rates  # each probe's plan archived
-    assert all(len(a["rounds"]) == 2 and a["plan_id"] for a in arrivals)  # warmup + one measured round
+    # warmup + one measured round; a re-measurement of a probe invalid for load (a busy machine) has no warmup
+    assert all(len(a["rounds"]) == (2 if a["attempt"] == 0 else 1) and a["plan_id"] for a in arrivals)
     sla = json.loads((archive / "sla.json").read_text())
     assert sla["bracket"] == b and len(sla["probes"]) == len(rates) and "p99" in sla["rule"]
     probes = ledger_table(ws, "sla_probes").to_pylist()

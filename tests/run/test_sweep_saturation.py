@@ -54,6 +54,10 @@ def test_the_saturated_rate_is_found_and_the_sweep_stops_there(tmp_path: Path) -
     assert abs(steady["inflight_slope_req_per_s"]) < 1
     sweep = json.loads((archive / "sweep.json").read_text())
     assert sweep["stopped"]["at_rate_req_s"] == 40.0 and sweep["stopped"]["not_run"] == [80.0]
+    # the goodput knee is never the over-saturated rate (issue 37): 40 req/s had the higher goodput (no SLO:
+    # its completed-request rate, 11-12 req/s, against 4)
+    assert sweep["knee"]["arrival_rate_req_s"] == 4.0
+    assert "at 40 req/s, is not a steady state (1 over-saturated round(s))" in sweep["knee_note"]
     cells = {c["arrival_rate_req_s"]: c for c in ledger_table(ws, "sweep_cells").to_pylist()}
     assert cells[4.0]["saturated_rounds"] == 0 and cells[40.0]["saturated_rounds"] == 1
     findings = ledger_table(ws, "findings").to_pylist()
@@ -69,4 +73,5 @@ def test_without_the_option_every_rate_runs(tmp_path: Path) -> None:
     archive = only_archive(ws)
     rounds = {r["arrival_rate_req_s"]: r for r in pq.read_table(archive / "rounds.parquet").to_pylist()}
     assert sorted(rounds) == [4.0, 40.0, 80.0] and rounds[80.0]["saturated"] is True
-    assert json.loads((archive / "sweep.json").read_text())["stopped"] is None
+    sweep = json.loads((archive / "sweep.json").read_text())
+    assert sweep["stopped"] is None and sweep["knee"]["arrival_rate_req_s"] == 4.0

@@ -61,7 +61,7 @@ max_new_tokens: 8
 use_case_output_lengths: false
 ignore_eos: true
 limits: {{ttft_ms: 5000}}
-search: {{start_req_s: 4, precision_req_s: 1, max_probes: 1}}
+search: {{start_req_s: 4, precision_req_s: 1, max_probes: 1, max_remeasure: 0}}  # the stalled probe, not measured again
 schedule_tolerance_ms: 200
 """
 REPLAY = """

@@ -1,5 +1,6 @@
 """Evidence rules of SLA searches (pure; harness.run.sla, docs/sla-search.md): a search the probe cap
-ended before its bracket was as narrow as declared (``sla-not-converged``), a probe whose rounds were
+ended before its bracket was as narrow as declared, or whose result was withheld because a probe had no
+measurement valid for load (``sla-not-converged``), a probe whose rounds were
 not all ok, whose client did not keep the planned arrival schedule, or whose simulator fell behind
 its model or client stalled in a round (``sla-probe-invalid``: its verdict is not a measurement of
 that rate), and a bracket that some passing rate above a failing
@@ -23,10 +24,17 @@ def _sla(d: ArchiveData) -> dict[str, Any]:
 
 @rule("sla-not-converged", kinds=("sla-search",))
 def rule_sla_not_converged(d: ArchiveData) -> list[Finding]:
-    """A search that ended (probe cap, or cut short) with a bracket wider than its precision."""
+    """A search that ended (probe cap, or cut short) with a bracket wider than its precision, or whose
+    result is withheld (``end`` ``invalid-load``: a probe invalid for load in every measurement)."""
     doc = _sla(d)
     if doc.get("converged") or doc.get("end") == "max-rate-passed":
         return []
+    if doc.get("withheld"):
+        return [_f(d.archive_id, "sla-not-converged", "warning",
+                   f"the search's result is withheld (end invalid-load): {doc['withheld']}; the bracket holds only "
+                   "the valid measurements and is not converged",
+                   "run the search again on a less loaded machine (nothing else busy), or raise "
+                   "search.max_remeasure", scope="run")]
     s = doc.get("settings") or {}
     unit = "" if s.get("relative") else " req/s"
     width = doc.get("width")
@@ -47,6 +55,10 @@ def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
     ``instruments.unit_problems``): one blocking finding per such round, naming it and its probe's cell,
     so no invalid probe decides the bracket silently."""
     instruments = unit_problems(d)
+    doc = _sla(d)
+    # rates with a valid (counted) measurement: harness.measure.sla_load gives an invalid one no verdict
+    counted = {float(p["arrival_rate_req_s"]) for p in doc.get("probes") or []
+               if isinstance(p, dict) and p.get("passed") is not None and p.get("arrival_rate_req_s") is not None}
     out = []
     for r in d.rounds:
         problems = []
@@ -57,9 +69,12 @@ def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
                             f"tolerance {float(d.spec.get('schedule_tolerance_ms', 50.0)):.0f} ms")
         problems.extend(instruments.get(str(r["round_id"]), []))
         if problems:
+            rate = r.get("arrival_rate_req_s")
+            again = (" (the search measured this rate again and counted only a valid measurement)"
+                     if rate is not None and float(rate) in counted and r.get("status") == "ok" else "")
             out.append(_f(d.archive_id, "sla-probe-invalid", "blocking",
-                          f"{r['round_id']} (probe at {r.get('arrival_rate_req_s')} req/s): {'; '.join(problems)}; "
-                          "this probe's verdict is not a measurement of its planned rate",
+                          f"{r['round_id']} (probe at {rate} req/s): {'; '.join(problems)}; "
+                          f"this probe's verdict is not a measurement of its planned rate{again}",
                           "find the failed requests, the achieved schedule (schedule.jsonl) or the round's "
                           "self-check (wave_checks.jsonl) in the archive; run the search again on a less "
                           "loaded machine", [str(r["round_id"]), str(r["cell_id"])]))

@@ -5,7 +5,8 @@ Each probe is one offered rate measured as a rate-sweep cell (``warmup_requests`
 ``rounds`` measured rounds with the sweep's arrival plans); which rate comes next is decided by
 harness.measure.sla from the probes so far: ``search.start_req_s``, doubled until a probe fails, then
 bisected until the bracket is at most ``precision_req_s`` (or ``precision_rel`` of the passing rate)
-wide, or ``max_probes`` probes ran (unconverged).
+wide, or ``max_probes`` probes ran (unconverged). A probe the client or the simulator fell behind in
+is measured again, at most ``max_remeasure`` times (harness.measure.sla_load).
 
 Example::
 
@@ -46,6 +47,9 @@ class SearchSpec(Strict):
                             "this many probes (count)")
     max_rate_req_s: float | None = Field(None, gt=0, le=MAX_RATE, allow_inf_nan=False,
                                          description="never probe above this rate (requests/s)")
+    max_remeasure: int = Field(2, ge=0, le=5, description="times a probe invalid for load (the client or the "
+                               "simulator fell behind) is measured again before the search's result is "
+                               "withheld (count)")
 
     @model_validator(mode="after")
     def _check(self) -> SearchSpec:
@@ -89,6 +93,9 @@ class SlaSpec(OneServiceSpec):
         lim = self.limits
         if lim.ttft_ms is None and lim.tpot_ms is None and lim.e2e_ms is None:
             raise ValueError("limits: declare at least one of ttft_ms, tpot_ms, e2e_ms")
+        if self.rounds * (1 + self.search.max_remeasure) > 100:
+            raise ValueError("rounds x (1 + search.max_remeasure) must be at most 100 (the round indices of a "
+                             "probe's measurements)")
         if self.reopen is not None and self.direction is None:
             raise ValueError("'reopen' needs the 'direction' it reopens")
         return self
