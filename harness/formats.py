@@ -82,11 +82,14 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], source
             owner = _model_for_path(model, loc)
             key = str(loc[-1])
             fields = list(owner.model_fields) if owner else []
-            close = difflib.get_close_matches(key, fields, n=1)
+            # a model that moved keys into sections names their old spellings (FLAT_KEYS: old -> new path)
+            moved: Mapping[str, str] = getattr(owner, "FLAT_KEYS", None) or {}
+            close = difflib.get_close_matches(key, [*fields, *moved], n=1)
             msg = f"unknown key '{key}'"
             if close:
-                msg += f" (did you mean '{close[0]}'?)"
-                hints.append(f"rename '{path}' to '{'.'.join([*map(str, loc[:-1]), close[0]])}'")
+                better = moved.get(close[0], close[0])
+                msg += f" (did you mean '{better}'?)"
+                hints.append(f"rename '{path}' to '{'.'.join([*map(str, loc[:-1]), better])}'")
             else:
                 hints.append(f"remove '{path}'; allowed keys here: {', '.join(fields)}")
         elif err["type"] == "missing":

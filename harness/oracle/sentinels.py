@@ -26,7 +26,7 @@ def run_sentinels(svc: RunningService, oracles: Sequence[Oracle], when: str, lab
     pid = svc.process.pid if svc.process else None
     extra: dict[str, Any] = {} if timeout_s is None else {"timeout_s": timeout_s}
     for o in oracles:
-        r = check_oracle(svc.url, o, protocol=svc.profile.wire_protocol, model=svc.profile.served_model_name,
+        r = check_oracle(svc.url, o, protocol=svc.profile.wire_protocol, model=svc.profile.identity.served_model_name,
                          **extra)
         d = asdict(r)
         d["got_ids"] = list(r.got_ids)

@@ -103,7 +103,7 @@ def test_control_differs_in_undeclared_key(tmp_path: Path) -> None:
     suites, _ = evidence(ws)
     bad = make_formal(ws, value=95.0, prof=profile(sim={"step_factor": 1.1}, tp_size=4)).archive_id
     msg = refused(write(tmp_path, proposal(suites, [bad])), ws)
-    assert "undeclared key: tp_size" in msg
+    assert "undeclared key: identity.tp_size" in msg  # a flat profile key, named in the sectioned spelling
 
 
 def test_control_must_differ_in_the_declared_change_and_be_separate(tmp_path: Path) -> None:

@@ -71,7 +71,8 @@ def test_native_profile_exact_argv() -> None:
 
 
 def test_multinode_profile_one_command_per_node() -> None:
-    profile = load_profile(PROFILES / "sglang-tp8-multinode.yaml").model_copy(update={"python": "/opt/sgl/bin/python"})
+    loaded = load_profile(PROFILES / "sglang-tp8-multinode.yaml")
+    profile = loaded.model_copy(update={"launch": loaded.launch.model_copy(update={"python": "/opt/sgl/bin/python"})})
     cmds = multinode_commands(profile, 30021, witness_dir="/run/w")
     assert [c.node_rank for c in cmds] == [0, 1]
     for rank, cmd in enumerate(cmds):

@@ -1,7 +1,8 @@
 """Spec formats of every kind (pydantic, ``extra="forbid"``; pure, reads files).
 
 - :mod:`.base`: limits, names and :class:`SpecBase`, the header every kind shares (one format check);
-- :mod:`.service`: service profiles, simulator/OpenAI/load settings;
+- :mod:`.service`: service profiles, simulator/OpenAI/load settings; :mod:`.service_sections`: a
+  profile's ``launch``, ``identity`` and ``devices`` sections (and the flat spelling of format 1);
 - :mod:`.formal`, :mod:`.abba`, :mod:`.sweep`, :mod:`.matched`, :mod:`.sla`: the kinds' models (formal-matrix,
   abba, rate-sweep, matched-sd, sla-search);
 - :mod:`.load`: :func:`load_spec`, the one loader, which decides the kind.
@@ -60,6 +61,15 @@ from harness.inputs.spec.service import (
     load_profile,
     resolve_profile,
 )
+from harness.inputs.spec.service_sections import (
+    DeviceSettings,
+    IdentitySettings,
+    LaunchSettings,
+    LibraryRequirement,
+    SourceTree,
+    sectioned_dump,
+    sectioned_key,
+)
 from harness.inputs.spec.sla import SearchSpec, SlaSpec, probe_sweep, sla_definition
 from harness.inputs.spec.slurm import SlurmSpec
 from harness.inputs.spec.sweep import ArrivalSettings, GeometricRates, SloSpec, SweepSpec, sweep_definition
@@ -69,11 +79,12 @@ __all__ = [
     "MAX_NEW_TOKENS", "MAX_ROUNDS", "MAX_SECONDS", "MAX_TIERS", "MAX_WAVES", "MAX_WORKERS", "NAME_PATTERN",
     "SPEC_FORMAT_VERSION", "SPEC_KINDS", "SPEC_MODELS", "TIERS", "AbbaSpec", "AbbaWorkload", "AnySpec",
     "ArrivalSettings", "Backend", "CampaignSpec", "ClaimClass", "ClientLimits", "CorporaSpec", "DecodeSpec",
-    "GeometricRates", "KindSpec", "LoadSettings", "LoadedSpec", "MatchedSdSpec", "MatchedWorkload", "OneServiceSpec",
+    "DeviceSettings", "GeometricRates", "IdentitySettings", "KindSpec", "LaunchSettings", "LibraryRequirement",
+    "LoadSettings", "LoadedSpec", "MatchedSdSpec", "MatchedWorkload", "OneServiceSpec",
     "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ReplaySpec", "SearchSpec", "ServiceProfile",
-    "SimSettings", "SlaSpec", "SloSpec", "SlurmSpec",
+    "SimSettings", "SlaSpec", "SloSpec", "SlurmSpec", "SourceTree",
     "SpecBase", "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of",
     "kinds_hint", "load_profile", "load_spec", "loaded_abba", "probe_sweep", "replay_definition", "resolve_profile",
-    "sla_definition", "spec_paths", "sweep_definition",
+    "sectioned_dump", "sectioned_key", "sla_definition", "spec_paths", "sweep_definition",
     "with_resolved_profiles",
 ]

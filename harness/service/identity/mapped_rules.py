@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.inputs.spec.service import LibraryRequirement
+from harness.inputs.spec import LibraryRequirement
 
 _DELETED = " (deleted)"
 _SHARED_OBJECT = re.compile(r"\.so(\.|$)")  # libfoo.so, libfoo.so.1.2, foo.cpython-311-x86_64-linux-gnu.so
