@@ -29,6 +29,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import DsvError, SpecError
 
+__all__ = [
+    "Strict", "UnreadableFile", "atomic_write", "atomic_write_dir", "atomic_write_table", "dump_json", "finite_float",
+    "fixed_point", "fsync_dir", "json_default", "json_safe", "open_regular", "parse_model", "parse_wall",
+    "read_regular", "read_yaml", "resolve_path",
+]
+
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -46,6 +46,8 @@ import numpy as np
 
 from harness.errors import CorpusError
 
+__all__ = ["expected_cached"]
+
 DEFAULT_BLOCK_SIZE = 512
 MAX_BLOCK_SIZE = 1 << 20
 MAX_LENGTH = 1 << 20  # tokens per prompt or answer (a spec's max_new_tokens limit)

@@ -17,6 +17,17 @@ import numpy as np
 
 from harness.inputs.spec import sectioned_dump, sectioned_key
 
+__all__ = [
+    "LEGS",
+    "AbbaResult",
+    "LegSummary",
+    "OutputMatch",
+    "legs_from_rates",
+    "match_outputs",
+    "profile_differences",
+    "summarize",
+]
+
 LEGS = ("A1", "B1", "B2", "A2")
 CONTROL_LEGS = ("A1", "A2")
 CANDIDATE_LEGS = ("B1", "B2")

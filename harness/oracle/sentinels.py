@@ -12,6 +12,8 @@ from harness.oracle.live import check_oracle
 from harness.oracle.model import Oracle, load_oracle
 from harness.service.launch.manager import RunningService
 
+__all__ = ["load_sentinels", "run_sentinels"]
+
 
 def load_sentinels(paths: Sequence[Path]) -> list[Oracle]:
     """Load the spec's oracle files (SpecError names a malformed one) before anything starts."""

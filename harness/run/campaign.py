@@ -82,6 +82,8 @@ from harness.store.archive import (
 )
 from harness.store.runblock import RunBlock
 
+__all__ = ["RunOutcome", "load_corpora", "make_plan"]
+
 
 @dataclass
 class RunOutcome:

@@ -55,6 +55,8 @@ from harness.service.launch.manager import RunningService, check_port_free
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.runblock import RunBlock
 
+__all__ = ["MatchedOutcome"]
+
 
 @dataclass(frozen=True)
 class MatchedInputs(LegInputs):

@@ -26,6 +26,8 @@ import psutil
 
 from harness.errors import ServiceError
 
+__all__ = ["OwnedProcess", "release", "stop_all_live", "stop_owned"]
+
 
 @dataclass
 class OwnedProcess:

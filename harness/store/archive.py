@@ -65,6 +65,25 @@ from harness.service.identity.record_shape import clean_service_doc
 from harness.store.archive_legacy import FIRST_CURRENT_FORMAT, upgrade_json, upgrade_table
 from harness.store.runblock import RunBlock, read_run_block
 
+__all__ = [
+    "MANIFEST",
+    "RECORDS_DIR",
+    "Archive",
+    "ArchiveWriter",
+    "Partial",
+    "already_resumed",
+    "claim_resume",
+    "find_archive",
+    "find_partial",
+    "iter_archives",
+    "iter_partials",
+    "open_archive",
+    "open_verified",
+    "read_json_file",
+    "resumed_by",
+    "verify_archive",
+]
+
 ARCHIVE_FORMAT_VERSION = 4
 READABLE_FORMAT_VERSIONS = (1, 2, 3, 4)
 MANIFEST = "manifest.json"

@@ -23,6 +23,8 @@ from harness.inputs.corpus.random_ids import id_range
 from harness.inputs.corpus.write import case_id_for, encode_case_line, write_corpus
 from harness.inputs.trace import DEFAULT_BLOCK_SIZE, TraceRequest, prompt_ids, read_trace
 
+__all__ = ["check_trace_matches", "import_trace", "trace_params"]
+
 TRACE_REPOSITORY = "mooncake-trace"
 
 

@@ -10,7 +10,7 @@
 The public names are re-exported here (``from harness.inputs.spec import X``).
 """
 
-from harness.inputs.spec.abba import AbbaSpec, AbbaWorkload, abba_from_files
+from harness.inputs.spec.abba import AbbaSpec, AbbaWorkload, FixedWaves, abba_from_files
 from harness.inputs.spec.base import (
     CAMPAIGN_NAME_PATTERN,
     MAX_CAMPAIGN_NAME_CHARS,
@@ -28,6 +28,7 @@ from harness.inputs.spec.base import (
     SPEC_KINDS,
     TIERS,
     Backend,
+    CacheDefeat,
     ClaimClass,
     ClientLimits,
     ProtocolClass,
@@ -37,9 +38,11 @@ from harness.inputs.spec.base import (
     check_format_version,
     check_name,
     kinds_hint,
+    legacy_cache,
 )
 from harness.inputs.spec.formal import CampaignSpec, CorporaSpec, DecodeSpec, PrefillSpec
 from harness.inputs.spec.load import (
+    DEFAULT_KIND,
     SPEC_MODELS,
     AnySpec,
     KindSpec,
@@ -72,19 +75,18 @@ from harness.inputs.spec.service_sections import (
 )
 from harness.inputs.spec.sla import SearchSpec, SlaSpec, probe_sweep, sla_definition
 from harness.inputs.spec.slurm import SlurmSpec
-from harness.inputs.spec.sweep import ArrivalSettings, GeometricRates, SloSpec, SweepSpec, sweep_definition
+from harness.inputs.spec.sweep import MAX_RATE, ArrivalSettings, GeometricRates, SloSpec, SweepSpec, sweep_definition
 
 __all__ = [
-    "CAMPAIGN_NAME_PATTERN", "MAX_CAMPAIGN_NAME_CHARS", "MAX_CONCURRENCY", "MAX_EVENT_BYTES", "MAX_NAME_CHARS",
-    "MAX_NEW_TOKENS", "MAX_ROUNDS", "MAX_SECONDS", "MAX_TIERS", "MAX_WAVES", "MAX_WORKERS", "NAME_PATTERN",
-    "SPEC_FORMAT_VERSION", "SPEC_KINDS", "SPEC_MODELS", "TIERS", "AbbaSpec", "AbbaWorkload", "AnySpec",
-    "ArrivalSettings", "Backend", "CampaignSpec", "ClaimClass", "ClientLimits", "CorporaSpec", "DecodeSpec",
-    "DeviceSettings", "GeometricRates", "IdentitySettings", "KindSpec", "LaunchSettings", "LibraryRequirement",
-    "LoadSettings", "LoadedSpec", "MatchedSdSpec", "MatchedWorkload", "OneServiceSpec",
-    "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ReplaySpec", "SearchSpec", "ServiceProfile",
-    "SimSettings", "SlaSpec", "SloSpec", "SlurmSpec", "SourceTree",
-    "SpecBase", "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of",
-    "kinds_hint", "load_profile", "load_spec", "loaded_abba", "probe_sweep", "replay_definition", "resolve_profile",
-    "sectioned_dump", "sectioned_key", "sla_definition", "spec_paths", "sweep_definition",
-    "with_resolved_profiles",
+    "CAMPAIGN_NAME_PATTERN", "DEFAULT_KIND", "MAX_CAMPAIGN_NAME_CHARS", "MAX_CONCURRENCY", "MAX_EVENT_BYTES",
+    "MAX_NAME_CHARS", "MAX_NEW_TOKENS", "MAX_RATE", "MAX_ROUNDS", "MAX_SECONDS", "MAX_TIERS", "MAX_WAVES",
+    "MAX_WORKERS", "NAME_PATTERN", "SPEC_FORMAT_VERSION", "SPEC_KINDS", "SPEC_MODELS", "TIERS", "AbbaSpec",
+    "AbbaWorkload", "AnySpec", "ArrivalSettings", "Backend", "CacheDefeat", "CampaignSpec", "ClaimClass",
+    "ClientLimits", "CorporaSpec", "DecodeSpec", "DeviceSettings", "FixedWaves", "GeometricRates", "IdentitySettings",
+    "KindSpec", "LaunchSettings", "LibraryRequirement", "LoadSettings", "LoadedSpec", "MatchedSdSpec",
+    "MatchedWorkload", "OneServiceSpec", "OpenAISettings", "PrefillSpec", "ProtocolClass", "ReopenSpec", "ReplaySpec",
+    "SearchSpec", "ServiceProfile", "SimSettings", "SlaSpec", "SloSpec", "SlurmSpec", "SourceTree", "SpecBase",
+    "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of", "kinds_hint",
+    "legacy_cache", "load_profile", "load_spec", "loaded_abba", "probe_sweep", "replay_definition", "resolve_profile",
+    "sectioned_dump", "sectioned_key", "sla_definition", "spec_paths", "sweep_definition", "with_resolved_profiles",
 ]

@@ -65,6 +65,11 @@ from harness.store.ledger.layout import SCHEMAS, canonical, ledger_dir
 from harness.store.ledger.migrate import SCHEMA4_SPLIT
 from harness.store.ledger.parquet_layout import JOURNAL
 
+__all__ = [
+    "MergeResult", "Refusal", "copy_foreign_archive", "discard_copy", "foreign_archive_dirs", "ledger_refusals",
+    "merge_governance", "one_line", "other_root",
+]
+
 GOVERNANCE_MAX_BYTES = 64 * 2**20
 LEDGER_FILE_MAX_BYTES = 64 * 2**20
 MERGE_PREFIX = ".merge-"
