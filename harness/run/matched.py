@@ -85,7 +85,7 @@ def prepare_matched(loaded: LoadedSpec, workspace: Path) -> MatchedInputs:
     if not declared:
         raise SpecError(f"{loaded.source or 'the spec'}: the ar and sd profiles are identical",
                         hint="give the sd profile its speculative configuration (sim.speculative, or the "
-                        "server's speculative flags in extra_args)")
+                        "server's speculative flags in launch.extra_args)")
     corpus = load_corpus(loaded.paths.corpora["workload"])
     cases = fixed_cases(corpus, spec.workload)
     sentinels = load_sentinels(loaded.paths.oracles)

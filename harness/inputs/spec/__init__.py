@@ -72,6 +72,7 @@ from harness.inputs.spec.service_sections import (
     SourceTree,
     sectioned_dump,
     sectioned_key,
+    spelled_key,
 )
 from harness.inputs.spec.sla import SearchSpec, SlaSpec, probe_sweep, sla_definition
 from harness.inputs.spec.slurm import SlurmSpec
@@ -88,5 +89,6 @@ __all__ = [
     "SearchSpec", "ServiceProfile", "SimSettings", "SlaSpec", "SloSpec", "SlurmSpec", "SourceTree", "SpecBase",
     "SpecPaths", "SweepSpec", "abba_from_files", "check_format_version", "check_name", "kind_of", "kinds_hint",
     "legacy_cache", "load_profile", "load_spec", "loaded_abba", "probe_sweep", "replay_definition", "resolve_profile",
-    "sectioned_dump", "sectioned_key", "sla_definition", "spec_paths", "sweep_definition", "with_resolved_profiles",
+    "sectioned_dump", "sectioned_key", "sla_definition", "spec_paths", "spelled_key", "sweep_definition",
+    "with_resolved_profiles",
 ]

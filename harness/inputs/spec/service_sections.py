@@ -170,6 +170,14 @@ def sectioned_key(key: str) -> str:
     return FLAT_KEYS[head] + dot + rest if head in FLAT_KEYS else key
 
 
+def spelled_key(data: object, key: str) -> str:
+    """How the raw profile mapping ``data`` spells the flat ``key``, for a message naming where it was
+    set: the flat name when ``data`` writes it so, else its sectioned path (``port`` -> ``launch.port``)."""
+    if isinstance(data, Mapping) and key in data:
+        return key
+    return FLAT_KEYS.get(key, key)
+
+
 def sectioned_dump(profile: Mapping[str, Any]) -> dict[str, Any]:
     """A recorded profile (``service.json``, ``spec.json``; flat in archives of format 3 and earlier) as a
     sectioned mapping, for readers that compare or look up its keys without validating it."""

@@ -161,11 +161,11 @@ def _check_extra_args(profile: ServiceProfile) -> None:
     for arg in profile.launch.extra_args:
         flag = arg.split("=", 1)[0]
         if flag in MANAGED_SGLANG_FLAGS:
-            clashes.append(f"{flag} (set profile field '{MANAGED_SGLANG_FLAGS[flag]}')")
+            clashes.append(f"{flag} (set profile field '{ServiceProfile.FLAT_KEYS[MANAGED_SGLANG_FLAGS[flag]]}')")
     if clashes:
         raise SpecError(
-            f"profile '{profile.name}': extra_args repeat flags the profile manages: {', '.join(clashes)}",
-            hint="remove them from extra_args and set the named profile fields instead",
+            f"profile '{profile.name}': launch.extra_args repeat flags the profile manages: {', '.join(clashes)}",
+            hint="remove them from launch.extra_args and set the named profile fields instead",
         )
 
 
@@ -173,13 +173,13 @@ def _check_dist_init_addr(profile: ServiceProfile) -> str:
     addr = profile.launch.dist_init_addr
     if not addr:
         raise SpecError(
-            f"profile '{profile.name}': nnodes is {profile.launch.nnodes} but dist_init_addr is not set",
-            hint="set dist_init_addr to HOST:PORT of node 0, e.g. dist_init_addr: 10.0.0.1:25000",
+            f"profile '{profile.name}': launch.nnodes is {profile.launch.nnodes} but launch.dist_init_addr is not set",
+            hint="set launch.dist_init_addr to HOST:PORT of node 0, e.g. launch: {dist_init_addr: 10.0.0.1:25000}",
         )
     host, sep, port = addr.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise SpecError(
-            f"profile '{profile.name}': dist_init_addr {addr!r} is not HOST:PORT",
+            f"profile '{profile.name}': launch.dist_init_addr {addr!r} is not HOST:PORT",
             hint="use the address node 0 is reachable at, e.g. 10.0.0.1:25000 or [fd00::1]:25000",
         )
     return addr
@@ -191,7 +191,7 @@ def _check_multinode(profile: ServiceProfile, node_rank: int | None) -> int | No
         for rank in (node_rank, profile.launch.node_rank):
             if rank not in (None, 0):
                 raise SpecError(f"profile '{profile.name}' is single-node; node_rank {rank} is invalid",
-                                hint="drop node_rank (--node-rank), or set nnodes in the profile")
+                                hint="drop node_rank (--node-rank), or set launch.nnodes in the profile")
         return None
     _check_dist_init_addr(profile)
     if profile.identity.tp_size is None or profile.identity.tp_size % profile.launch.nnodes:

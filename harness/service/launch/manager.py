@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import IdentityMismatch, ServerUnreachable, ServiceDied, ServiceError
-from harness.formats import read_yaml
-from harness.inputs.spec import ClaimClass, ServiceProfile
+from harness.formats import read_yaml, resolve_path
+from harness.inputs.spec import ClaimClass, ServiceProfile, spelled_key
 from harness.service.devices.ownership import service_gpus
 from harness.service.http import request
 from harness.service.identity.origin import server_is_simulator
@@ -174,14 +174,20 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def port_field(spec_path: Path | None) -> str:
     """Where the spec at ``spec_path`` sets its service's port, for an error message: ``'service.port'
-    in SPEC``, or the profile file that the spec's ``service`` names."""
+    in SPEC`` (``'service.launch.port'`` when it writes the sections), or the profile file that the
+    spec's ``service`` names."""
     where = str(spec_path) if spec_path is not None else "the spec"
+    key = "launch.port"
     if spec_path is not None:
         with contextlib.suppress(Exception):  # only words for a message: the spec was validated already
             data = read_yaml(spec_path)
-            if isinstance(data, dict) and isinstance(data.get("service"), str):
-                return f"'port' in the service profile {data['service']} (named by 'service' in {where})"
-    return f"'service.port' in {where}"
+            svc = data.get("service") if isinstance(data, dict) else None
+            if isinstance(svc, str):
+                with contextlib.suppress(Exception):  # the profile file's own spelling
+                    key = spelled_key(read_yaml(resolve_path(svc, spec_path.parent)), "port")
+                return f"'{key}' in the service profile {svc} (named by 'service' in {where})"
+            key = spelled_key(svc, "port")
+    return f"'service.{key}' in {where}"
 
 
 def check_port_free(profile: ServiceProfile, field: str) -> None:
@@ -246,7 +252,7 @@ def wait_healthy(url: str, timeout_s: float, process: OwnedProcess | None = None
         time.sleep(0.2)
     tail = f"\n--- log tail ({process.log_path}) ---\n{process.log_tail()}" if process else ""
     raise ServiceError(f"{url}/health not ready after {timeout_s:.0f} s ({last}){tail}",
-                       hint="raise startup_timeout_s in the profile, or read the log")
+                       hint="raise launch.startup_timeout_s in the profile, or read the log")
 
 
 def read_server_info(url: str, protocol: str) -> dict[str, Any]:
@@ -475,7 +481,7 @@ def patch_state(profile: ServiceProfile) -> dict[str, Any] | None:
         raise ServiceError(f"cannot locate the sglang package of {python}: {exc}") from exc
     if not out:
         raise ServiceError(f"{python} has no sglang package; cannot verify the patch series {profile.launch.patches}",
-                           hint="install sglang in that interpreter or fix the profile's python")
+                           hint="install sglang in that interpreter or fix the profile's launch.python")
     return patch_identity(series, Path(out))
 
 
