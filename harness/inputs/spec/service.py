@@ -92,7 +92,9 @@ class ServiceProfile(Strict):
 
     ``backend``: ``sim`` (built-in simulator, started as an owned subprocess), ``sglang`` or ``vllm``
     (launched as an owned process tree), ``attach`` (an already-running server at ``url``; the
-    harness then cannot prove a fresh process and records that).
+    harness then cannot prove a fresh process and records that). The rest is in three sections,
+    ``launch``, ``identity`` and ``devices``; the flat spelling of spec format 1 (``port:``,
+    ``tp_size:`` ... at the top level) is read into them, never written.
     """
 
     name: str = Field("service", pattern=NAME_PATTERN,
