@@ -79,9 +79,9 @@ def round_window(wave_id: str, cell_id: str, concurrency: int, start_ns: int,
 
 
 def power_source(profile: ServiceProfile) -> str:
-    """The power/energy source of a service (``power_source``; ``auto``: the simulator's power model for
-    a simulator whose profile has one, else the GPU tool the owners check uses: NVML for nvml /
-    nvidia-smi, amd-smi, xpu-smi; ``none`` for anything else)."""
+    """The power/energy source of a service (``devices.power_source``; ``auto``: the simulator's power
+    model for a simulator whose profile has one, else the GPU tool the owners check uses: NVML for
+    nvml / nvidia-smi, amd-smi, xpu-smi; ``none`` for anything else)."""
     if profile.devices.power_source != "auto":
         return profile.devices.power_source
     if profile.backend == "sim":
