@@ -28,8 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+import harness.ledger as hl
 from harness.measure import metrics as m
 from harness.measure.acceptance import cell_acceptance
 from harness.measure.matched import step_gaps
@@ -76,7 +75,7 @@ def run_tier(c: int, work: Path, scale: float) -> dict[str, Any]:
             gaps += step_gaps([r.event_ns for r in recs], [r.event_tokens for r in recs], win.start_ns, win.end_ns)
     cell = next(x for x in out.results.cells if x.cell_id == cell_id)
     rate = float(cell.median_tok_s)
-    acc = pd.read_parquet(work / "ws" / "ledgers" / "acceptance")
+    acc = hl.read(work / "ws", "acceptance")  # the Delta table, each row once
     delta = acc[acc.source == "vllm-metrics-delta"][["verify_steps", "drafts_proposed", "drafts_accepted"]].sum()
     prof = profile_for("fast")
     t_model = VERIFY_COST * decode_step_s(prof, c, time_scale=time_scale)

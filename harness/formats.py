@@ -200,10 +200,14 @@ def resolve_path(value: str, base: Path) -> Path:
     p = Path(value).expanduser()
     if p.is_absolute():
         return p
-    for candidate in (base / p, Path.cwd() / p):
-        if candidate.exists():
-            return candidate.resolve()
-    return (base / p).resolve()
+    try:
+        for candidate in (base / p, Path.cwd() / p):
+            if candidate.exists():
+                return candidate.resolve()
+        return (base / p).resolve()
+    except OSError as exc:  # e.g. ENAMETOOLONG: exists() raises it rather than answering False
+        raise SpecError(f"{base}: path {value[:80]!r}{'...' if len(value) > 80 else ''} is not usable: "
+                        f"{exc.strerror or exc}", hint="name an existing file or directory") from None
 
 
 # ----------------------------------------------------------------------------------------------------

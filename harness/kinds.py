@@ -2,11 +2,12 @@
 
 A kind is one entry of :data:`KINDS`. Its entry names, as ``module:attribute`` references that the
 stage which needs one resolves (:func:`resolve`), the kind's spec model (``inputs``), its runner and
-recovery (``run``), its console (``cli``) and its report-snapshot entry builder (``report``); and as
-data its protocol class, the archive result files it writes with the ledger table each becomes, the
-report-snapshot list its entries go to, the command that starts it and the modules that are the
-kind's own (only those may test a kind by name). Adding a kind is its own new files plus one entry
-here (docs/architecture.md, "Adding a kind").
+recovery (``run``), its console (``cli``), its report-snapshot entry builder (``report``) and the
+templates' view of it (``report_view``); and as data its protocol class, the archive result files it
+writes with the ledger table each becomes, the report-snapshot list its entries go to, the command
+that starts it and the modules that are the kind's own (only those may test a kind by name). Adding a
+kind is its own new files (its report template partials among them, named after the kind) plus one
+entry here (docs/architecture.md, "Adding a kind").
 
 A reference names an attribute of a module of the stage that uses it, so this module imports none
 of them: the layering (``pyproject.toml``'s importlinter contract) is unchanged by what it names.
@@ -47,9 +48,13 @@ class KindInfo:
     """One run kind (module docstring). ``files``: every archive result file of the kind -> its ledger
     table ("" for a file that is no ledger table; the records' ``requests`` and ``energy.json``'s
     ``energy`` rows are every kind's);
-    ``spec_model``, ``run``, ``recover``, ``console``, ``report``: ``module:attribute`` references
-    (None: the kind has none, e.g. an import is not started from a spec); ``report_section``: the key
-    of the snapshot list its entries join; ``modules``: the kind's own modules (dotted names)."""
+    ``spec_model``, ``run``, ``recover``, ``console``, ``report``, ``report_view``, ``report_figures``
+    (drawers ``(entry) -> FigureResult | None``, each over every entry of its section): ``module:attribute``
+    references (None: the kind has none, e.g. an import is not started from a spec; a kind with a
+    ``report`` but no ``report_view`` is shown as its labelled entries); ``report_section``: the key of
+    the snapshot list its entries join (dotted: nested), whose first part is the templates' name of its
+    view; its report section's template partial is ``reports/templates/kinds/<name>.<html|md|tex>.j2``
+    (none: the report lists its archives only); ``modules``: the kind's own modules (dotted names)."""
 
     name: str
     protocol_class: str
@@ -60,6 +65,9 @@ class KindInfo:
     recover: str | None = None
     console: str | None = None
     report: str | None = None
+    report_view: str | None = None
+    report_figures: tuple[str, ...] = ()
+    timeline_source: str = ""  # its report timelines' ``source`` (the first measured wave per cell); "": none
     files: Mapping[str, str] = field(default_factory=dict)
     modules: tuple[str, ...] = ()
     plan: str | None = None  # the console's plan printer (``dsv4h campaign plan``): ``module:attribute``
@@ -86,13 +94,18 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              spec_model="harness.inputs.spec.formal:CampaignSpec", run="harness.run.campaign:run_kind",
              recover="harness.run.campaign:recover_matrix", console="harness.cli.campaign_cmd:run_matrix_cli",
              plan="harness.cli.campaign_cmd:plan_matrix",
-             report="harness.report.snapshot.freeze:formal_entry", files=_FORMAL_FILES,
+             report="harness.report.snapshot.freeze:formal_entry",
+             report_view="harness.report.kind_views:formal_view",
+             report_figures=("harness.report.figures:formal_matrix_figure", "harness.report.figures:latency_figure_of"),
+             files=_FORMAL_FILES, timeline_source="formal",
              modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd",
                       "harness.governance.record_claims")),
     KindInfo("abba", "abba-screen", "dsv4h abba", "screens",
              spec_model="harness.inputs.spec.abba:AbbaSpec", run="harness.run.abba:run_kind",
              recover="harness.run.abba:recover_abba", console="harness.cli.abba_cmd:run_abba_cli",
              report="harness.report.snapshot.freeze:screen_entry",
+             report_view="harness.report.kind_views:screens_view",
+             report_figures=("harness.report.figures:abba_figure",), timeline_source="abba",
              files=_LEG_FILES | {"comparison.parquet": "comparisons"},
              no_options="drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
              modules=("harness.inputs.spec.abba", "harness.run.abba", "harness.cli.abba_cmd", "harness.measure.abba")),
@@ -101,6 +114,8 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              recover="harness.run.sweep:recover_sweep", console="harness.cli.sweep_cmd:run_sweep_loaded_cli",
              plan="harness.cli.sweep_cmd:plan_loaded",
              report="harness.report.snapshot.sections:sweep_entry",
+             report_view="harness.report.kind_views:sweeps_view",
+             report_figures=("harness.report.figures:sweep_figure",),
              files={"cells.parquet": "sweep_cells", "rounds.parquet": "sweep_rounds"},
              no_options="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
              modules=("harness.inputs.spec.sweep", "harness.run.sweep", "harness.cli.sweep_cmd", "harness.report.sweep",
@@ -109,6 +124,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              spec_model="harness.inputs.spec.matched:MatchedSdSpec", run="harness.run.matched:run_kind",
              recover="harness.run.matched:recover_matched", console="harness.cli.matched_cmd:run_matched_cli",
              report="harness.report.snapshot.speculative:matched_snapshot_entry",
+             report_view="harness.report.kind_views:matched_view",
              files=_LEG_FILES | {"matched.parquet": "matched_sd"},
              no_options="drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
              modules=("harness.inputs.spec.matched", "harness.run.matched", "harness.cli.matched_cmd",
@@ -116,14 +132,15 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
     KindInfo("trace-replay", "trace-replay", "dsv4h campaign run", "replays",
              spec_model="harness.inputs.spec.replay:ReplaySpec", run="harness.run.replay:run_kind",
              recover="harness.run.replay:recover_replay", console="harness.cli.replay_cmd:run_replay_loaded_cli",
-             report="harness.report.snapshot.replay:replay_snapshot_entry", files={"replay.parquet": "replay_runs"},
+             report="harness.report.snapshot.replay:replay_snapshot_entry",
+             report_view="harness.report.kind_views:replays_view", files={"replay.parquet": "replay_runs"},
              no_options="drop them: a trace replay runs its trace's schedule once, never resumed",
              modules=("harness.inputs.spec.replay", "harness.run.replay", "harness.cli.replay_cmd",
                       "harness.measure.replay", "harness.report.snapshot.replay")),
     KindInfo("sla-search", "sla-search", "dsv4h sla run", "sla",
              spec_model="harness.inputs.spec.sla:SlaSpec", run="harness.run.sla:run_kind",
              recover="harness.run.sla:recover_sla", console="harness.cli.sla_cmd:run_sla_loaded_cli",
-             report="harness.report.snapshot.sla:sla_entry",
+             report="harness.report.snapshot.sla:sla_entry", report_view="harness.report.kind_views:sla_view",
              files={"cells.parquet": "", "rounds.parquet": "sla_rounds", "probes.parquet": "sla_probes"},
              no_options="drop them: an SLA search's probes depend on each other, so it is run again",
              modules=("harness.inputs.spec.sla", "harness.run.sla", "harness.cli.sla_cmd", "harness.measure.sla",
@@ -133,6 +150,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              modules=("harness.run.quick", "harness.cli.bench_cmd", "harness.measure.bench")),
     KindInfo("external", "external", "dsv4h import", "imports",
              recover="harness.run.kinds:refuse_external_recovery",
+             report_view="harness.report.kind_views:imports_view",
              modules=("harness.store.peers.importer", "harness.cli.peers_cmd", "harness.report.snapshot.imports")),
 )}
 

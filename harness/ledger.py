@@ -1,13 +1,16 @@
 """Public notebook access to dsv4h ledgers: ``harness.ledger.read``, ``open_dataset`` and ``open_delta``.
 
 Ledgers are Delta Lake tables, one per ledger table (``ledgers/delta/<table>/``; columns and units in
-``ledgers/README.md``), so pandas, polars, pyarrow and DuckDB read one through ``deltalake.DeltaTable``
-(never by globbing its Parquet files: a Delta directory also holds files that earlier versions
-replaced). These helpers add what one table cannot: several workspaces at once (hosts that each ran
-part of a campaign), with an archive present in more than one of them counted once (its first copy
-in the order given), as ``dsv4h ledger merge`` would; only committed archives' rows (those with a
-``runs`` row); and an older ledger (the Parquet layout of schemas 2-4) read as it is, in memory,
-never migrated by a read. Nothing inside the package imports this module.
+``ledgers/README.md``), so pandas, polars, pyarrow and DuckDB read one through Delta
+(``deltalake.DeltaTable(dir).to_pandas()``, ``polars.read_delta``, DuckDB ``delta_scan``), never as
+plain Parquet: a Delta directory also holds files that earlier versions replaced, so such a read
+would count rows twice and fails on the marker file every table directory holds; ``dsv4h ledger
+export --parquet DIR`` writes plain Parquet files. These helpers add what one table cannot: several
+workspaces at once (hosts that each ran part of a campaign), with an archive present in more than
+one of them counted once (its first copy in the order given), as ``dsv4h ledger merge`` would; only
+committed archives' rows (those with a ``runs`` row); and an older ledger (the Parquet layout of
+schemas 2-4) read as it is, in memory, never migrated by a read. Nothing inside the package imports
+this module.
 
     >>> import harness.ledger as hl                                       # doctest: +SKIP
     >>> cells = hl.read(["host-a", "host-b"], "cells")                   # doctest: +SKIP

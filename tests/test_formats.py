@@ -157,3 +157,9 @@ def test_read_regular_refuses_what_is_not_a_plain_file(tmp_path: Path) -> None:
     assert read_regular(link, 3) == b"abc"
     with pytest.raises(OSError, match="symbolic links"):
         read_regular(link, 3, follow_symlinks=False)
+
+
+def test_a_path_component_too_long_for_the_file_system_is_a_spec_error(tmp_path: Path) -> None:
+    # Path.exists() raises ENAMETOOLONG instead of answering False (found by tests/inputs/test_spec_fuzz.py)
+    with pytest.raises(SpecError, match="is not usable"):
+        resolve_path("a" * 300, tmp_path)

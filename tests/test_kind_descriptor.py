@@ -5,14 +5,21 @@ name or a spec by its class (the if-chains became lookups)."""
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+from matplotlib.figure import Figure
 from testkit import run_block
 
 from harness.inputs.spec import SPEC_KINDS, SPEC_MODELS, SpecBase
-from harness.kinds import KINDS, PROTOCOL_KINDS, kind_info, kind_of_run, resolve
-from harness.report.config import Selection
+from harness.kinds import KINDS, PROTOCOL_KINDS, KindInfo, kind_info, kind_of_run, resolve
+from harness.report.config import ReportConfig, Selection
+from harness.report.figures import FigureResult, figure_jobs
+from harness.report.render import default_templates_dir, kind_context, render_report
+from harness.report.snapshot import ArchiveContent, freeze, snapshot_bytes
+from harness.report.snapshot.freeze import kind_sections
 from harness.run import kinds as run_kinds
 from harness.store.ledger.layout import ARCHIVE_TABLES
 from harness.store.runblock import RunBlock
@@ -46,7 +53,7 @@ def test_every_reference_resolves(name: str) -> None:
         assert model.model_fields["kind"].default == name
         assert model.model_fields["protocol_class"].default == k.protocol_class
         assert k.run is not None and callable(resolve(k.run)) and callable(resolve(k.console or ""))
-    for ref in (k.recover, k.plan, k.report):
+    for ref in (k.recover, k.plan, k.report, k.report_view, *k.report_figures):
         if ref is not None:
             assert callable(resolve(ref)), ref
     assert set(k.ledger_files.values()) <= set(ARCHIVE_TABLES)
@@ -84,3 +91,71 @@ def test_no_kind_is_tested_by_name_outside_the_descriptor_and_its_own_modules() 
                 if used & SPEC_CLASSES:
                     instances.append(f"{mod}:{node.lineno}")
     assert (compares, instances) == ([], [])
+
+
+# --- a kind added with no edit to an existing file: its KindInfo, its entry builder and its template partials
+
+FAKE = KindInfo("fake-kind", "fake-protocol", "dsv4h fake", "fakes", report="test_kind_descriptor:fake_entry",
+                report_figures=("test_kind_descriptor:fake_figure",))
+FAKE_HTML = ('{% if part == "toc" %}\n{% if fakes %}<li><a href="#fakes">Fakes</a></li>{% endif %}\n{% else %}\n'
+             '{% if fakes %}\n<h2 id="fakes">Fakes</h2>\n{% for e in fakes %}<p>fake {{ e.note }} of {{ e.archive_id }}'
+             ' ({{ e.status }})</p>\n{% endfor %}\n{% endif %}\n{% endif %}\n')
+FAKE_MD = ("{% if fakes %}\n## Fakes\n\n{% for e in fakes %}\nfake {{ e.note }} of {{ e.archive_id }}\n{% endfor %}\n"
+           "{% endif %}\n")
+
+
+def fake_entry(c: Any, base: dict[str, Any], verdict: Any) -> dict[str, Any] | None:
+    """The fake kind's snapshot entry: its archive entry plus its spec's note (None: no spec, no entry)."""
+    return None if c.spec is None else base | {"note": c.spec["note"]}
+
+
+def fake_figure(entry: dict[str, Any]) -> FigureResult:
+    """The fake kind's one figure per entry (an empty canvas named after its archive)."""
+    return FigureResult(f"fake-{entry['archive_id']}", Figure(figsize=(2, 1)), f"fake {entry['note']}", "fake")
+
+
+def test_a_new_kind_reaches_the_snapshot_and_the_report_from_its_descriptor_entry_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kind registered only in KINDS, with its entry builder and its template partials named after it,
+    gets its snapshot section (freeze), its figures, its view (labelled entries) and its report section and
+    contents line (render, from a copy of the templates plus the partials): no existing file names it."""
+    monkeypatch.setitem(KINDS, FAKE.name, FAKE)
+    templates = tmp_path / "templates"
+    shutil.copytree(default_templates_dir(), templates)
+    (templates / "kinds" / "fake-kind.html.j2").write_text(FAKE_HTML)
+    (templates / "kinds" / "fake-kind.md.j2").write_text(FAKE_MD)
+    run = {"campaign": "f", "claim_class": "native-ar", "backend": "sim", "created_wall": "2026-11-29", "labels": [],
+           "kind": "fake-kind", "protocol_class": "fake-protocol"}
+    contents = [ArchiveContent("f" * 16, {"status": "complete", "run": run}, "0" * 64, spec={"note": "seven"}),
+                ArchiveContent("e" * 16, {"status": "complete", "run": run}, "0" * 64)]  # no spec: no entry
+    assert list(kind_sections()) == ["formal", "screens", "sweeps", "speculative.matched", "replays", "sla", "fakes"]
+    snap = freeze(contents, ReportConfig())
+    assert [(e["archive_id"], e["note"], e["valid"]) for e in snap["fakes"]] == [("f" * 16, "seven", True)]
+    assert snap["speculative"]["matched"] == [] and snap["formal"] == []
+    assert [(ref, e["archive_id"]) for ref, e in figure_jobs(snap)] == [("test_kind_descriptor:fake_figure", "f" * 16)]
+    out = render_report(snapshot_bytes(snap), tmp_path / "r", build_time="2026-11-29T00:00:00Z",
+                        templates_dir=templates)
+    assert out.figures == (f"fake-{'f' * 16}",) and (out.out_dir / "figures" / f"fake-{'f' * 16}.svg").is_file()
+    html, md = out.html.read_text(), (out.out_dir / "report.md").read_text()
+    assert '<li><a href="#fakes">Fakes</a></li>' in html
+    assert f"<p>fake seven of {'f' * 16} (complete)</p>" in html and html.count("<p>fake ") == 1
+    assert f"## Fakes\n\nfake seven of {'f' * 16}\n" in md
+
+
+def test_the_report_sections_views_and_partials_are_the_descriptors() -> None:
+    """Every kind with a snapshot entry has its section in the freeze, a view in the templates' context
+    under its section's first part, and an HTML and Markdown partial; the main templates name no kind
+    section but include the partials by kind."""
+    sections = kind_sections()
+    assert set(sections) == {k.report_section for k in KINDS.values() if k.report}
+    views = kind_context({}, {})
+    assert set(views) == {k.report_section.partition(".")[0] for k in KINDS.values() if k.report or k.report_view}
+    for k in KINDS.values():
+        if k.report_view is not None:
+            assert callable(resolve(k.report_view)), k.report_view
+        for fmt in ("html", "md"):
+            assert (default_templates_dir() / "kinds" / f"{k.name}.{fmt}.j2").is_file() == bool(k.report_view), k.name
+    for main in ("report.html.j2", "report.md.j2", "tables.tex.j2"):
+        text = (default_templates_dir() / main).read_text()
+        assert '{% include "kinds/" ~ kind ~ ' in text
+        assert not any(f"{{% for e in {key} %}}" in text for key in views), main

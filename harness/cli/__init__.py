@@ -150,8 +150,10 @@ SUMMARIES: dict[str, str] = {
               "counts, is refused with one error\nnaming the field; nothing is written then.",
     "campaign": "Formal matrix campaigns.",
     "archive": "Hashed result archives.",
-    "ledger": "Delta Lake ledgers: read them with harness.ledger.read, deltalake.DeltaTable, polars or DuckDB "
-              "(ledgers/README.md); a plain Parquet read of a table directory also sees files Delta has removed.",
+    "ledger": "Delta Lake ledgers: read them with harness.ledger.read, deltalake.DeltaTable(dir).to_pandas(), "
+              "polars.read_delta or DuckDB delta_scan (ledgers/README.md); a plain Parquet read of a table "
+              "directory is refused (it would count replaced files twice): 'ledger export --parquet DIR' "
+              "writes plain files.",
     "evidence": "Evidence rules (docs/evidence-rules.md) as findings.",
     "gpu": "GPU owners and memory, read with amd-smi, NVML (pynvml) or nvidia-smi.",
     "corpus": "Frozen token-ID corpora: build from source files with a tokenizer, verify against the "

@@ -21,6 +21,7 @@ from harness.kinds import kind_info, resolve
 from harness.measure.latency import parse_percentiles
 from harness.run.campaign import RunOutcome, load_corpora, make_plan
 from harness.run.kinds import RunOptions, check_options, run_loaded
+from harness.store.view import ArchiveView
 
 app = typer.Typer(help="Formal matrix campaigns.\n\nExample: dsv4h campaign run campaigns/demo-matrix.yaml",
                   no_args_is_help=True)
@@ -142,8 +143,9 @@ def run_matrix_cli(loaded: LoadedSpec, ws: Path, *, percentiles: Sequence[float]
     if lat is not None:
         console.print(lat)
     print_energy(outcome.archive, simulated)
-    if outcome.archive.has("cycles.json"):
-        console.print(cycles_table(outcome.archive.json("cycles.json").get("cells") or [], simulated))
+    cycles = ArchiveView(outcome.archive).doc("cycles.json")
+    if cycles is not None:
+        console.print(cycles_table(cycles.get("cells") or [], simulated))
     console.print(f"archive {outcome.archive.archive_id} ({outcome.status}) at {outcome.archive.path}")
     if outcome.ledger_rows:
         console.print("ledgers: " + ", ".join(f"{k} +{v}" for k, v in sorted(outcome.ledger_rows.items())))

@@ -15,6 +15,7 @@ from harness.errors import ArchiveError
 from harness.hashing import sha256_json
 from harness.service.identity.runtime_identity import COMPONENTS, entry_differences, identity_diff, runtime_identity
 from harness.store.archive import Archive, find_archive, open_verified
+from harness.store.view import ArchiveView
 
 app = typer.Typer(help="Runtime identity: what a run served (model, source trees, launch, packages, server "
                   "config, mapped libraries, patches, speculation), shown and compared.\n\n"
@@ -26,10 +27,11 @@ ServiceOpt = Annotated[int | None, typer.Option("--service", help="the service's
 
 
 def _service(a: Archive, start_index: int | None) -> Mapping[str, Any]:
-    if not a.has("service.json"):
+    files = ArchiveView(a)
+    if not files.has("service.json"):
         raise ArchiveError(f"archive {a.archive_id} has no service.json: it records no service",
                            hint="compare archives of runs that started or attached a service")
-    services = [s for s in a.json("service.json").get("services") or [] if isinstance(s, Mapping)]
+    services = [s for s in files.doc("service.json").get("services") or [] if isinstance(s, Mapping)]
     if not services:
         raise ArchiveError(f"archive {a.archive_id}: service.json lists no service",
                            hint="compare archives of runs that started or attached a service")
@@ -44,9 +46,7 @@ def _service(a: Archive, start_index: int | None) -> Mapping[str, Any]:
 
 
 def _packages(a: Archive) -> Mapping[str, Any] | None:
-    if not a.has("environment.json"):
-        return None
-    pkgs = a.json("environment.json").get("packages")
+    pkgs = ArchiveView(a).doc("environment.json", {}).get("packages")
     return pkgs if isinstance(pkgs, Mapping) else None
 
 

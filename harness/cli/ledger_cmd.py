@@ -17,9 +17,13 @@ from harness.errors import LedgerError
 from harness.store.archive import find_archive, iter_archives, open_archive
 from harness.store.ledger import TABLES, read_table
 
-app = typer.Typer(help="Delta Lake ledgers: read them with harness.ledger.read, deltalake.DeltaTable, polars or "
-                  "DuckDB (ledgers/README.md); a plain Parquet read of a table directory also sees files Delta has "
-                  "removed.\n\n"
+app = typer.Typer(help="Delta Lake ledgers (ledgers/delta/<table>/). Read a table with harness.ledger.read(ws, "
+                  "table), deltalake.DeltaTable(dir).to_pandas(), polars.read_delta(dir) or DuckDB delta_scan(dir) "
+                  "(ledgers/README.md). A plain Parquet read of a table directory (pandas.read_parquet(dir)) "
+                  "fails on purpose, naming a marker file: the directory also holds the files later versions "
+                  "replaced, whose rows it would count twice; 'dsv4h ledger export --parquet DIR' writes one plain "
+                  "Parquet file per table. A crash-damaged ledger (exit 6 naming a log entry): 'dsv4h ledger "
+                  "repair'.\n\n"
                   "Example: dsv4h ledger show --table cells", no_args_is_help=True)
 
 # what fits 80 columns with the archive id whole; --columns, --json and --csv show the rest
@@ -312,7 +316,9 @@ def optimize_cmd(
                                                  )] = 168,
 ) -> None:
     """Compact the Delta ledger tables (many small files, one per append, into few), checkpoint them and
-    vacuum files no version younger than --retention-hours needs. Rows do not change.
+    vacuum files no version younger than --retention-hours needs. Rows do not change. Every table
+    directory also gets the marker file that makes a plain Parquet read of it fail, naming the marker
+    (the directory still holds the files compaction replaced: such a read would count rows twice).
 
     Example: dsv4h ledger optimize -w ws
     """
@@ -343,3 +349,73 @@ def history_cmd(
     emit(console, rows, [Col("version", "version", "right"), Col("timestamp", "timestamp ms", "right"),
                          Col("operation", "operation")], json_out=json_out, csv_out=csv_out,
          title=f"{esc(table)}: {len(rows)} version(s)")
+
+
+@app.command("repair")
+def repair_cmd(
+    workspace: WorkspaceOpt = Path(),
+) -> None:
+    """Repair a ledger a crash or power cut damaged (a zero-length, truncated or garbled Delta log
+    entry, a missing version, a short data file: what every ledger command refuses with exit 6).
+    Nothing is deleted: each damaged entry, the entries after it and their data files are moved to
+    ledgers/.quarantine/<UTC time>/; the archive tables are rebuilt from the archives under
+    archives/ (each verified against its SHA-256 manifest, then ingested with the evidence rules, as
+    'ledger ingest'); the governance tables (records, closures, gates, freezes, historical) are kept
+    at their last good version, with the rows of intact later entries appended again. Then every
+    archive not yet in the ledger is ingested and every resume's supersession made again. Prints
+    what was damaged, moved, re-derived (tables, rows, archives), carried and salvaged. Run it while
+    no other dsv4h process writes to the workspace. Exit 6 when an archive was refused (its rows of
+    the last good version are kept).
+
+    Example: dsv4h ledger repair -w ws
+    """
+    from harness.run.skeleton import settle
+    from harness.store.ledger.repair import repair_ledger
+
+    ws = _ws(workspace)
+    res = repair_ledger(ws, lambda path: settle(ws, path).ledger_rows)
+    for table, what in res.damaged.items():
+        console.print(f"damaged: {esc(table)}: {esc(what)}", soft_wrap=True, highlight=False)
+    if res.quarantine is not None:
+        console.print(f"moved aside (never deleted): {len(res.moved)} item(s) under {esc(res.quarantine)}",
+                      soft_wrap=True)
+    else:
+        console.print("no damaged Delta log entry found", highlight=False)
+    if res.rebuilt:
+        rows = ", ".join(f"{k} {v}" for k, v in sorted(res.rebuilt.items()) if v)
+        console.print(f"archive tables rebuilt from the verified archives: {esc(rows or 'no rows')}", soft_wrap=True)
+    for aid, added in sorted(res.rederived.items()):
+        console.print(f"re-derived {esc(aid)}: " + ", ".join(f"{k} +{v}" for k, v in sorted(added.items())),
+                      soft_wrap=True, highlight=False)
+    console.print(f"{len(res.rederived)} archive(s) re-derived from archives/", highlight=False)
+    if res.carried:
+        console.print(f"kept from the last good version (no verified archive on disk): {esc(', '.join(res.carried))}",
+                      soft_wrap=True, highlight=False)
+    for table, n in sorted(res.salvaged.items()):
+        console.print(f"{esc(table)}: {n} row(s) of intact later entries appended again", highlight=False)
+    for old, new in sorted(res.superseded.items()):
+        console.print(f"superseded again: {esc(old)} by {esc(new)}", highlight=False)
+    for r in res.refused:
+        console.print(f"refused: {esc(r)}", soft_wrap=True, highlight=False)
+    if res.refused:
+        raise LedgerError(f"{len(res.refused)} archive(s) refused (listed above); everything else was repaired",
+                          hint="restore the refused archives from a copy, then run 'dsv4h ledger repair' again")
+
+
+@app.command("export")
+def export_cmd(
+    parquet: Annotated[Path, typer.Option("--parquet", help="directory to write <table>.parquet into")],
+    workspace: WorkspaceOpt = Path(),
+) -> None:
+    """Write each ledger table's current rows as one plain Parquet file, DIR/<table>.parquet (every
+    table; an empty one has its schema), for tools that do not read Delta Lake. The rows are those
+    harness.ledger.read gives (committed archives, each row once); a plain Parquet read of a Delta
+    table directory is refused instead (it would count replaced files' rows twice).
+
+    Example: dsv4h ledger export --parquet out/ledger -w ws
+    """
+    from harness.store.ledger.export import export_parquet
+
+    done = export_parquet(_ws(workspace), parquet)
+    for table, n in done.items():
+        console.print(f"{esc(parquet / (table + '.parquet'))}: {n} row(s)", soft_wrap=True, highlight=False)

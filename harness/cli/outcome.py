@@ -16,6 +16,7 @@ from harness.errors import ArchiveError, DsvError, EvidenceError
 from harness.evidence.findings import Finding
 from harness.evidence.verdict import Verdict
 from harness.store.archive import Archive
+from harness.store.view import ArchiveView
 
 
 def _float(v: Any) -> float:
@@ -43,8 +44,9 @@ def energy_table(doc: Mapping[str, Any], simulated: bool) -> Table:
 
 def print_energy(archive: Archive, simulated: bool) -> None:
     """Print the archive's energy table when it has ``energy.json``."""
-    if archive.has("energy.json"):
-        console.print(energy_table(archive.json("energy.json"), simulated))
+    files = ArchiveView(archive)
+    if files.has("energy.json"):
+        console.print(energy_table(files.doc("energy.json"), simulated))
 
 
 def print_findings(findings: Sequence[Finding], *, all_severities: bool = False) -> None:

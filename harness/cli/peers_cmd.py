@@ -12,6 +12,7 @@ from harness.cli.outcome import end_run, print_findings
 from harness.store.archive import find_archive, open_verified
 from harness.store.peers import MAX_IMPORT_BYTES, TOOLS, Tool, import_peer
 from harness.store.peers.export import EXPORTS, INDEX, export_cells
+from harness.store.view import ArchiveView
 
 
 def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result file (AIPerf: its profile_export.jsonl "
@@ -36,7 +37,7 @@ def import_(source: Annotated[Path, typer.Argument(help="the peer tool's result 
     ws = resolve_workspace(workspace)
     arch = import_peer(source, tool_name, ws, name=name, max_bytes=max_bytes)
     done = settle(ws, arch.path)  # ledger rows and evidence at once, as after a campaign run
-    ext = arch.json("external.json")
+    ext = ArchiveView(arch).doc("external.json", {})
     server = ext.get("server") or {}
     who = (f"the server reported {server.get('version')} (dsv4h simulator)" if ext.get("data_origin") == "simulated"
            else f"the server reported {server.get('version')}" if server.get("reported_by")

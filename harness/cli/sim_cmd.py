@@ -13,7 +13,7 @@ from rich.table import Table
 from harness.aio import new_event_loop
 from harness.cli.common import PlainConsole
 from harness.cli.listing import CsvOpt, JsonOpt, emit
-from harness.errors import SpecError
+from harness.errors import ArchiveError, SpecError
 from harness.sim import (
     PROFILES,
     SimOptions,
@@ -195,9 +195,14 @@ def calibrate_cmd(
     from harness.sim.calibrate import calibrate_profile, check_cells, invalid_line, profile_yaml
     from harness.sim.profiles import CalibrationSource
     from harness.store.archive import find_archive, open_verified
+    from harness.store.view import ArchiveView
 
     arch = open_verified(find_archive(archive, workspace))
-    cells = [c for c in arch.json("results.json").get("cells", []) if c.get("median_tok_s", 0) > 0
+    files = ArchiveView(arch)
+    if not files.has("results.json"):
+        raise ArchiveError(f"archive {arch.archive_id} has no results.json: it is not a formal matrix",
+                           hint="calibrate from the archive of a formal P/D matrix")
+    cells = [c for c in files.doc("results.json").get("cells", []) if c.get("median_tok_s", 0) > 0
              and c["workload"] in ("decode", "prefill")]
     verdict = verdict_of(workspace, arch)
     invalid = invalid_reasons(verdict, [str(c["cell_id"]) for c in cells])
@@ -208,7 +213,7 @@ def calibrate_cmd(
     lens = [n for n, w in zip(recs["input_len"], recs["workload"], strict=True) if w == "prefill"]
     budget = chunk_budget
     if budget is None:
-        found = json.dumps(arch.json("service.json")) if arch.has("service.json") else ""
+        found = json.dumps(files.doc("service.json")) if files.has("service.json") else ""
         key = '"chunked_prefill_size": '
         value = found.split(key, 1)[1].split(",", 1)[0].split("}", 1)[0] if key in found else ""
         budget = int(value) if value.isdigit() else 32768

@@ -35,7 +35,8 @@ class ArchiveData:
     """What the rules read from an archive, as plain Python data.
 
     ``cells``/``rounds``/``waves`` are the result-table rows (dicts); ``requests`` per-request
-    summary rows (``rid, wave_id, phase, workload, cached_tokens, ok, error, round_index``);
+    summary rows (``rid, wave_id, phase, workload, cached_tokens, ok, error, round_index``, the counts
+    ``prompt_tokens, completion_tokens, n_tokens, count_method`` and the reported ``spec_*`` counts);
     ``services`` the ``service.json`` entries; ``comparison`` the ABBA ``comparison.json``.
     """
 

@@ -27,6 +27,9 @@ from harness.store.ledger import (
 from harness.store.ledger.layout import canonical
 from harness.store.view import ArchiveView
 
+_SPEC_COLUMNS = ("spec_steps", "spec_proposed", "spec_accepted", "spec_source", "spec_histogram")
+"""The speculative counts each request's server reported (record schema 4), read beside its request row."""
+
 
 def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
     """Everything the rules read from one archive, through its typed view (``FinishedArchive.files``:
@@ -38,10 +41,14 @@ def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
     profile = spec.get("service") or {}
     services = [s | {"profile": s.get("profile") or profile} for s in f.services()]
     wanted = ["rid", "wave_id", "phase", "workload", "cached_tokens", "ok", "error", "round_index",
-              "count_method", "completion_tokens", "n_tokens"]
+              "count_method", "completion_tokens", "n_tokens", "prompt_tokens"]
     rows_t = view.requests
     requests = rows_t.select([c for c in wanted if c in rows_t.column_names]).to_pylist() \
         if rows_t is not None else []
+    spec_cols = [c for c in _SPEC_COLUMNS if c in view.records.column_names]
+    if requests and spec_cols:  # request_rows keeps the records' order: row i is record i
+        for row, spec in zip(requests, view.records.select(spec_cols).to_pylist(), strict=True):
+            row.update(spec)
     oracles = f.doc("oracles.json")
     if isinstance(oracles, dict):
         oracles = oracles.get("results", [])

@@ -37,6 +37,7 @@ from harness.store.archive import Archive, find_archive, open_verified
 from harness.store.ledger import append_checked, append_rows, ledger_dir, read_table, rows_iso
 from harness.store.ledger.layout import GOVERNANCE_TABLES
 from harness.store.ledger.layout import SCHEMAS as LAYOUT_SCHEMAS
+from harness.store.view import ArchiveView
 
 # The canonical schemas live with the ledger layout (harness.store.ledger.layout); wall times are
 # ``timestamp[ns, UTC]`` there and ISO 8601 text in the rows this module hands to the rules.
@@ -75,18 +76,15 @@ def load_proposal(path: Path) -> gv.RecordProposal:
     return parse_model(gv.RecordProposal, read_yaml(path), str(path))
 
 
-def _json_or(archive: Archive, name: str, default: Any) -> Any:
-    return archive.json(name) if (archive.path / name).is_file() else default
-
-
 def archive_facts(archive: Archive, metric: str, concurrency: int) -> gv.ArchiveFacts:
     """Everything the record rules need from one archive (reads its files, runs the evidence rules)."""
     run = archive.run
-    spec = _json_or(archive, "spec.json", {})
-    services = list(_json_or(archive, "service.json", {}).get("services", []))
+    files = ArchiveView(archive)
+    spec = files.doc("spec.json", {})
+    services = files.services()
     starts = tuple(((s.get("process") or {}).get("pid"), (s.get("process") or {}).get("create_time"))
                    for s in services if s.get("process"))
-    cells = archive.table("cells.parquet").to_pylist() if (archive.path / "cells.parquet").is_file() else []
+    cells = files.rows("cells.parquet")
     if metric == "single_stream_decode":
         value, n, detail = gv.single_stream_value(archive.records(), concurrency)
     else:
@@ -98,8 +96,8 @@ def archive_facts(archive: Archive, metric: str, concurrency: int) -> gv.Archive
         claim_class=run.claim_class, protocol_class=run.protocol_class,
         backend=run.backend, labels=run.labels,
         created_wall=run.created_wall, service_profile=profile, service_starts=starts,
-        build=gv.build_identity(_json_or(archive, "environment.json", {}), services),
-        metric_definition=gv.metric_definition(spec, _json_or(archive, "corpora.json", {}), metric, concurrency),
+        build=gv.build_identity(files.doc("environment.json", {}), services),
+        metric_definition=gv.metric_definition(spec, files.doc("corpora.json", {}), metric, concurrency),
         metric_value=value, metric_n=n, metric_detail=detail, blocking=blocking,
     )
 
@@ -268,11 +266,12 @@ def load_gate(path: Path) -> gv.GateSpec:
 
 def gate_inputs(archive: Archive) -> gv.GateInputs:
     """What the gate quantities read from one archive."""
-    cells = archive.table("cells.parquet").to_pylist() if (archive.path / "cells.parquet").is_file() else []
-    comparison = _json_or(archive, "comparison.json", None)
-    spec = _json_or(archive, "spec.json", {})
+    files = ArchiveView(archive)
+    cells = files.rows("cells.parquet")
+    comparison = files.doc("comparison.json")
+    spec = files.doc("spec.json", {})
     conc = (spec.get("workload") or {}).get("concurrency") if isinstance(spec, dict) else None
-    services = _json_or(archive, "service.json", {}).get("services") or []
+    services = files.services()
     return gv.GateInputs(archive.archive_id, cells, comparison, int(conc) if conc is not None else None,
                          archive.records(), services)
 

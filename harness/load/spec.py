@@ -17,7 +17,8 @@ Two sources, read from values the decoders already parsed:
 
 A value is a count only if it is a JSON integer (not a bool, not a float) in ``0..MAX_COUNT``;
 anything else reads as absent, never as a number made up from it. A histogram with one bad entry
-reads as empty.
+reads as empty. The record keeps what the server said: whether the counts can be true (against each
+other and against the stream) is checked before any use, by ``harness.measure.claims``.
 """
 
 from __future__ import annotations

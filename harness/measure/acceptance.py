@@ -7,6 +7,11 @@ per-request metrics); a wave's are the sum over its measured requests that repor
 mixing sources); a cell's the sum over its measured waves. Rows of the ``acceptance`` table
 (harness.measure.rows.AcceptanceRow) are one per measured wave with counts. Tokens per step include
 the bonus token; the acceptance rate excludes it.
+
+Every count is a claim checked first (:mod:`harness.measure.claims`; ``draft_tokens``: k when the
+served configuration says it): a wave or cell holding a request whose counts contradict themselves or
+the stream has its acceptance withheld (no counts, no row of that source), never summed from the
+others; a wave whose ``/metrics`` counter deltas contradict has no counter row.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from harness.measure import metrics as m
+from harness.measure.claims import Contradiction, record_contradictions, record_row, wave_counter_contradictions
 from harness.measure.matched import RECONCILE_TOLERANCE, raising_events, step_gaps
 from harness.measure.speculative import SpecCounts, reconcile, step_time, sum_counts, vllm_counter_delta
 from harness.records import RequestRecord
 
-__all__ = ["acceptance_rows", "cell_cycles", "counts_of"]
+__all__ = ["acceptance_rows", "cell_cycles", "contradictions_of", "counts_of"]
 
 
 def record_counts(rec: RequestRecord) -> SpecCounts | None:
@@ -31,8 +37,17 @@ def record_counts(rec: RequestRecord) -> SpecCounts | None:
                       completion_tokens=rec.completion_tokens or 0, source=rec.spec_source or "unknown")
 
 
-def counts_of(recs: Iterable[RequestRecord]) -> SpecCounts | None:
-    """The sum over ``recs`` of what each reported (None when none reported)."""
+def contradictions_of(recs: Iterable[RequestRecord], draft_tokens: int | None = None) -> list[Contradiction]:
+    """Every contradiction among the counts ``recs`` reported (:func:`harness.measure.claims.record_contradictions`)."""
+    return [c for r in recs for c in record_contradictions(r, draft_tokens)]
+
+
+def counts_of(recs: Iterable[RequestRecord], draft_tokens: int | None = None) -> SpecCounts | None:
+    """The sum over ``recs`` of what each reported; None when none reported, or withheld when any
+    request's counts contradict (:func:`contradictions_of`)."""
+    recs = list(recs)
+    if contradictions_of(recs, draft_tokens):
+        return None
     counts = [c for c in (record_counts(r) for r in recs) if c is not None]
     return sum_counts(counts) if counts else None
 
@@ -41,31 +56,39 @@ def _f(v: float) -> float | None:
     return None if math.isnan(v) else float(v)
 
 
-def counter_counts(readings: Mapping[str, Any] | None, completion_tokens: int) -> SpecCounts | None:
+def counter_counts(readings: Mapping[str, Any] | None, recs: Sequence[RequestRecord],
+                   draft_tokens: int | None = None) -> SpecCounts | None:
     """A wave's counts from vLLM's ``/metrics`` counters read before and after it (the ``spec_counters``
-    of ``server_metrics.jsonl``: ``before`` / ``after`` dicts); None without both readings, after a
-    reset, or without a verify step."""
+    of ``server_metrics.jsonl``: ``before`` / ``after`` dicts; ``recs``: the wave's requests); None
+    without both readings, after a reset, without a verify step, or withheld when the deltas contradict
+    themselves or the wave's stream (:func:`harness.measure.claims.counter_contradictions`)."""
     if not readings or not isinstance(readings.get("before"), Mapping) or not isinstance(readings.get("after"),
                                                                                        Mapping):
         return None
-    return vllm_counter_delta(readings["before"], readings["after"], completion_tokens=completion_tokens)
+    wave_id = recs[0].wave_id if recs else ""
+    if wave_counter_contradictions({wave_id: readings}, [record_row(r) for r in recs], draft_tokens):
+        return None
+    tokens = sum(r.completion_tokens or 0 for r in recs)
+    return vllm_counter_delta(readings["before"], readings["after"], completion_tokens=tokens)
 
 
 def acceptance_rows(records: Sequence[RequestRecord], common: Mapping[str, Any] | None = None,
-                    counters: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+                    counters: Mapping[str, Mapping[str, Any]] | None = None,
+                    draft_tokens: int | None = None) -> list[dict[str, Any]]:
     """``acceptance`` rows of the measured waves, in first-seen order: one per wave whose requests
     reported counts (their sum), and one per wave whose server's counters moved across it
     (``counters``: wave id -> before/after readings; source ``vllm-metrics-delta``). A wave with both
-    has both rows: two sources of one quantity, never added together."""
+    has both rows: two sources of one quantity, never added together. A source whose counts
+    contradict (module docstring) gives no row."""
     waves: dict[str, list[RequestRecord]] = {}
     for r in records:
         if r.phase == "measured":
             waves.setdefault(r.wave_id, []).append(r)
     out: list[dict[str, Any]] = []
     for wave_id, recs in waves.items():
-        tokens = sum(r.completion_tokens or 0 for r in recs)
         hist = tokens_per_event(recs)
-        found = [c for c in (counts_of(recs), counter_counts((counters or {}).get(wave_id), tokens)) if c is not None]
+        found = [c for c in (counts_of(recs, draft_tokens),
+                             counter_counts((counters or {}).get(wave_id), recs, draft_tokens)) if c is not None]
         for c in found:
             out.append(_row(wave_id, recs, c, common) | _stream(hist))
         if not found and len(hist) > 2:  # no counts, but events carrying several tokens: the stream's view
@@ -106,17 +129,18 @@ def _row(wave_id: str, recs: Sequence[RequestRecord], c: SpecCounts, common: Map
             "sglang_accept_length": _f(c.sglang_accept_length)} | dict(common or {})
 
 
-def cell_acceptance(records: Sequence[RequestRecord]) -> dict[str, SpecCounts]:
-    """Per cell id, the sum over its measured requests that reported counts (cells without any
-    are absent)."""
+def cell_acceptance(records: Sequence[RequestRecord], draft_tokens: int | None = None) -> dict[str, SpecCounts]:
+    """Per cell id, the sum over its measured requests that reported counts (cells without any, or
+    whose counts are withheld by a contradiction, are absent)."""
     cells: dict[str, list[RequestRecord]] = {}
     for r in records:
         if r.phase == "measured":
             cells.setdefault(r.cell_id, []).append(r)
-    return {cid: c for cid, recs in cells.items() if (c := counts_of(recs)) is not None}
+    return {cid: c for cid, recs in cells.items() if (c := counts_of(recs, draft_tokens)) is not None}
 
 
-def cell_cycles(records: Sequence[RequestRecord], cell_rates: Mapping[str, float]) -> list[dict[str, Any]]:
+def cell_cycles(records: Sequence[RequestRecord], cell_rates: Mapping[str, float],
+                draft_tokens: int | None = None) -> list[dict[str, Any]]:
     """Per cell whose requests reported counts, the cycle within its resident windows
     (docs/speculative.md "Cycle time"): tokens per step a and acceptance (the cell's summed counts),
     T_SD from the stream (mean gap between token-carrying events of one request inside each measured
@@ -124,7 +148,7 @@ def cell_cycles(records: Sequence[RequestRecord], cell_rates: Mapping[str, float
     cell's resident rate ``cell_rates[cell]`` (tok/s: ``C * a / R``) and whether useful throughput
     ``C * a / T_SD`` agrees with that rate (:func:`harness.measure.speculative.reconcile`)."""
     out: list[dict[str, Any]] = []
-    for cell_id, counts in cell_acceptance(records).items():
+    for cell_id, counts in cell_acceptance(records, draft_tokens).items():
         waves: dict[str, list[RequestRecord]] = {}
         for r in records:
             if r.phase == "measured" and r.cell_id == cell_id:

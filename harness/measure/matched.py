@@ -6,7 +6,8 @@ Per leg: its measured waves' resident and HTTP rates (leg value = median of its 
 measured from the stream (mean gap between consecutive token-carrying events of one request inside
 the resident windows, :func:`~harness.measure.speculative.step_time`: one event is one step when the
 server streams every step) and, for SD legs,
-the speculative counts summed over the measured requests. The result: the arm means, SD/AR ratios at
+the speculative counts summed over the measured requests (withheld, never summed from the rest, when
+any request's counts contradict: harness.measure.claims). The result: the arm means, SD/AR ratios at
 both boundaries, the AR drift and SD spread (the noise), tokens per step ``a`` and the acceptance
 rate, ``T_AR``, ``T_SD`` (measured, and implied by ``C * a / R``, which must agree: a disagreement
 is a finding), the break-even verdict of :func:`harness.measure.speculative.break_even` (T_SD/T_AR
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,13 +41,15 @@ before the disagreement is a finding (relative)."""
 
 @dataclass(frozen=True)
 class LegData:
-    """One leg's measured waves: rates (tok/s), step-time samples (s) and SD counts."""
+    """One leg's measured waves: rates (tok/s), step-time samples (s) and SD counts (``counts_withheld``:
+    a request's counts contradicted themselves or the stream, harness.measure.claims; counts is then None)."""
 
     leg: str
     resident_rates: tuple[float, ...]
     http_rates: tuple[float, ...]
     step_gaps_s: tuple[float, ...] = ()
     counts: SpecCounts | None = None
+    counts_withheld: bool = False
 
     @property
     def arm(self) -> str:
@@ -178,8 +181,9 @@ def summarize_matched(legs: Sequence[LegData], order: Sequence[str], concurrency
     sd = [by[x] for x in order if x.startswith("SD") and x in by and by[x].resident_rates]
     ar_rate, sd_rate = float(_mean([x.median for x in ar])), float(_mean([x.median for x in sd]))
     drift, spread = _rel_change(ar) if ar else math.nan, _rel_change(sd) if sd else math.nan
+    withheld = [x.leg for x in sd if x.counts_withheld]
     counts_list = [x.counts for x in sd if x.counts is not None]
-    counts = sum_counts(counts_list) if counts_list else None
+    counts = sum_counts(counts_list) if counts_list and not withheld else None
     a = counts.tokens_per_step if counts is not None else math.nan
     t_ar = step_time([g for x in ar for g in x.step_gaps_s])
     t_sd = step_time([g for x in sd for g in x.step_gaps_s])
@@ -192,6 +196,9 @@ def summarize_matched(legs: Sequence[LegData], order: Sequence[str], concurrency
     noise_pct = max(abs(drift) if not math.isnan(drift) else 0.0, abs(spread) if not math.isnan(spread) else 0.0,
                     noise_floor_pct)
     be = break_even(t_sd, t_ar, a, noise_pct / 100.0)
+    if withheld:
+        be = replace(be, reason=f"a withheld: the speculative counts of {', '.join(withheld)} contradict themselves "
+                     "or the stream (evidence rule reported-counts); no verdict from them")
     http = _pct(_mean([x.http_median for x in sd]), _mean([x.http_median for x in ar]))
     return MatchedResult(concurrency, ar_rate, sd_rate, _pct(sd_rate, ar_rate), http, drift, spread, counts,
                          t_ar, t_sd, implied, rel, reconciled, be, outputs,

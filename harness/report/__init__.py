@@ -2,7 +2,8 @@
 
 Data flows one way: workspace -> :mod:`.collect` (select, verify, load; edge) ->
 :mod:`.snapshot` (package: freeze every shown value; pure) -> ``results.json`` -> :mod:`.render` (figures
-from :mod:`.figures`, the summary card and description from :mod:`.summary`, template views from
+from :mod:`.figures`, the summary card and description from :mod:`.summary`, each kind's view from
+:mod:`.kind_views` and the other template views from
 :mod:`.views`, jinja2 templates from ``reports/templates/``; edge). :mod:`.build` holds the
 two entry points used by ``dsv4h report build``: ``build_report`` (from a workspace) and
 ``build_from_snapshot`` (from a snapshot file alone). :mod:`.config` is the report config

@@ -73,20 +73,12 @@ def finding_dict(f: Any) -> dict[str, Any]:
     return out
 
 
-def _local(archive: Archive, name: str, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """Some columns of one of the archive's result tables ([] when it has none)."""
-    if not archive.has(name):
-        return []
-    t = archive.table(name)
-    return list(t.select([c for c in columns if c in t.column_names]).to_pylist())
-
-
 def decided(archive: Archive, findings: Sequence[dict[str, Any]]) -> Verdict:
     """The verdict ``findings`` (Finding-shaped dicts, e.g. of an injected ``findings_fn``) decide for
     ``archive``: :func:`harness.evidence.verdict.decide` over its wave and round rows (``source = "rules"``)."""
     return decide(archive.archive_id, data_origin(archive), [finding_of(f, archive.archive_id) for f in findings],
-                  _local(archive, "waves.parquet", ("wave_id", "phase")),
-                  _local(archive, "rounds.parquet", ("round_id", "cell_id", "status")))
+                  ArchiveView(archive).rows("waves.parquet", ("wave_id", "phase")),
+                  ArchiveView(archive).rows("rounds.parquet", ("round_id", "cell_id", "status")))
 
 
 def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bool = True,

@@ -40,6 +40,8 @@ from typing import Any
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
+from harness.kinds import KINDS, resolve
+from harness.report.snapshot.freeze import section_entries
 from harness.report.timeline_figure import draw_timeline, timeline_alt, timeline_caption, timeline_size, timeline_stem
 
 __all__ = ["render_figure", "timeline_figure"]
@@ -554,18 +556,28 @@ def timeline_figure(entry: Mapping[str, Any]) -> FigureResult:
     return res
 
 
-FIGURE_KINDS = ("formal", "latency", "abba", "sweep", "memory", "timeline", "historical")
+FIGURE_KINDS = ("memory", "timeline", "historical")
+"""The figures of no kind; a kind's figures are ``module:attribute`` drawers (``KindInfo.report_figures``)."""
+
+
+def latency_figure_of(entry: Mapping[str, Any]) -> FigureResult | None:
+    """:func:`latency_figure` of a formal entry whose decode cells carry latency, else None."""
+    return latency_figure(entry) if has_latency(entry) else None
 
 
 def figure_jobs(snapshot: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The figures of a snapshot as ``(kind, data)`` pairs: formal matrices, screens, rate sweeps, memory,
-    the formal matrices' latency, wave timelines, historical. Each pair is plain data, so it can be drawn in
-    another process."""
-    jobs: list[tuple[str, Any]] = [("formal", e) for e in snapshot.get("formal") or []]
-    jobs += [("abba", e) for e in snapshot.get("screens") or []]
-    jobs += [("sweep", e) for e in snapshot.get("sweeps") or []]
+    """The figures of a snapshot as ``(kind, data)`` pairs: each kind's main figure (the first of its
+    ``KindInfo.report_figures`` drawers, over every entry of its section) in descriptor order, memory,
+    the kinds' further figures (a formal matrix's latency), wave timelines, historical. Each pair is
+    plain data, so it can be drawn in another process."""
+
+    def drawn(first: bool) -> list[tuple[str, Any]]:
+        return [(ref, e) for k in KINDS.values() for ref in (k.report_figures[:1] if first else k.report_figures[1:])
+                for e in section_entries(snapshot, k.report_section)]
+
+    jobs = drawn(first=True)
     jobs += [("memory", e) for e in snapshot.get("memory") or []]
-    jobs += [("latency", e) for e in snapshot.get("formal") or [] if has_latency(e)]
+    jobs += drawn(first=False)
     jobs += [("timeline", e) for e in snapshot.get("timelines") or []]
     if snapshot.get("historical") and snapshot.get("historical_figure"):
         jobs.append(("historical", {"entries": snapshot["historical"], "groups": snapshot["historical_figure"]}))
@@ -577,11 +589,13 @@ def _historical_job(data: Any) -> FigureResult | None:
 
 
 def build_figure(kind: str, data: Any) -> FigureResult | None:
-    """Draw one figure of :func:`figure_jobs` (``None`` when a historical figure has nothing to plot)."""
+    """Draw one figure of :func:`figure_jobs` (``None`` when it has nothing to plot): ``kind`` is one of
+    :data:`FIGURE_KINDS` or a kind's ``module:attribute`` drawer."""
+    if ":" in kind:
+        drawer: Callable[[Any], FigureResult | None] = resolve(kind)
+        return drawer(data)
     draw: dict[str, Callable[[Any], FigureResult | None]] = {
-        "formal": formal_matrix_figure, "latency": latency_figure, "abba": abba_figure, "sweep": sweep_figure,
-        "memory": memory_figure, "timeline": timeline_figure,
-        "historical": _historical_job}
+        "memory": memory_figure, "timeline": timeline_figure, "historical": _historical_job}
     if kind not in draw:
         raise ValueError(f"unknown figure kind {kind!r}; expected one of {', '.join(FIGURE_KINDS)}")
     return draw[kind](data)

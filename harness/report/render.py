@@ -5,7 +5,9 @@ figures (:mod:`harness.report.figures`), and fills the jinja2 templates of
 ``reports/templates/`` into a self-contained HTML file (figures inlined as base64 PNG data URIs,
 inline CSS, a content-security policy that forbids any external resource), a Markdown file, and
 with ``latex=True`` a LaTeX file of tables. Figures are also written as PNG, SVG and PDF under
-``figures/``.
+``figures/``. Each kind's section is its template partial ``reports/templates/kinds/<kind>.<format>.j2``,
+which the main templates include for every kind of :data:`harness.kinds.KINDS` in order (a kind without
+one shows none), over its view (:func:`kind_context`).
 
 Output is deterministic: the same snapshot bytes give the same files, apart from the build time,
 which appears in exactly two lines of ``report.html`` (a ``<meta name="dsv4h-build-time">`` and the
@@ -31,7 +33,9 @@ import jinja2
 from markupsafe import Markup
 
 from harness.errors import ArchiveError, SpecError
+from harness.kinds import KINDS, resolve
 from harness.report import figures as figs
+from harness.report.kind_views import entries_view, labelled
 from harness.report.snapshot import load_snapshot
 from harness.report.summary import (
     count_noun,
@@ -39,13 +43,11 @@ from harness.report.summary import (
     invalid_mark,
     slo_text,
     summary_card,
-    superseded_text,
     verdict_text,
 )
 from harness.report.timeline_figure import timeline_stem
 from harness.report.timelines import MAX_TIMELINES
-from harness.report.ttft_classes import ttft_class_rows
-from harness.report.views import corpus_ranges, energy_view, historical_table, oracle_when, speculative_view
+from harness.report.views import corpus_ranges, energy_view, historical_table, oracle_when
 
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
@@ -179,107 +181,16 @@ def _finalize(ctx: jinja2.runtime.Context, value: Any) -> Any:
 # View model (pure)
 
 
-def _cell_findings(cell_id: str, findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [f for f in findings if any(r == cell_id or str(r).startswith(cell_id + ".") for r in f["rows"])]
-
-
-def _cell_view(c: Mapping[str, Any] | None, findings: Sequence[Mapping[str, Any]],
-               rounds_of: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, Any] | None:
-    if c is None:
-        return None
-    cid = str(c.get("cell_id"))
-    mine = _cell_findings(cid, findings)
-    statuses = list(c.get("round_status") or [])
-    rates = list(c.get("round_tok_s") or [])
-    https = list(c.get("round_http_output_tok_s") or [])
-    rounds = [{"value": v, "status": statuses[i] if i < len(statuses) else "?",
-               "http": https[i] if i < len(https) else None,
-               "mark": invalid_mark(rounds_of.get((cid, i)) or {})} for i, v in enumerate(rates)]
-    mark = invalid_mark(c)
-    blocked = bool(c.get("invalid_rules")) if "invalid_rules" in c else any(f["severity"] == "blocking" for f in mine)
-    return {**c, "rounds_view": rounds, "findings": mine, "blocked": blocked, "mark": mark}
-
-
-def pd_rows(entry: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Table 2 rows of one formal archive: per concurrency, the prefill and decode cells (or None)
-    with their rounds (each with its ``mark``), findings, a ``blocked`` flag (a blocking finding
-    invalidates the cell: its ``invalid_rules``; before format 10: a blocking finding names the cell or
-    one of its rounds/waves) and its ``mark`` (``INVALID (rules)``, :func:`harness.report.summary.invalid_mark`)."""
-    by = {(c.get("workload"), int(c.get("concurrency") or 0)): c for c in entry.get("cells") or []}
-    rounds_of = {(str(r.get("cell_id")), int(r.get("round_index") or 0)): r for r in entry.get("rounds") or []}
-    tiers = sorted({k[1] for k in by})
-    return [{"concurrency": t, "prefill": _cell_view(by.get(("prefill", t)), findings, rounds_of),
-             "decode": _cell_view(by.get(("decode", t)), findings, rounds_of)} for t in tiers]
-
-
-def count_note(entry: Mapping[str, Any]) -> str:
-    """How the matrix's output tokens were counted, e.g. ``server-cumulative (exact)`` (pure); "" for
-    archives made before counts were recorded."""
-    from harness.load.openai import count_exactness
-
-    methods = sorted({str(m).removeprefix("mixed: ") for c in entry.get("cells") or []
-                      if (m := c.get("count_method"))})
-    parts = sorted({p for m in methods for p in m.split("+")})
-    return ", ".join(f"{p} ({count_exactness(p)})" for p in parts)
-
-
-def latency_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Decode cells with latency: concurrency, n, ``mark`` (``INVALID (rules)`` for an invalid cell) and
-    TTFT/TPOT/ITL/E2E p50, p90, p99, max in ms (pure)."""
-    rows = []
-    for c in entry.get("cells") or []:
-        lat = c.get("latency") or {}
-        if c.get("workload") != "decode" or not lat.get("ttft_n"):
-            continue
-        row: dict[str, Any] = {"concurrency": c.get("concurrency"), "n": int(lat["ttft_n"]), "mark": invalid_mark(c)}
-        for metric in ("ttft", "tpot", "itl", "e2e"):
-            for stat in ("p50", "p90", "p99", "max"):
-                v = lat.get(f"{metric}_{stat}_s")
-                row[f"{metric}_{stat}"] = v * 1000 if isinstance(v, int | float) and math.isfinite(v) else None
-        rows.append(row)
-    return sorted(rows, key=lambda r: int(r["concurrency"] or 0))
-
-
-def _ms(seconds: Any) -> float | None:
-    """Seconds as milliseconds (None stays None)."""
-    return None if not isinstance(seconds, int | float) else float(seconds) * 1000
-
-
-def _labelled(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """``entry`` whose shown status says ``SUPERSEDED by <id>, not a result`` when a resumed run
-    superseded its archive, ``INVALID (rules), not a result`` when it is marked invalid (every template
-    prints the status beside the archive's tables and in the archive list), with ``mark``
-    (:func:`harness.report.summary.invalid_mark`) and ``verdict_shown``
-    (:func:`harness.report.summary.verdict_text`: ``withheld (rules)`` for a withheld verdict)."""
-    out = dict(entry)
-    if entry.get("superseded_by"):
-        out["status"] = f"{entry.get('status')}; SUPERSEDED by {entry['superseded_by']}, not a result"
-    elif superseded_text(entry):
-        out["status"] = f"{entry.get('status')}; {invalid_mark(entry) or 'INVALID'}, not a result"
-    out["mark"] = invalid_mark(entry)
-    out["verdict_shown"] = verdict_text(entry)
-    return out
-
-
 def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the templates need, derived from the snapshot alone (pure)."""
     findings = list(snapshot.get("findings") or [])
     by_archive: dict[str, list[Mapping[str, Any]]] = {}
     for f in findings:
         by_archive.setdefault(str(f["archive_id"]), []).append(f)
-    archives = [_labelled(a) for a in snapshot.get("archives") or []]
+    archives = [labelled(a) for a in snapshot.get("archives") or []]
     counts = {a["archive_id"]: {s: sum(1 for f in by_archive.get(a["archive_id"], []) if f["severity"] == s)
                                 for s in ("blocking", "warning", "info")} for a in archives}
-    formal = [{**e, "rows": pd_rows(e, by_archive.get(e["archive_id"], [])),
-               "findings": by_archive.get(e["archive_id"], []), "figure": f"formal-{e['archive_id']}",
-               "latency_rows": latency_rows(e), "ttft_class_rows": ttft_class_rows(e), "counts": count_note(e),
-               "latency_figure": f"latency-{e['archive_id']}" if figs.has_latency(e) else None}
-              for e in map(_labelled, snapshot.get("formal") or [])]
-    screens = [{**e, "findings": by_archive.get(e["archive_id"], []), "figure": f"abba-{e['archive_id']}"}
-               for e in map(_labelled, snapshot.get("screens") or [])]
     memory = [{**e, "figure": f"memory-{e['archive_id']}"} for e in snapshot.get("memory") or []]
-    sweeps = [{**e, "findings": by_archive.get(e["archive_id"], []), "figure": f"sweep-{e['archive_id']}"}
-              for e in map(_labelled, snapshot.get("sweeps") or [])]
     services_by: dict[str, list[Mapping[str, Any]]] = {}
     for s in snapshot.get("services") or []:
         services_by.setdefault(str(s["archive_id"]), []).append(s)
@@ -289,22 +200,11 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "archives": archives,
         "archive_by_id": {a["archive_id"]: a for a in archives},
         "finding_counts": counts,
-        "formal": formal,
-        "screens": screens,
-        "sweeps": sweeps,
         "memory": memory,
         "timelines": [{**e, "figure": timeline_stem(e)} for e in snapshot.get("timelines") or []],
         "timelines_omitted": int(snapshot.get("timelines_omitted") or 0),
         "timelines_max": MAX_TIMELINES,
-        "imports": list(snapshot.get("imports") or []),
-        "speculative": speculative_view(snapshot),
         "energy": energy_view(snapshot),
-        "replays": [{**e, "findings": by_archive.get(e["archive_id"], []),
-                     "lateness_max_ms": _ms(e.get("client_lateness_max_s")),
-                     "tolerance_ms": _ms(e.get("lateness_tolerance_s")), "ttft_p50_ms": _ms(e.get("ttft_p50_s"))}
-                    for e in map(_labelled, snapshot.get("replays") or [])],
-        "sla": [{**e, "findings": by_archive.get(e["archive_id"], [])}
-                for e in map(_labelled, snapshot.get("sla") or [])],
         "summary": summary_card(snapshot),
         "description": describe(snapshot),
         "historical": list(snapshot.get("historical") or []),
@@ -319,7 +219,22 @@ def view_model(snapshot: Mapping[str, Any]) -> dict[str, Any]:
         "claim_classes": claims,
         "has_simulated": bool(snapshot.get("has_simulated")),
         "limits": snapshot.get("limits") or {},
-    }
+        "report_kinds": list(KINDS),
+    } | kind_context(snapshot, by_archive)
+
+
+def kind_context(snapshot: Mapping[str, Any], by_archive: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Each kind's view (``KindInfo.report_view``, else :func:`harness.report.kind_views.entries_view` of
+    its section for a kind with a snapshot entry), under the first part of its ``report_section``; a
+    kind with neither (its archives are only listed) has none. Kinds sharing a section share one view."""
+    out: dict[str, Any] = {}
+    for k in KINDS.values():
+        key = k.report_section.partition(".")[0]
+        if k.report_view is not None:
+            out[key] = resolve(k.report_view)(snapshot, by_archive)
+        elif k.report is not None:
+            out[key] = entries_view(k.report_section)(snapshot, by_archive)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,13 +20,14 @@ from harness.report.figures import render_figure, sweep_figure
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.sections import sweep_entry
 from harness.store.archive import Archive, iter_archives
+from harness.store.view import ArchiveView
 
 __all__ = ["build_sweep_report"]
 
 
 def sweep_archives(workspace: Path) -> list[Archive]:
     """Every finalized archive of kind ``rate-sweep`` in the workspace."""
-    return [a for a in iter_archives(workspace) if a.run.kind == "rate-sweep" and a.has("sweep.json")]
+    return [a for a in iter_archives(workspace) if a.run.kind == "rate-sweep" and ArchiveView(a).has("sweep.json")]
 
 
 def archive_sweep_entry(a: Archive, workspace: Path | None = None) -> dict[str, Any] | None:
@@ -42,7 +43,8 @@ def archive_sweep_entry(a: Archive, workspace: Path | None = None) -> dict[str, 
         verdict = None
     else:
         verdict = archive_verdict(workspace, a)
-    return sweep_entry(ArchiveContent(a.archive_id, a.manifest, "", sweep=a.json("sweep.json"), verdict=verdict),
+    return sweep_entry(ArchiveContent(a.archive_id, a.manifest, "", sweep=ArchiveView(a).doc("sweep.json"),
+                                    verdict=verdict),
                        base, verdict)
 
 

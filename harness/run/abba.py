@@ -39,6 +39,7 @@ from harness.measure.abba import (
     summarize,
 )
 from harness.measure.acceptance import acceptance_rows
+from harness.measure.claims import draft_length
 from harness.measure.results import run_count_methods, waves_table
 from harness.measure.rows import check_row
 from harness.oracle.sentinels import load_sentinels
@@ -284,7 +285,7 @@ class AbbaRunner:
         if leg_rows:
             writer.write_table("legs.parquet", pa.Table.from_pylist(leg_rows))
         # a speculative server's counts per measured wave
-        acceptance = acceptance_rows(records, common, spec_counters(writer))
+        acceptance = acceptance_rows(records, common, spec_counters(writer), draft_length(self.session.services))
         if acceptance:
             writer.write_table("acceptance.parquet", pa.Table.from_pylist(acceptance))
         comp = {

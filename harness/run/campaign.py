@@ -28,7 +28,7 @@ import pyarrow as pa
 from pydantic import ValidationError
 
 from harness.aio import new_event_loop
-from harness.errors import DsvError, MeasurementError, SpecError
+from harness.errors import ArchiveError, DsvError, MeasurementError, SpecError
 from harness.evidence.findings import Finding
 from harness.evidence.verdict import Verdict
 from harness.inputs.corpus import Corpus, load_corpus
@@ -39,6 +39,7 @@ from harness.load.workers import auto_workers
 from harness.measure import coldness as cold
 from harness.measure import metrics as m
 from harness.measure.acceptance import acceptance_rows, cell_cycles
+from harness.measure.claims import draft_length
 from harness.measure.results import CampaignResults, compute_results, results_json, results_tables, run_count_methods
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
@@ -81,6 +82,7 @@ from harness.store.archive import (
     resumed_by,
 )
 from harness.store.runblock import RunBlock
+from harness.store.view import ArchiveView
 
 __all__ = ["RunOutcome", "load_corpora", "make_plan"]
 
@@ -202,14 +204,19 @@ def _resume_state(prev: Archive, plan: Plan) -> _State:
         raise SpecError(f"archive {prev.archive_id} is complete; nothing to resume",
                         hint="start a new campaign instead")
     state = _State(old_records=prev.records())
-    for r in prev.json("results.json").get("rounds", []):
+    prev_files = ArchiveView(prev)
+    results = prev_files.doc("results.json")
+    if not isinstance(results, dict):
+        raise ArchiveError(f"archive {prev.archive_id} has no results.json: its rounds are not known",
+                           hint="start a new campaign instead")
+    for r in results.get("rounds", []):
         state.round_status[r["round_id"]] = r["status"]
     waves_per_cell: dict[str, set[str]] = {}
     for rec in state.old_records:
         waves_per_cell.setdefault(rec.cell_id, set()).add(rec.wave_id)
     state.wave_counter = {k: len(v) for k, v in waves_per_cell.items()}
     state.service_starts = int(run.service_starts or 1)
-    state.services = list(prev.json("service.json").get("services", []))
+    state.services = prev_files.services()
     return state
 
 
@@ -464,10 +471,11 @@ def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, 
     for name, table in results_tables(results, extra).items():
         writer.write_table(f"{name}.parquet", table)
     # a speculative server's counts per measured wave
-    acceptance = acceptance_rows(records, extra, spec_counters(writer))
+    k = draft_length(st.services)  # counts are claims checked against it (harness.measure.claims)
+    acceptance = acceptance_rows(records, extra, spec_counters(writer), k)
     if acceptance:
         writer.write_table("acceptance.parquet", pa.Table.from_pylist(acceptance))
-        cycles = cell_cycles(records, {c.cell_id: float(c.median_tok_s) for c in results.cells})
+        cycles = cell_cycles(records, {c.cell_id: float(c.median_tok_s) for c in results.cells}, k)
         if cycles:
             writer.write_json("cycles.json", {"cells": cycles, "definition": "docs/speculative.md, Cycle time"})
     writer.write_json("results.json", results_json(results))
@@ -497,7 +505,7 @@ def _round_status(workspace: Path, events: list[dict[str, Any]], resumed_from: s
     if resumed_from:  # the rounds the resumed run inherited
         with contextlib.suppress(DsvError, OSError):
             prev = open_archive(find_archive(resumed_from, workspace))
-            for r in prev.json("results.json").get("rounds", []):
+            for r in ArchiveView(prev).doc("results.json", {}).get("rounds", []):
                 status[str(r["round_id"])] = str(r["status"])
     for ev in events:
         if ev.get("event") == "round" and ev.get("round_id"):

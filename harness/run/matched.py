@@ -30,7 +30,8 @@ from harness.inputs.corpus import load_corpus
 from harness.inputs.spec import LoadedSpec, MatchedSdSpec
 from harness.measure import metrics as m
 from harness.measure.abba import profile_differences
-from harness.measure.acceptance import acceptance_rows, counts_of
+from harness.measure.acceptance import acceptance_rows, contradictions_of, counts_of
+from harness.measure.claims import draft_length
 from harness.measure.matched import LegData, MatchedResult, compare_outputs, step_gaps, summarize_matched
 from harness.measure.results import run_count_methods, waves_table
 from harness.measure.speculative import sum_counts
@@ -187,13 +188,17 @@ class MatchedRunner:
     async def _leg(self, writer: ArchiveWriter, svc: RunningService, leg: str, li: int) -> None:
         def measured(j: int, recs: list[RequestRecord]) -> None:
             self.leg_records[leg].append(recs)
-            counts = counts_of(recs)
+            counts = counts_of(recs, self._draft_tokens())
             self.report(MatchedLegWave(leg, j, resident=m.resident_window(recs).rate,
                                        tokens_per_step=counts.tokens_per_step if counts else math.nan))
 
         waves = LegWaves(self.spec, self.spec.workload, self.token, self.inputs.cases)
         await run_leg(writer, self.session, svc, waves, leg, round_index=li, text=self.inputs.texts.get(leg[:2]),
                       measured=measured, kept="the finished legs are kept")
+
+    def _draft_tokens(self) -> int | None:
+        """k of the SD arm's services, when they say it (the counts' claims are checked against it)."""
+        return draft_length(_arm(self.session.services, "SD"))
 
     def _leg_data(self, leg: str) -> LegData:
         waves = self.leg_records.get(leg, [])
@@ -202,10 +207,13 @@ class MatchedRunner:
             win = m.resident_window(w)
             if win.contributes:
                 gaps += step_gaps([r.event_ns for r in w], [r.event_tokens for r in w], win.start_ns, win.end_ns)
-        counts = [c for c in (counts_of(w) for w in waves) if c is not None]
+        k = self._draft_tokens()
+        # one contradicted request withholds the leg's counts: never a sum of the waves that look fine
+        withheld = any(contradictions_of(w, k) for w in waves)
+        counts = [] if withheld else [c for c in (counts_of(w, k) for w in waves) if c is not None]
         return LegData(leg, tuple(m.resident_window(w).rate for w in waves),
                        tuple(m.http_window(w).rate for w in waves), tuple(gaps),
-                       sum_counts(counts) if counts else None)
+                       sum_counts(counts) if counts else None, counts_withheld=withheld)
 
     def _finalize(self, writer: ArchiveWriter, status: str, error: DsvError | None,
                   anchor: dict[str, Any]) -> MatchedOutcome:
@@ -221,7 +229,7 @@ class MatchedRunner:
         if wave_rows is not None:
             writer.write_table("waves.parquet", wave_rows)
         writer.write_table("legs.parquet", pa.Table.from_pylist([leg_row(x) | common for x in legs]))
-        acc = acceptance_rows(records, common, spec_counters(writer))
+        acc = acceptance_rows(records, common, spec_counters(writer), self._draft_tokens())
         if acc:
             writer.write_table("acceptance.parquet", pa.Table.from_pylist(acc))
         writer.write_table("matched.parquet", pa.Table.from_pylist([matched_row(spec, result, status) | common]))

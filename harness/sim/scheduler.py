@@ -357,7 +357,8 @@ class Scheduler:
             self.stats.prompt_tokens_total += req.prompt_len
             self.stats.cached_tokens_total += req.cached_tokens
             if self.spec is not None and req.spec is None:  # a retracted request keeps its counts
-                req.spec = SpecTally(self.spec.draft_tokens, key=request_key(self.spec.seed, req.input_ids))
+                req.spec = SpecTally(self.spec.draft_tokens, key=request_key(self.spec.seed, req.input_ids),
+                                     forge=self.spec.forge_report)
             if not self._emit(req, last):
                 self.running.append(req)
                 if req.retract_steps:

@@ -28,13 +28,28 @@ _GOLDEN = 0x9E3779B97F4A7C15
 _TWO64 = float(1 << 64)
 
 
+class ForgedReport(Strict):
+    """Fault injection for tests (``speculative.forge_report``): what the server REPORTS on each request
+    instead of its true counts, so the harness's claim checks (harness.measure.claims) can be shown to
+    catch a lying server. The stream (tokens, timing) stays true. ``steps`` / ``proposed`` /
+    ``accepted``: fixed values reported for every request; ``all_accepted``: report every draft of every
+    true verify step as accepted (proposed = accepted = k x steps, histogram to match: a believable lie
+    the stream contradicts)."""
+
+    steps: int | None = Field(default=None, ge=0, description="reported verify steps (count)")
+    proposed: int | None = Field(default=None, ge=0, description="reported drafts proposed (count)")
+    accepted: int | None = Field(default=None, ge=0, description="reported drafts accepted (count)")
+    all_accepted: bool = False
+
+
 class SpeculativeSpec(Strict):
     """Profile block ``speculative:`` (absent: native autoregressive decoding).
 
     ``draft_tokens`` is k; ``accept_probs`` the per-position conditional acceptance p_1..p_k;
     ``verify_cost`` multiplies the native decode step of the same batch (a verify step's duration);
     ``sglang_fields`` picks SGLang's current (``new``) or older (``old``) ``meta_info`` names;
-    ``vllm_per_request`` is vLLM's ``--per-request-spec-decode-metrics`` on the OpenAI endpoints.
+    ``vllm_per_request`` is vLLM's ``--per-request-spec-decode-metrics`` on the OpenAI endpoints;
+    ``forge_report`` (tests only) makes the per-request reports lie (:class:`ForgedReport`).
     """
 
     algorithm: str = Field(default="EAGLE", min_length=1, description="reported as speculative_algorithm")
@@ -45,6 +60,8 @@ class SpeculativeSpec(Strict):
     seed: int = Field(default=0, ge=0)
     sglang_fields: Literal["new", "old"] = "new"
     vllm_per_request: Literal["none", "summary", "detailed"] = "none"
+    forge_report: ForgedReport | None = Field(default=None, description="fault injection for tests: forged "
+                                              "per-request counts (ForgedReport); absent: the true counts")
 
     @model_validator(mode="after")
     def _check(self) -> SpeculativeSpec:
@@ -109,10 +126,23 @@ class SpecTally:
     accepted: int = 0
     histogram: list[int] = field(default_factory=list)
     per_step: list[int] = field(default_factory=list)
+    forge: ForgedReport | None = None
 
     def __post_init__(self) -> None:
         if not self.histogram:
             self.histogram = [0] * (self.draft_tokens + 1)
+
+    def reported(self) -> tuple[int, int, int, list[int]]:
+        """(steps, proposed, accepted, histogram) as the server reports them: the true counts, or the
+        forged ones of ``forge`` (:class:`ForgedReport`)."""
+        f = self.forge
+        if f is None:
+            return self.steps, self.proposed, self.accepted, list(self.histogram)
+        if f.all_accepted:
+            every = self.draft_tokens * self.steps
+            return self.steps, every, every, [0] * self.draft_tokens + [self.steps]
+        return (self.steps if f.steps is None else f.steps, self.proposed if f.proposed is None else f.proposed,
+                self.accepted if f.accepted is None else f.accepted, list(self.histogram))
 
     def observe(self, accepted: int) -> None:
         """Count one verify step that kept ``accepted`` drafts."""
@@ -131,26 +161,28 @@ def sglang_meta(tally: SpecTally, completion_tokens: int, names: str) -> dict[st
     derived fields present but 0 (a reader recomputes them from the counts)."""
     if tally.steps <= 0:
         return {}
+    steps, proposed, accepted, hist = tally.reported()
     if names == "old":
-        return {"spec_verify_ct": tally.steps, "spec_accept_token_num": tally.accepted,
-                "spec_draft_token_num": tally.proposed, "spec_accept_length": 0, "spec_accept_rate": 0,
-                "spec_accept_histogram": list(tally.histogram)}
-    return {"spec_accept_rate": tally.accepted / tally.proposed,
-            "spec_accept_length": completion_tokens / tally.steps,
-            "spec_num_correct_drafts": tally.accepted, "spec_num_proposed_drafts": tally.proposed,
-            "spec_verify_ct": tally.steps, "spec_correct_drafts_histogram": list(tally.histogram)}
+        return {"spec_verify_ct": steps, "spec_accept_token_num": accepted,
+                "spec_draft_token_num": proposed, "spec_accept_length": 0, "spec_accept_rate": 0,
+                "spec_accept_histogram": hist}
+    return {"spec_accept_rate": accepted / proposed if proposed else 0.0,
+            "spec_accept_length": completion_tokens / steps if steps else 0.0,
+            "spec_num_correct_drafts": accepted, "spec_num_proposed_drafts": proposed,
+            "spec_verify_ct": steps, "spec_correct_drafts_histogram": hist}
 
 
 def vllm_request_metrics(tally: SpecTally, detailed: bool) -> dict[str, Any]:
     """vLLM 0.32.0's ``metrics.speculative_decoding`` object (``RequestSpecDecodeMetrics.to_dict``,
     ``vllm/v1/metrics/stats.py``): the per-step arrays only when ``detailed``."""
+    steps, proposed, accepted, hist = tally.reported()
     out: dict[str, Any] = {
-        "mean_acceptance_length": 1.0 + tally.accepted / tally.steps if tally.steps else 1.0,
-        "draft_acceptance_rate": tally.accepted / tally.proposed if tally.proposed else 0.0,
-        "acceptance_histogram": list(tally.histogram),
-        "num_spec_steps": tally.steps,
-        "num_accepted_draft_tokens": tally.accepted,
-        "num_draft_tokens": tally.proposed,
+        "mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+        "draft_acceptance_rate": accepted / proposed if proposed else 0.0,
+        "acceptance_histogram": hist,
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": proposed,
         "num_spec_tokens": tally.draft_tokens,
     }
     if detailed and tally.per_step:

@@ -10,6 +10,7 @@ from test_evidence import CLEAN
 
 from harness.evidence.findings import ArchiveData
 from harness.evidence.rules import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
+from harness.evidence.verdict import WITHHELD, decide
 
 
 def matched(result: dict[str, Any], claim: str = "speculative-full-target") -> ArchiveData:
@@ -17,10 +18,12 @@ def matched(result: dict[str, Any], claim: str = "speculative-full-target") -> A
                    extra={"matched": {"result": result}})
 
 
-def test_a_disagreeing_cycle_is_a_warning_and_an_agreeing_one_nothing() -> None:
+def test_a_disagreeing_matched_cycle_blocks_and_an_agreeing_one_is_nothing() -> None:
+    # issue 37: the stream contradicting a or T_SD withholds the matched verdict (was a warning)
     (f,) = rule_sd_reconcile(matched({"reconciled": False, "reconcile_rel": -0.375, "t_sd_s": 0.02,
                                       "tokens_per_step": 2.2}))
-    assert (f.rule, f.severity, f.scope) == ("sd-reconcile", "warning", "run")
+    assert (f.rule, f.severity, f.scope) == ("sd-reconcile", "blocking", "run")
+    assert decide("a1", "simulated", [f]).shown_verdict("sd-faster") == WITHHELD
     assert "by -37.5%" in f.message
     assert rule_sd_reconcile(matched({"reconciled": True, "reconcile_rel": 0.001})) == []
     assert rule_sd_reconcile(matched({"reconciled": None})) == []  # nothing measured: nothing claimed

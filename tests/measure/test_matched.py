@@ -79,6 +79,15 @@ def test_no_counts_no_verdict_from_rates_alone() -> None:
     assert r.counts is None and math.isnan(r.tokens_per_step) and r.verdict == "inconclusive"
 
 
+def test_a_leg_with_withheld_counts_withholds_the_run_s_a() -> None:
+    # SD2's counts contradicted (issue 37): SD1's are never used alone, a is not computed, no verdict
+    ls = legs(800.0, 1408.0, 0.010, 0.0125, (100, 120))
+    ls[2] = LegData("SD2", ls[2].resident_rates, ls[2].http_rates, ls[2].step_gaps_s, None, counts_withheld=True)
+    r = summarize_matched(ls, ORDER, 8, NO_DIFF)
+    assert r.counts is None and math.isnan(r.tokens_per_step) and r.reconciled is None
+    assert r.verdict == "inconclusive" and r.break_even.reason.startswith("a withheld: the speculative counts of SD2")
+
+
 def test_outputs_compared_token_by_token_with_the_first_ar_leg() -> None:
     assert first_difference([1, 2, 3], [1, 2, 3]) is None
     assert first_difference([1, 2, 3], [1, 9, 3]) == 1

@@ -27,6 +27,7 @@ from harness.errors import SpecError
 from harness.sim import SimProfile, analytic_decode_rate, load_profile_file
 from harness.sim.profiles import PROFILES, SPECULATIVE_PROFILE_DIR
 from harness.sim.speculation import (
+    ForgedReport,
     SpecTally,
     SpeculativeSpec,
     accepted_drafts,
@@ -112,6 +113,26 @@ def test_meta_and_vllm_payloads() -> None:
     assert v["mean_acceptance_length"] == 2.5 and v["draft_acceptance_rate"] == 0.5
     assert v["per_step_accepted"] == [3, 0, 2, 1] and v["per_step_drafted"] == [3, 3, 3, 3]
     assert "per_step_accepted" not in vllm_request_metrics(t, detailed=False)
+
+
+def test_forged_reports_lie_while_the_tallies_stay_true() -> None:
+    # test-only fault (issue 37): the reports lie, the true counts (and so the stream) do not change
+    huge = SpecTally(3, forge=ForgedReport(steps=1, accepted=2147483647))
+    zero = SpecTally(3, forge=ForgedReport(proposed=0, accepted=1000000))
+    every = SpecTally(3, forge=ForgedReport(all_accepted=True))
+    for t in (huge, zero, every):
+        for a in (0, 0, 0, 0):
+            t.observe(a)
+        assert (t.steps, t.proposed, t.accepted) == (4, 12, 0)
+    h = sglang_meta(huge, 5, "new")
+    assert (h["spec_verify_ct"], h["spec_num_correct_drafts"], h["spec_num_proposed_drafts"]) == (1, 2147483647, 12)
+    z = vllm_request_metrics(zero, detailed=False)
+    assert (z["num_spec_steps"], z["num_draft_tokens"], z["num_accepted_draft_tokens"]) == (4, 0, 1000000)
+    e = sglang_meta(every, 5, "old")
+    assert (e["spec_verify_ct"], e["spec_accept_token_num"], e["spec_draft_token_num"]) == (4, 12, 12)
+    assert e["spec_accept_histogram"] == [0, 0, 0, 4]  # consistent in itself: only the stream contradicts it
+    with pytest.raises(ValidationError):
+        SpeculativeSpec(draft_tokens=1, accept_probs=(0.5,), verify_cost=1.0, forge_report={"steps": -1})
 
 
 def test_analytic_rate_of_a_speculative_profile() -> None:

@@ -9,9 +9,10 @@ One module per family registers its rules with ``@rule(ID, ..., kinds=...)`` (:m
 :mod:`.formal` (formal matrices), :mod:`.waves` (measured waves), :mod:`.instruments` (client and
 simulator), :mod:`.identity` (what served the run), :mod:`.claims` (claim class against the served
 speculation), :mod:`.abba`, :mod:`.sweep`, :mod:`.provenance`, :mod:`.speculative`, :mod:`.cold`,
-:mod:`.replay`, :mod:`.sla`. :func:`check` runs each registered rule only on archives of the kinds it
-declares (:func:`archive_kind`: the run's ``kind``, else its protocol class's kind); ``REGISTRY`` lists
-the registrations (function, ids, kinds) by family in ``FAMILIES`` order, ``RULES`` their functions.
+:mod:`.replay`, :mod:`.sla`, :mod:`.reported` (counts a server reports, checked as claims). :func:`check`
+runs each registered rule only on archives of the kinds it declares (:func:`archive_kind`: the run's
+``kind``, else its protocol class's kind); ``REGISTRY`` lists the registrations (function, ids, kinds) by
+family in ``FAMILIES`` order, ``RULES`` their functions.
 docs/evidence-rules.md's rule id table says, per id, the kinds it applies to.
 
 Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
@@ -51,6 +52,8 @@ Rule ids (docs/evidence-rules.md#rule-ids and the record notes):
   sd-reconcile         a matched AR/SD run whose C*a/T_SD disagrees with its resident rate (speculative.py)
   sd-outputs           a full-target matched run whose greedy outputs differ from the AR legs'
   acceptance-sources   a wave whose speculative counts differ between the requests and the /metrics deltas
+  reported-counts      a measured request or wave whose reported counts contradict each other or the stream
+                       (reported.py, harness.measure.claims): the counts are not used
   mapped-libraries     live workers that, before the service stopped, no longer mapped what the profile requires
   cold-in-measured-wave a measured wave holding a cold or restarted request (first of its shape on its
                        service start; cold.py, docs/coldness.md)
@@ -83,6 +86,7 @@ from harness.evidence.rules import (
     instruments,
     provenance,
     replay,
+    reported,
     sla,
     speculative,
     sweep,
@@ -114,6 +118,7 @@ from harness.evidence.rules.instruments import (
 )
 from harness.evidence.rules.provenance import rule_external_claim, rule_token_counts
 from harness.evidence.rules.replay import rule_replay_cache, rule_replay_saturated, rule_replay_schedule
+from harness.evidence.rules.reported import rule_reported_counts
 from harness.evidence.rules.sla import rule_sla_not_converged, rule_sla_not_monotone, rule_sla_probe_invalid
 from harness.evidence.rules.speculative import rule_acceptance_sources, rule_sd_outputs, rule_sd_reconcile
 from harness.evidence.rules.sweep import rule_sweep_rounds, rule_sweep_saturated, rule_sweep_schedule
@@ -125,7 +130,8 @@ from harness.evidence.rules.waves import (
     rule_warmup_in_measured,
 )
 
-_ORDERED = (formal, waves, instruments, identity, claims, abba, sweep, provenance, speculative, cold, replay, sla)
+_ORDERED = (formal, waves, instruments, identity, claims, abba, sweep, provenance, speculative, cold, replay, sla,
+            reported)
 FAMILIES = (*_ORDERED, *(importlib.import_module(f"{__name__}.{m.name}") for m in sorted(
     pkgutil.iter_modules(__path__), key=lambda m: m.name)
     if not m.name.startswith("_") and f"{__name__}.{m.name}" not in {f.__name__ for f in _ORDERED}))
@@ -157,7 +163,8 @@ __all__ = [
     "rule_client_stalled", "rule_cold_in_measured", "rule_concurrency_witness", "rule_external_claim",
     "rule_failed_requests", "rule_formal_rounds", "rule_identity", "rule_mapped_libraries", "rule_oracle",
     "rule_prefill_cached", "rule_replay_cache", "rule_replay_saturated", "rule_replay_schedule",
-    "rule_resident_short", "rule_sd_outputs", "rule_sd_reconcile", "rule_service_restarts", "rule_sim_lateness",
+    "rule_reported_counts", "rule_resident_short", "rule_sd_outputs", "rule_sd_reconcile", "rule_service_restarts",
+    "rule_sim_lateness",
     "rule_simulated_context", "rule_sla_not_converged", "rule_sla_not_monotone", "rule_sla_probe_invalid",
     "rule_speculative_native", "rule_sweep_rounds", "rule_sweep_saturated", "rule_sweep_schedule",
     "rule_token_counts", "rule_warmup_failed", "rule_warmup_in_measured",

@@ -3,7 +3,9 @@
 - ``sd-reconcile``: a matched AR/SD run (or a formal cell, ``cycles.json``) whose useful throughput
   ``C * a / T_SD`` (T_SD from the stream's event gaps) disagrees with its resident rate beyond the tolerance
   (``harness.measure.matched.RECONCILE_TOLERANCE``): one of a, T_SD or the rate is not what it seems
-  (events coalescing several steps, a miscounting server); warning, the verdict needs a look.
+  (events coalescing several steps, a miscounting server). For a matched run blocking (scope run): its
+  break-even verdict rests on a and T_SD, one of which the stream contradicts, so the verdict is
+  withheld; for a formal cell (no verdict) a warning.
 - ``sd-outputs``: a ``speculative-full-target`` matched run whose greedy outputs differ from the AR
   legs': a full target reproduces them, so the claim (or the server) is wrong; warning, with the
   first differing positions.
@@ -34,8 +36,8 @@ def _result(d: ArchiveData) -> dict[str, Any]:
 
 @rule("sd-reconcile", kinds=ALL)
 def rule_sd_reconcile(d: ArchiveData) -> list[Finding]:
-    """A matched run whose C*a/T_SD and resident rate disagree (``reconciled`` false), or a formal
-    matrix's cells that do (``cycles.json``, per cell)."""
+    """A matched run whose C*a/T_SD and resident rate disagree (``reconciled`` false; blocking), or a
+    formal matrix's cells that do (``cycles.json``, per cell; warning)."""
     cycles = d.extra.get("cycles")
     cells = [c for c in (cycles.get("cells") or []) if isinstance(c, dict)] if isinstance(cycles, dict) else []
     bad = [c for c in cells if c.get("reconciled") is False]
@@ -53,11 +55,12 @@ def rule_sd_reconcile(d: ArchiveData) -> list[Finding]:
         return []
     rel = r.get("reconcile_rel")
     shown = f"{rel * 100:+.1f}%" if isinstance(rel, int | float) else "unknown"
-    return [_f(d.archive_id, "sd-reconcile", "warning",
+    return [_f(d.archive_id, "sd-reconcile", "blocking",
                f"useful throughput C*a/T_SD (T_SD {r.get('t_sd_s')} s from the stream's event gaps, a "
                f"{r.get('tokens_per_step')}) differs from the SD arm's resident rate by {shown}",
                "check that the server streams one event per verify step (stream_interval 1) and that its "
-               "counts cover the measured requests; the break-even verdict rests on T_SD", [], "run")]
+               "counts cover the measured requests; the break-even verdict rests on a and T_SD and is withheld", [],
+               "run")]
 
 
 @rule("sd-outputs", kinds=ALL)

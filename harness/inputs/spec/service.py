@@ -61,7 +61,7 @@ class SimSettings(Strict):
                                     description="apply the fault only among the first N requests (count)")
     speculative: dict[str, Any] | None = Field(
         None, description="speculative decoding on top of the profile (docs/simulator.md: algorithm, "
-        "draft_tokens, accept_probs, verify_cost, seed, sglang_fields, vllm_per_request); absent: the "
+        "draft_tokens, accept_probs, verify_cost, seed, sglang_fields, vllm_per_request, forge_report); absent: the "
         "profile's own (native unless its file has a speculative block); checked when the service starts")
     processes: int = Field(1, ge=1, le=64, description="simulator processes on one port and one step grid "
                            "(harness.sim.cluster): for event rates one process cannot emit (about 20k events/s "

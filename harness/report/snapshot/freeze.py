@@ -3,10 +3,12 @@ snapshot document (pure).
 
 Contract: :func:`freeze` takes :class:`~harness.report.snapshot.archives.ArchiveContent` s (any order) and
 the report config and returns the snapshot as plain JSON data; the same inputs give the same snapshot.
-This module builds the archive list, the formal matrices, the ABBA screens, the rate sweeps and the historical
-sections; the speculative-decoding section comes from :mod:`harness.report.snapshot.speculative`;
-the per-archive context sections come from :mod:`harness.report.snapshot.sections` and the limits from
-:mod:`harness.report.snapshot.limits`. The document's layout is described in :mod:`harness.report.snapshot`.
+This module builds the archive list and the historical sections; each kind's section is the list its
+``KindInfo.report_section`` names, filled by its ``report`` entry builder (:data:`harness.kinds.KINDS`:
+:func:`kind_sections`, so a new kind needs no edit here; a dotted section nests, :func:`placed`); the
+acceptance counts come from :mod:`harness.report.snapshot.speculative`, the per-archive context sections
+from :mod:`harness.report.snapshot.sections` and the limits from :mod:`harness.report.snapshot.limits`.
+The document's layout is described in :mod:`harness.report.snapshot`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from harness.evidence.verdict import Verdict
 from harness.inputs.spec import legacy_cache
-from harness.kinds import MATCHED_SECTION, kind_of_run, resolve
+from harness.kinds import KINDS, kind_of_run, resolve
 from harness.report.config import HistoricalFigure, ReportConfig
 from harness.report.snapshot.archives import ArchiveContent
 from harness.report.snapshot.energy import energy_entry
@@ -39,7 +41,8 @@ from harness.report.snapshot.speculative import acceptance_entry
 from harness.report.snapshot.validity import content_verdict, mark_row, mark_rows, mark_run, withhold
 from harness.store.runblock import read_run_block
 
-__all__ = ["MILESTONE_EXCLUDED_CLASSES", "freeze", "historical_figure_groups", "supersessions"]
+__all__ = ["MILESTONE_EXCLUDED_CLASSES", "freeze", "historical_figure_groups", "kind_sections", "placed",
+           "section_entries", "supersessions"]
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -232,6 +235,33 @@ def supersessions(contents: Sequence[ArchiveContent],
     return out
 
 
+def kind_sections() -> dict[str, list[dict[str, Any]]]:
+    """One empty entry list per report section a kind's entries join (``KindInfo.report_section`` of every
+    kind with a ``report`` entry builder), in descriptor order: a new kind's section needs no edit here."""
+    return {k.report_section: [] for k in KINDS.values() if k.report is not None}
+
+
+def placed(sections: Mapping[str, list[dict[str, Any]]], doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level snapshot keys of ``sections`` merged into ``doc``'s: a dotted section
+    (``speculative.matched``) is a key of the mapping its first part names."""
+    out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in doc.items()}
+    for key, entries in sections.items():
+        head, _, rest = key.partition(".")
+        if rest:
+            out[head] = placed({rest: entries}, out.get(head) or {})
+        else:
+            out[head] = entries
+    return out
+
+
+def section_entries(snapshot: Mapping[str, Any], section: str) -> list[Any]:
+    """The entries of a kind's (possibly dotted, :func:`placed`) section of ``snapshot`` ([] when absent)."""
+    node: Any = snapshot
+    for part in section.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return list(node) if isinstance(node, list) else []
+
+
 def _add(entries: list[dict[str, Any]], entry: dict[str, Any] | None) -> None:
     """Append ``entry`` (already marked from the archive's verdict) unless it is None (the archive lacks the file)."""
     if entry is not None:
@@ -263,19 +293,12 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
     ordered = sorted(contents, key=lambda c: (read_run_block(c.manifest).created_wall, c.archive_id))
     successors = supersessions(ordered, superseded)
     archives: list[dict[str, Any]] = []
-    formal: list[dict[str, Any]] = []
     memory: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
-    screens: list[dict[str, Any]] = []
-    sweeps: list[dict[str, Any]] = []
     services, corpora, oracles = [], [], []
-    spec_matched: list[dict[str, Any]] = []
     spec_acceptance: list[dict[str, Any]] = []
     energy: list[dict[str, Any]] = []
-    replays: list[dict[str, Any]] = []
-    sla: list[dict[str, Any]] = []
-    sections: dict[str, list[dict[str, Any]]] = {"formal": formal, "screens": screens, "sweeps": sweeps, "sla": sla,
-                                                 MATCHED_SECTION: spec_matched, "replays": replays}
+    sections = kind_sections()
     for c in ordered:
         verdict = content_verdict(c, successors.get(c.archive_id))
         base = _archive_entry(c, verdict)
@@ -306,9 +329,6 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "description": config.description,
         "selection": sel,
         "archives": archives,
-        "formal": formal,
-        "screens": screens,
-        "sweeps": sweeps,
         "memory": memory,
         "historical": hist,
         "historical_present": historical is not None and config.historical,
@@ -319,11 +339,8 @@ def freeze(contents: Sequence[ArchiveContent], config: ReportConfig, *,
         "corpora": corpora,
         "oracles": oracles,
         "imports": import_entries(ordered),
-        "speculative": {"matched": spec_matched, "acceptance": spec_acceptance},
         "energy": energy,
-        "replays": replays,
-        "sla": sla,
         "has_simulated": any(a["simulated"] for a in archives),
         "limits": {"general": list(GENERAL_LIMITS), "config": list(config.limits)},
-    })
+    } | placed(sections, {"speculative": {"acceptance": spec_acceptance}}))
     return snapshot

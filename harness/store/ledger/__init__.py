@@ -4,6 +4,9 @@
   move of an older ledger; its module docstring keeps the ledger schema history. Its public names used
   elsewhere are re-exported here (``from harness.store.ledger import ingest_archive``).
 - :mod:`.delta`: the Delta tables themselves (transactions, versions, optimize).
+- :mod:`.durable`: every commit fsynced; a table's newest log entries checked before it is used.
+- :mod:`.repair`: ``dsv4h ledger repair`` (damaged entries aside, archive tables re-derived).
+- :mod:`.export`: ``dsv4h ledger export --parquet`` (plain Parquet, one file per table).
 - :mod:`.layout`: the canonical schema of every table, derived from the row models of
   ``harness.measure.rows`` (pure).
 - :mod:`.parquet_layout` and :mod:`.migrate`: the Parquet layout of schemas 2-4, read to move it.

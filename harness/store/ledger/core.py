@@ -39,8 +39,11 @@ in memory, and moved into the Delta tables by the first write or ``dsv4h ledger 
 files moved to ``ledgers/.parquet-backup/``. That one-time move is the only step that takes a lock
 file (``ledgers/.migrate.lock``, flock; it runs on the host that owns the old ledger).
 
-Open them in a notebook with ``deltalake.DeltaTable("ledgers/delta/cells").to_pandas()`` or
-``harness.ledger.read`` (``ledgers/README.md``).
+Open them in a notebook with ``deltalake.DeltaTable("ledgers/delta/cells").to_pandas()``, polars
+``read_delta``, DuckDB ``delta_scan`` or ``harness.ledger.read`` (``ledgers/README.md``); a plain
+Parquet read of a table directory fails on its marker file (:mod:`.delta`), ``dsv4h ledger export
+--parquet`` writes plain files. Commits are fsynced and a damaged log refused (:mod:`.durable`);
+``dsv4h ledger repair`` mends one (:mod:`.repair`).
 
 Ledger schema history (``LEDGER_SCHEMA_VERSION``):
   1 - first version (2026-11-29).
@@ -64,7 +67,10 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       Added within schema 5 (Delta schema evolution, older rows null): ``sla_rounds`` (an SLA
       search's rounds; before, they and its cells were ingested into ``sweep_rounds`` /
       ``sweep_cells``), ``findings.scope``, ``verdict_as_measured`` on ``comparisons`` and
-      ``matched_sd`` (whose ``verdict`` is ``withheld`` on an invalid run) (2026-12-03).
+      ``matched_sd`` (whose ``verdict`` is ``withheld`` on an invalid run) (2026-12-03); beside the
+      tables, not in them (no reader's change, so no new schema): the plain-read marker file in every
+      table directory (``delta.PLAIN_READ_MARKER``) and ``ledgers/.quarantine/`` (``dsv4h ledger
+      repair``) (2026-12-04).
 """
 
 from __future__ import annotations

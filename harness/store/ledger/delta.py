@@ -38,15 +38,25 @@ read a table at its latest version or ``as_of`` an earlier one; :func:`optimize`
 (``optimize.compact``), checkpoints and vacuums files unreferenced for longer than ``retention_hours``
 (default :data:`RETENTION_HOURS`, Delta's own 7 days, so ``as_of`` reaches back at least that far).
 Only an archive id (16 hex digits) is ever put into a predicate.
+
+Durability (:mod:`.durable`): every commit of ours is fsynced once delta-rs returns (its log entry,
+the data files it adds, the directories), and every open first checks the table's newest log
+entries (a zero-length, garbled or missing entry is one ``LedgerError`` naming it; the hint names
+``dsv4h ledger repair``). A deltalake error is reduced to its first line (never a native backtrace).
+Every table directory holds :data:`PLAIN_READ_MARKER`, a text file named like a Parquet file, so a
+plain Parquet read of the directory (which would also see the files earlier versions replaced, and
+count their rows twice) fails, naming it.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,7 +65,9 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from harness.errors import LedgerError
+from harness.interrupts import fault_point
 from harness.store.archive import is_archive_id
+from harness.store.ledger import durable
 from harness.store.ledger.layout import ARCHIVE_TABLES, GOVERNANCE_TABLES, PER_ARCHIVE, SCHEMAS, TABLES, ledger_dir
 
 T = TypeVar("T")
@@ -75,6 +87,13 @@ TXN_INTERVAL = f"interval {TXN_RETENTION_DAYS} days"
 # ... so its absence proves an archive absent only for one whose run started less than this ago (the
 # difference covers clock skew between hosts)
 TXN_TRUSTED_DAYS = TXN_RETENTION_DAYS - 7
+# In every table directory: a plain Parquet read of the directory fails on it, naming it (a Delta
+# directory also keeps the files that later versions replaced: a glob of it counts rows twice)
+PLAIN_READ_MARKER = "NOT-A-PARQUET-FILE--read-this-Delta-table-with-deltalake-not-read_parquet.parquet"
+PLAIN_READ_TEXT = (b"This directory is a Delta Lake table (dsv4h ledger). Its Parquet files include ones that\n"
+                   b"later versions replaced, so a plain Parquet read counts rows twice. Read it with\n"
+                   b"deltalake.DeltaTable(dir).to_pandas(), polars.read_delta(dir), DuckDB delta_scan(dir) or\n"
+                   b"harness.ledger.read(workspace, table); or run 'dsv4h ledger export --parquet DIR'.\n")
 ATTEMPTS = 50  # commits lost to other writers before a write gives up (each loss means another writer progressed)
 
 __all__ = ["AUTO_COMPACT_FILES", "DELTA_DIR", "RETENTION_HOURS", "TXN_RETENTION_DAYS", "append_archive",
@@ -103,7 +122,42 @@ def _aid(value: str) -> str:
 
 
 def _flat(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]
+    """A deltalake error's first line (its message; never the native backtrace after it)."""
+    return durable.first_line(exc)[:300]
+
+
+def _durably(path: Path, since: int, op: Callable[[], T]) -> T:
+    """``op()`` (one or more commits on the table at ``path`` after version ``since``), then every
+    commit after ``since`` fsynced (:func:`harness.store.ledger.durable.sync_since`). The fault
+    points ``ledger:committed`` (before the fsync) and ``ledger:synced`` are reached only when ``op``
+    committed (an update that matched no row commits nothing)."""
+    out = op()
+    committed = durable.entry_path(path, since + 1).is_file()
+    if committed:
+        fault_point("ledger:committed")
+    durable.sync_since(path, since)
+    if committed:
+        fault_point("ledger:synced")
+    return out
+
+
+def _path_of(dt: DeltaTable) -> Path:
+    """The local directory of an open Delta table (its URI is ``file://`` and percent-encoded)."""
+    uri = dt.table_uri
+    return Path(unquote(urlparse(uri).path) if uri.startswith("file:") else uri)
+
+
+def mark_plain_reads(path: Path) -> None:
+    """Put :data:`PLAIN_READ_MARKER` into a table directory that lacks it (fsynced)."""
+    marker = path / PLAIN_READ_MARKER
+    if marker.is_file():
+        return
+    tmp = path / f".{PLAIN_READ_MARKER}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(PLAIN_READ_TEXT)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, marker)
 
 
 def open_table(workspace: Path, table: str, as_of: int | None = None) -> DeltaTable | None:
@@ -115,6 +169,7 @@ def open_table(workspace: Path, table: str, as_of: int | None = None) -> DeltaTa
             raise LedgerError(f"{path}: no Delta table, so no version {as_of}",
                               hint="nothing was written to this table yet")
         return None
+    durable.check(path)
     try:
         return DeltaTable(str(path), version=as_of)
     except (DeltaError, TableNotFoundError, OSError, ValueError) as exc:
@@ -152,11 +207,15 @@ def create_tables(workspace: Path) -> None:
             continue
         config = {TXN_PROPERTY: TXN_INTERVAL} if table in PER_ARCHIVE else None
         try:
-            DeltaTable.create(str(path), stored_schema(table), mode="ignore", configuration=config)
+            def make(path: Path = path, table: str = table, config: dict[str, str] | None = config) -> None:
+                DeltaTable.create(str(path), stored_schema(table), mode="ignore", configuration=config)
+
+            _durably(path, -1, make)
         except (CommitFailedError, DeltaError) as exc:
             if not (path / "_delta_log").is_dir() or not DeltaTable.is_deltatable(str(path)):
                 raise LedgerError(f"{path}: cannot create the Delta table: {_flat(exc)}",
                                   hint="check the directory is writable") from None
+        mark_plain_reads(path)
 
 
 def _must_open(workspace: Path, table: str) -> DeltaTable:
@@ -177,6 +236,10 @@ def _retrying(workspace: Path, table: str, what: str, step: Callable[[], T]) -> 
             return step()
         except CommitFailedError:
             time.sleep(min(0.2, 0.005 * (attempt + 1)))
+        except (DeltaError, OSError) as exc:
+            raise LedgerError(f"{table_path(workspace, table)}: {what}: {_flat(exc)}",
+                              hint="nothing of this write was committed; check the disk, then "
+                              "'dsv4h ledger repair' if the table is refused") from None
     raise LedgerError(f"{table_path(workspace, table)}: {what}: {ATTEMPTS} commits lost to other writers",
                       hint="run the command again (nothing of it was written)")
 
@@ -188,12 +251,14 @@ def _of_kind(table: str, kinds: tuple[str, ...], what: str) -> None:
 
 def _write(dt: DeltaTable, t: pa.Table, *, predicate: str | None = None,
            props: CommitProperties | None = None) -> None:
-    """One transaction: an append, or (``predicate``) an overwrite of the rows it selects."""
+    """One transaction: an append, or (``predicate``) an overwrite of the rows it selects; fsynced."""
+    path = _path_of(dt)
     if predicate is None:
-        write_deltalake(dt, _stored(t), mode="append", schema_mode="merge", commit_properties=props)
+        _durably(path, dt.version(), lambda: write_deltalake(dt, _stored(t), mode="append", schema_mode="merge",
+                                                             commit_properties=props))
     else:
-        write_deltalake(dt, _stored(t), mode="overwrite", predicate=predicate, schema_mode="merge",
-                        commit_properties=props)
+        _durably(path, dt.version(), lambda: write_deltalake(dt, _stored(t), mode="overwrite", predicate=predicate,
+                                                             schema_mode="merge", commit_properties=props))
 
 
 def has_archive(dt: DeltaTable, archive_id: str, created: datetime | None = None) -> bool:
@@ -237,7 +302,8 @@ def _make_expiring(d: DeltaTable) -> None:
     """Set :data:`TXN_PROPERTY` on a table made before archive transactions expired (one commit,
     once; the transactions it already holds carry no time and are kept); ``d`` is left up to date."""
     if TXN_PROPERTY not in d.metadata().configuration:
-        d.alter.set_table_properties({TXN_PROPERTY: TXN_INTERVAL})
+        path = _path_of(d)
+        _durably(path, d.version(), lambda: d.alter.set_table_properties({TXN_PROPERTY: TXN_INTERVAL}))
         d.update_incremental()
 
 
@@ -331,7 +397,8 @@ def compact(workspace: Path, table: str) -> bool:
     if dt is None:
         return False
     try:
-        dt.optimize.compact(target_size=AUTO_COMPACT_BYTES)
+        _durably(table_path(workspace, table), dt.version(),
+                 lambda: dt.optimize.compact(target_size=AUTO_COMPACT_BYTES))
     except CommitFailedError:
         return False
     return True
@@ -359,7 +426,8 @@ def supersede(workspace: Path, old_id: str, new_id: str) -> dict[str, int]:
         def attempt(table: str = table) -> int:
             dt = open_table(workspace, table)
             assert dt is not None
-            done = dt.update(predicate=pred, new_values={"valid": False, "superseded_by": new})
+            done = _durably(table_path(workspace, table), dt.version(), lambda: dt.update(
+                predicate=pred, new_values={"valid": False, "superseded_by": new}))
             return int(done.get("num_updated_rows", 0))
 
         n = _retrying(workspace, table, f"archive {old} not superseded", attempt)
@@ -448,12 +516,22 @@ def optimize(workspace: Path, retention_hours: int = RETENTION_HOURS) -> dict[st
         dt = open_table(workspace, table)
         if dt is None:
             continue
+        path = table_path(workspace, table)
         before = len(dt.file_uris())
-        dt.optimize.compact()
-        dt.create_checkpoint()
-        removed = dt.vacuum(retention_hours=retention_hours, dry_run=False,
-                            enforce_retention_duration=retention_hours >= RETENTION_HOURS)
-        dt = DeltaTable(str(table_path(workspace, table)))
+        try:
+            _durably(path, dt.version(), dt.optimize.compact)
+            dt.create_checkpoint()
+            durable.sync_checkpoints(path, range(dt.version(), dt.version() + 1))
+            before_vacuum = dt.version()
+            removed = dt.vacuum(retention_hours=retention_hours, dry_run=False,
+                                enforce_retention_duration=retention_hours >= RETENTION_HOURS)
+        except DeltaError as exc:
+            raise LedgerError(f"{path}: optimize: {_flat(exc)}",
+                              hint="a compaction that lost to a concurrent commit changed nothing; run it again"
+                              ) from None
+        durable.sync_since(path, before_vacuum)  # vacuum's own log entries, and the directories it removed from
+        mark_plain_reads(path)
+        dt = DeltaTable(str(path))
         out[table] = {"files_before": before, "files_after": len(dt.file_uris()), "vacuumed": len(removed),
                       "rows": int(dt.count()), "version": int(dt.version())}
     return out

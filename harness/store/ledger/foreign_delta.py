@@ -9,7 +9,8 @@ own grammar (``_delta_log/<20 digits>.json``, ``<20 digits>.checkpoint.parquet``
 data files ``<name>.parquet`` at the top), at most :data:`FOREIGN_TABLE_MAX_BYTES` in all. Then every
 path the copied log and checkpoints name (``add`` and ``remove`` actions) must be a plain file name
 of the copy (no ``/``, ``%``, ``:`` or ``..``), and no action may carry a deletion vector (they name
-files too); only then is the copy opened with delta-rs, read, and removed. Anything else is a
+files too) and its newest entries must pass :func:`harness.store.ledger.durable.scan` (a zero-length
+entry would read as an empty commit); only then is the copy opened with delta-rs, read, and removed. Anything else is a
 ``ValueError`` naming the reason.
 """
 
@@ -29,6 +30,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from harness.formats import read_regular
+from harness.store.ledger import durable
 
 FOREIGN_TABLE_MAX_BYTES = 256 * 2**20
 _LOG_RE = re.compile(r"[0-9]{20}\.(json|checkpoint\.parquet)|_last_checkpoint")
@@ -112,11 +114,13 @@ def read_foreign_delta(table_dir: Path, scratch_parent: Path) -> pa.Table:
         if not has_log:
             raise ValueError("no Delta log (_delta_log/) of its own; not read")
         _check_log(scratch / "_delta_log")
+        if (bad := durable.scan(scratch)) is not None:  # a zero-length entry would read as an empty commit
+            raise ValueError(f"{bad.file.name}: {bad.reason}; not read")
         try:
             return DeltaTable(str(scratch)).to_pyarrow_table()
         except (DeltaError, TableNotFoundError, OSError, pa.ArrowException) as exc:
-            raise ValueError(f"not a readable Delta table: {' '.join(str(exc).split())[:200]}") from None
+            raise ValueError(f"not a readable Delta table: {durable.first_line(exc)[:200]}") from None
     except (OSError, json.JSONDecodeError, pa.ArrowException) as exc:
-        raise ValueError(f"cannot be read: {' '.join(str(exc).split())[:200]}") from None
+        raise ValueError(f"cannot be read: {durable.first_line(exc)[:200]}") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
