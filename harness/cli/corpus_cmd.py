@@ -14,6 +14,7 @@ from rich.table import Table
 from harness.cli.common import console
 from harness.errors import SpecError
 from harness.inputs.corpus import Corpus, load_corpus, resolve_corpus_path
+from harness.inputs.trace import DEFAULT_MAX_BLOCKS, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, DEFAULT_MAX_TOTAL_TOKENS
 
 app = typer.Typer(
     help="Frozen token-ID corpora: build from source files with a tokenizer, verify against the manifest, "
@@ -313,6 +314,14 @@ def import_trace_cmd(
     vocab_size: Annotated[int | None, typer.Option("--vocab-size", min=2, help="draw ids from the server's "
                                                    "vocabulary (default: ids 1000-29999)")] = None,
     force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
+    max_bytes: Annotated[int, typer.Option("--max-bytes", min=1, help="largest trace file read (bytes)")
+                         ] = DEFAULT_MAX_BYTES,
+    max_lines: Annotated[int, typer.Option("--max-lines", min=1, help="most requests (non-blank lines)")
+                         ] = DEFAULT_MAX_LINES,
+    max_total_tokens: Annotated[int, typer.Option("--max-total-tokens", min=1, help="most prompt tokens of all "
+                                                  "lines (input_length summed)")] = DEFAULT_MAX_TOTAL_TOKENS,
+    max_blocks: Annotated[int, typer.Option("--max-blocks", min=0, help="most blocks all lines name (hash_ids "
+                                            "entries summed)")] = DEFAULT_MAX_BLOCKS,
 ) -> None:
     """Freeze a Mooncake trace into token IDs whose prompts share prefixes exactly where its hash_ids say
     (one case per line; output_length is the case's output length); replay it with a trace-replay spec.
@@ -320,10 +329,11 @@ def import_trace_cmd(
     Example: dsv4h corpus import-trace tests/fixtures/traces/mooncake-small.jsonl --block-size 512 --name mc-small
     """
     from harness.inputs.corpus.trace_import import import_trace
+    from harness.inputs.trace import TraceLimits
 
     if out is None and name is None:
         raise SpecError("give --name or --out", hint="e.g. --name mc-small writes corpora/mc-small")
     target = out if out is not None else Path("corpora") / str(name)
     c = import_trace(source, target, block_size=block_size, seed=seed, vocab_size=vocab_size, name=name,
-                     overwrite=force)
+                     overwrite=force, limits=TraceLimits(max_bytes, max_lines, max_total_tokens, max_blocks))
     console.print(f"imported {c.name}: {len(c)} cases, manifest {c.manifest_sha256[:16]} ({target})")

@@ -16,6 +16,7 @@ from harness.cli.listing import table as render_table
 from harness.errors import LedgerError
 from harness.store.archive import find_archive, iter_archives, open_archive
 from harness.store.ledger import TABLES, read_table
+from harness.store.ledger.merge import DEFAULT_MAX_COMMITS, DEFAULT_MAX_ROWS, MergeLimits
 
 app = typer.Typer(help="Delta Lake ledgers (ledgers/delta/<table>/). Read a table with harness.ledger.read(ws, "
                   "table), deltalake.DeltaTable(dir).to_pandas(), polars.read_delta(dir) or DuckDB delta_scan(dir) "
@@ -246,6 +247,10 @@ app.command("import-historical")(import_historical)
 def merge_cmd(
     others: Annotated[list[Path], typer.Argument(help="other workspaces (directories holding archives/ and ledgers/)")],
     workspace: WorkspaceOpt = Path(),
+    max_rows: Annotated[int, typer.Option("--max-rows", min=1, help="most rows of one of the other host's "
+                                          "governance tables")] = DEFAULT_MAX_ROWS,
+    max_commits: Annotated[int, typer.Option("--max-commits", min=1, help="most log entries (or data files) "
+                                             "of one of the other host's Delta tables")] = DEFAULT_MAX_COMMITS,
 ) -> None:
     """Merge other hosts' workspaces into this one, trusting archives, never rows: each archive of
     OTHER/archives/ not yet here is verified (hashes, manifest, no links or special files), copied,
@@ -257,7 +262,8 @@ def merge_cmd(
     merging the same workspace again adds nothing.
 
     Prints what was added and one line per refusal (file: reason). Exit 0 when nothing was refused;
-    otherwise everything valid is merged and the exit status is 6.
+    otherwise everything valid is merged and the exit status is 6. A table over --max-rows or
+    --max-commits is not read: the merge stops there with an error (exit 6) naming it.
 
     Example: dsv4h ledger merge /data/host-a /data/host-b -w ws
     """
@@ -265,8 +271,9 @@ def merge_cmd(
 
     ws = _ws(workspace)
     refused = 0
+    limits = MergeLimits(max_rows=max_rows, max_commits=max_commits)
     for other in others:
-        res = merge_workspace(ws, existing_workspace(other))
+        res = merge_workspace(ws, existing_workspace(other), limits)
         gov = ", ".join(f"{k} +{v}" for k, v in sorted(res.governance.items())) or "none"
         console.print(f"{esc(other)}: {len(res.archives)} archive(s) added, {res.present} already present; "
                       f"governance rows added: {esc(gov)}; {len(res.refusals)} refused", soft_wrap=True)

@@ -43,15 +43,33 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from harness.errors import CorpusError
+from harness.formats import UnreadableFile, read_regular
 
-__all__ = ["expected_cached"]
+__all__ = [
+    "DEFAULT_MAX_BLOCKS",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_LINES",
+    "DEFAULT_MAX_TOTAL_TOKENS",
+    "TraceLimits",
+    "expected_cached",
+]
 
 DEFAULT_BLOCK_SIZE = 512
 MAX_BLOCK_SIZE = 1 << 20
 MAX_LENGTH = 1 << 20  # tokens per prompt or answer (a spec's max_new_tokens limit)
-MAX_LINES = 1_000_000
+MAX_TIMESTAMP_MS = 1 << 53  # every integer up to it is exact as a float (285,000 years of ms)
+MAX_HASH_ID = (1 << 64) - 1
+# bounds of one import (each a flag of 'dsv4h corpus import-trace'): the file, its requests (a corpus
+# case each), the prompt tokens of all lines (what is drawn and written), the blocks all lines name (a
+# seeded generator per distinct one). At these defaults an import takes < 1 GB and < 20 s
+# (benchmarks/bounded_readers.py).
+DEFAULT_MAX_BYTES = 64 << 20
+DEFAULT_MAX_LINES = 100_000
+DEFAULT_MAX_TOTAL_TOKENS = 1 << 24
+DEFAULT_MAX_BLOCKS = 1 << 18
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 
 
@@ -97,10 +115,15 @@ def parse_line(text: str, *, path: str, line: int, block_size: int) -> TraceRequ
         if f not in obj:
             raise _bad(path, line, f, "missing", f"every line needs {', '.join(FIELDS)}")
     ts = obj["timestamp"]
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(float(ts)):
-        raise _bad(path, line, "timestamp", f"{ts!r} is not a finite number", "give the send time in ms")
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        raise _bad(path, line, "timestamp", f"{str(ts)[:40]!r} is not a number", "give the send time in ms")
     if ts < 0:
-        raise _bad(path, line, "timestamp", f"negative ({ts})", "give the send time in ms from the trace start")
+        raise _bad(path, line, "timestamp", f"negative ({str(ts)[:40]})",
+                   "give the send time in ms from the trace start")
+    # compared before any float(): a 400-digit integer is no float at all (OverflowError)
+    if not (isinstance(ts, int) or math.isfinite(ts)) or ts > MAX_TIMESTAMP_MS:
+        raise _bad(path, line, "timestamp", f"{_short(ts)} is over the limit of {MAX_TIMESTAMP_MS} ms",
+                   "give the send time in ms from the trace start")
     n_in = _int_field(obj, path, line, "input_length", 1)
     n_out = _int_field(obj, path, line, "output_length", 1)
     ids = obj["hash_ids"]
@@ -110,38 +133,90 @@ def parse_line(text: str, *, path: str, line: int, block_size: int) -> TraceRequ
     if len(ids) > need:
         raise _bad(path, line, "hash_ids", f"{len(ids)} blocks, but input_length {n_in} needs only {need} of "
                    f"{block_size} tokens", "check --block-size (Mooncake's is 512) or the line's input_length")
+    if any(h > MAX_HASH_ID for h in ids):
+        raise _bad(path, line, "hash_ids", f"an id over the limit of {MAX_HASH_ID} (2^64 - 1)",
+                   "give the block hash ids as 64-bit integers")
     return TraceRequest(line, float(ts), n_in, n_out, tuple(int(h) for h in ids))
 
 
-def parse_trace(lines: Iterable[str], *, path: str, block_size: int = DEFAULT_BLOCK_SIZE) -> list[TraceRequest]:
+def _short(v: object) -> str:
+    """A number for a message: a huge integer by its digit count (never its 400 digits, never float())."""
+    if isinstance(v, int) and abs(v) >= 10**20:
+        return f"an integer of {len(str(abs(v)))} digits"
+    return repr(v)
+
+
+@dataclass(frozen=True)
+class TraceLimits:
+    """Bounds of one trace read (module constants; each a flag of ``dsv4h corpus import-trace``): file
+    bytes, requests (non-blank lines), prompt tokens of all lines (``input_length`` summed), blocks
+    all lines name (``hash_ids`` entries summed: each distinct one is drawn by its own seeded
+    generator, each is copied into its prompt). None: unbounded."""
+
+    max_bytes: int | None = DEFAULT_MAX_BYTES
+    max_lines: int | None = DEFAULT_MAX_LINES
+    max_total_tokens: int | None = DEFAULT_MAX_TOTAL_TOKENS
+    max_blocks: int | None = DEFAULT_MAX_BLOCKS
+
+
+DEFAULT_LIMITS = TraceLimits()
+UNBOUNDED = TraceLimits(None, None, None, None)
+
+
+def _over(path: str, line: int, field: str, what: str, limit: int, flag: str) -> CorpusError:
+    return _bad(path, line, field, f"{what} is over the limit of {limit} ({flag})",
+                f"raise {flag} if this machine has the memory and time, or split the trace")
+
+
+def parse_trace(lines: Iterable[str], *, path: str, block_size: int = DEFAULT_BLOCK_SIZE,
+                limits: TraceLimits = UNBOUNDED) -> list[TraceRequest]:
     """Every request of a trace (module docstring); blank lines are skipped. ``CorpusError`` naming the
-    file, line and field of the first bad line, or of a timestamp earlier than the line before."""
+    file, line and field of the first bad line, of a timestamp earlier than the line before, or of the
+    line that takes the trace past ``limits.max_total_tokens`` or ``limits.max_blocks`` (checked line
+    by line, before anything is drawn)."""
     if not 1 <= block_size <= MAX_BLOCK_SIZE:
         raise CorpusError(f"block size {block_size}: out of range", hint=f"give 1 to {MAX_BLOCK_SIZE} tokens")
     out: list[TraceRequest] = []
+    tokens = blocks = 0
     for n, text in enumerate(lines, start=1):
         if not text.strip():
             continue
-        if len(out) >= MAX_LINES:
-            raise CorpusError(f"{path}: more than {MAX_LINES} requests", hint="split the trace")
+        if limits.max_lines is not None and len(out) >= limits.max_lines:
+            raise CorpusError(f"{path}: line {n}: more than {limits.max_lines} requests, the limit (--max-lines)",
+                              hint="raise --max-lines if this machine has the memory and time, or split the trace")
         r = parse_line(text, path=path, line=n, block_size=block_size)
         if out and r.timestamp_ms < out[-1].timestamp_ms:
             raise _bad(path, n, "timestamp", f"{r.timestamp_ms:g} ms is before line {out[-1].line}'s "
                        f"{out[-1].timestamp_ms:g} ms (timestamps must not decrease)",
                        "sort the trace by timestamp")
+        tokens += r.input_length
+        blocks += len(r.hash_ids)
+        if limits.max_total_tokens is not None and tokens > limits.max_total_tokens:
+            raise _over(path, n, "input_length", f"the trace's total up to here ({tokens} tokens)",
+                        limits.max_total_tokens, "--max-total-tokens")
+        if limits.max_blocks is not None and blocks > limits.max_blocks:
+            raise _over(path, n, "hash_ids", f"the blocks the trace names up to here ({blocks})",
+                        limits.max_blocks, "--max-blocks")
         out.append(r)
     if not out:
         raise CorpusError(f"{path}: no requests", hint="a trace has one JSON object per line")
     return out
 
 
-def read_trace(path: Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> list[TraceRequest]:
-    """:func:`parse_trace` of a file (``CorpusError`` when it cannot be read)."""
+def read_trace(path: Path, *, block_size: int = DEFAULT_BLOCK_SIZE,
+               limits: TraceLimits = DEFAULT_LIMITS) -> list[TraceRequest]:
+    """:func:`parse_trace` of a regular file of at most ``limits.max_bytes`` (refused unread when
+    larger); ``CorpusError`` when it cannot be read."""
+    limit = limits.max_bytes
     try:
-        text = path.read_text(encoding="utf-8")
+        text = (path.read_bytes() if limit is None else read_regular(path, limit)).decode("utf-8")
+    except UnreadableFile as exc:  # not a regular file, or over the limit: refused unread
+        raise CorpusError(f"{path}: the trace file is refused unread: {exc} (a regular file of at most {limit} "
+                          "bytes, --max-bytes)", hint="pass a Mooncake JSONL trace file; raise --max-bytes if "
+                          "this machine has the memory, or split the trace") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CorpusError(f"{path}: cannot read the trace: {exc}", hint="pass a Mooncake JSONL trace file") from None
-    return parse_trace(text.splitlines(), path=str(path), block_size=block_size)
+    return parse_trace(text.splitlines(), path=str(path), block_size=block_size, limits=limits)
 
 
 def block_lengths(r: TraceRequest, block_size: int) -> list[int]:
@@ -155,46 +230,66 @@ def _rng(*parts: object) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest, "big"))
 
 
+def _block_array(position: int, hash_id: int, block_size: int, *, seed: int, low: int,
+                 high: int) -> npt.NDArray[np.int64]:
+    return _rng("block", seed, position, hash_id).integers(low, high, size=block_size)
+
+
 def block_ids(position: int, hash_id: int, block_size: int, *, seed: int, low: int, high: int) -> list[int]:
     """The full block at ``position`` named ``hash_id`` (module docstring)."""
-    rng = _rng("block", seed, position, hash_id)
-    return [int(x) for x in rng.integers(low, high, size=block_size)]
+    return [int(x) for x in _block_array(position, hash_id, block_size, seed=seed, low=low, high=high)]
 
 
-def prompt_ids(r: TraceRequest, block_size: int, *, seed: int, low: int, high: int,
-               cache: dict[tuple[int, int], list[int]] | None = None) -> list[int]:
-    """The prompt of ``r``: its named blocks, then its own tail (module docstring); ``cache`` keeps
-    blocks already drawn."""
-    out: list[int] = []
+def prompt_array(r: TraceRequest, block_size: int, *, seed: int, low: int, high: int,
+                 cache: dict[tuple[int, int], npt.NDArray[np.int64]] | None = None) -> npt.NDArray[np.int64]:
+    """The prompt of ``r`` as an array: its named blocks, then its own tail (module docstring);
+    ``cache`` keeps blocks already drawn (8 bytes a token)."""
+    parts: list[npt.NDArray[np.int64]] = []
     for k, (h, n) in enumerate(zip(r.hash_ids, block_lengths(r, block_size), strict=True)):
         key = (k, h)
         block = cache.get(key) if cache is not None else None
         if block is None:
-            block = block_ids(k, h, block_size, seed=seed, low=low, high=high)
+            block = _block_array(k, h, block_size, seed=seed, low=low, high=high)
             if cache is not None:
                 cache[key] = block
-        out.extend(block[:n])
-    tail = r.input_length - len(out)
+        parts.append(block[:n])
+    tail = r.input_length - sum(len(p) for p in parts)
     if tail > 0:
-        rng = _rng("tail", seed, r.line)
-        out.extend(int(x) for x in rng.integers(low, high, size=tail))
-    return out
+        parts.append(_rng("tail", seed, r.line).integers(low, high, size=tail))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def prompt_ids(r: TraceRequest, block_size: int, *, seed: int, low: int, high: int,
+               cache: dict[tuple[int, int], npt.NDArray[np.int64]] | None = None) -> list[int]:
+    """:func:`prompt_array` as a list of ints."""
+    return [int(x) for x in prompt_array(r, block_size, seed=seed, low=low, high=high, cache=cache)]
 
 
 def expected_cached(trace: Sequence[TraceRequest], block_size: int) -> list[int]:
-    """Per request, the prompt tokens the trace implies a prefix cache holds (module docstring)."""
-    seen: dict[tuple[int, ...], int] = {}  # leading hash ids -> most tokens of the last block seen
+    """Per request, the prompt tokens the trace implies a prefix cache holds (module docstring).
+
+    Linear in the blocks named: a prefix ``hash_ids[:k + 1]`` is a node of a trie, keyed by (its
+    parent prefix's node, the hash id), never by the prefix itself (a tuple of k ids per block)."""
+    nodes: dict[tuple[int, int], int] = {}  # (parent node, hash id) -> node; the empty prefix is node 0
+    held: list[int] = [0]  # node -> most tokens of its last block an earlier request held
     out: list[int] = []
     for r in trace:
         lengths = block_lengths(r, block_size)
+        path: list[int] = []
+        node = 0
+        for h in r.hash_ids:
+            key = (node, h)
+            if key not in nodes:
+                nodes[key] = len(held)
+                held.append(0)
+            node = nodes[key]
+            path.append(node)
         hit = 0
-        for k, n in enumerate(lengths):
-            held = seen.get(r.hash_ids[:k + 1], 0)
-            hit += min(n, held)
-            if held < n:
+        for node, n in zip(path, lengths, strict=True):
+            hit += min(n, held[node])
+            if held[node] < n:
                 break
         out.append(min(hit, r.input_length - 1))
-        for k, n in enumerate(lengths):
-            key = r.hash_ids[:k + 1]
-            seen[key] = max(seen.get(key, 0), n)
+        for node, n in zip(path, lengths, strict=True):
+            held[node] = max(held[node], n)
     return out

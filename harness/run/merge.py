@@ -26,6 +26,8 @@ from harness.store.archive import Archive, open_verified
 from harness.store.finished import load_finished
 from harness.store.ledger import ingested, ingested_ids, request_rows, successor_of
 from harness.store.ledger.merge import (
+    DEFAULT_LIMITS,
+    MergeLimits,
     MergeResult,
     Refusal,
     copy_foreign_archive,
@@ -40,10 +42,11 @@ from harness.store.ledger.merge import (
 __all__ = ["merge_workspace"]
 
 
-def merge_workspace(workspace: Path, other: Path) -> MergeResult:
+def merge_workspace(workspace: Path, other: Path, limits: MergeLimits = DEFAULT_LIMITS) -> MergeResult:
     """Merge another host's workspace ``other`` into ``workspace`` (module docstring). Raises
     ``LedgerError`` when ``other`` holds neither ledgers/ nor archives/, is this workspace, or has
-    either as a symlink; everything else that cannot be merged is a refusal in the result."""
+    either as a symlink, or a ledger table over ``limits``; everything else that cannot be merged is a
+    refusal in the result."""
     root = other_root(workspace, other)
     out = MergeResult()
     dirs, out.refusals = foreign_archive_dirs(root)
@@ -59,8 +62,8 @@ def merge_workspace(workspace: Path, other: Path) -> MergeResult:
             continue
         out.archives.append(src.name)
     refused_ids = {Path(r.file).name for r in out.refusals}
-    out.refusals += ledger_refusals(workspace, root, ingested_ids(workspace), refused_ids)
-    out.governance, refused = merge_governance(workspace, root)
+    out.refusals += ledger_refusals(workspace, root, ingested_ids(workspace), refused_ids, limits)
+    out.governance, refused = merge_governance(workspace, root, limits)
     out.refusals += refused
     return out
 

@@ -28,6 +28,18 @@ _SEP = (",", ":")
 _json_str = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
 
 
+BODY_BYTES_PER_TOKEN = 8  # a prompt token's JSON: up to 6 digits and ", " (a text byte: at most 6, "\\u00e9")
+BODY_SLACK_BYTES = 1 << 20  # the rest of a body (sampling parameters, chat roles, a fault)
+
+
+def body_limit(profile: SimProfile) -> int:
+    """The largest request body the server reads, in bytes: what its longest prompt
+    (``min(context_length, max_total_num_tokens) - 1`` tokens) takes as JSON, plus 1 MiB; a larger one
+    is answered 413 before it is read or parsed (9 MiB for the default 1,048,576-token context)."""
+    max_input = min(profile.context_length, profile.max_total_num_tokens) - 1
+    return max_input * BODY_BYTES_PER_TOKEN + BODY_SLACK_BYTES
+
+
 class BadRequest(Exception):
     """The request is malformed; answered with HTTP 400 and ``{"error": {"message": ...}}``."""
 

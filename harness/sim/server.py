@@ -34,6 +34,7 @@ from harness.sim.protocol import (
     BadRequest,
     EventEncoder,
     GenerateParams,
+    body_limit,
     error_body,
     error_event,
     parse_generate,
@@ -96,13 +97,14 @@ class SimServer:
         self._site: web.SockSite | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._closing: asyncio.Task[None] | None = None
+        self._body_limit = body_limit(self.profile)
 
     # ----- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> str:
         """Bind and start serving; returns ``http://host:port``.  ``/health`` is 503 until ready."""
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self.scheduler.run(), name="dsv4h-sim-scheduler")
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app = web.Application(client_max_size=self._body_limit)
         app.router.add_post("/generate", self._generate)
         app.router.add_post("/v1/completions", self._openai_completions)
         app.router.add_post("/v1/chat/completions", self._openai_chat)
@@ -201,10 +203,9 @@ class SimServer:
         if limit is not None and self._generate_count > limit:
             self._die(f"died after {limit} requests")
             return _error("the server died", 503)
-        try:
-            body = await request.json()
-        except ValueError:
-            return _error("the body is not valid JSON", 400)
+        body = await self._json(request)
+        if isinstance(body, web.Response):
+            return body
         skip = self.options.stream_mode == "skip-tokenizer-init"
         try:
             params = parse_generate(body, self.profile, skip_tokenizer_init=skip,
@@ -232,6 +233,22 @@ class SimServer:
         finally:
             if not req.finished:
                 self.scheduler.abort(req.rid)
+
+    async def _json(self, request: web.Request) -> Any:
+        """The request's JSON body, or the error response: 413 for a body over :func:`body_limit`,
+        refused by its Content-Length before anything is read (a chunked one once the limit is read),
+        400 for one that is not JSON."""
+        limit = self._body_limit
+        too_large = _error(f"the request body is larger than this server reads ({limit} bytes: its longest "
+                           "prompt as JSON, plus 1 MiB)", 413)
+        if request.content_length is not None and request.content_length > limit:
+            return too_large
+        try:
+            return await request.json()
+        except web.HTTPRequestEntityTooLarge:
+            return too_large
+        except ValueError:
+            return _error("the body is not valid JSON", 400)
 
     def _client_gone(self) -> None:
         """Count a stream whose client closed the connection before its end: a normal end, never an
@@ -264,8 +281,11 @@ class SimServer:
         if not self._ready:
             return _error("the server is not ready", 503)
         self._generate_count += 1
+        body = await self._json(request)
+        if isinstance(body, web.Response):
+            return body
         try:
-            params = parse_openai(await request.json(), kind, self.profile)
+            params = parse_openai(body, kind, self.profile)
         except ValueError:
             return _error("the body is not valid JSON", 400)
         except BadRequest as exc:

@@ -196,6 +196,37 @@ def test_deleted_library_is_never_hashed_as_its_replacement(tmp_path: Path,
         _stop(proc)
 
 
+def test_escaped_newline_and_carriage_return_paths_are_kept_as_written() -> None:
+    text = ("7f00-7f10 r--p 00000000 fe:00 11 /opt/a\\012b/libnl.so.1\n"
+            "7f20-7f30 r--p 00000000 fe:00 12 /opt/c\rd/libcr.so\n"
+            "7f40-7f50 r--p 00000000 fe:00 13 /opt/e\u2028f/libls.so\n")
+    entries = parse_map_entries(text)
+    assert [(e.path, e.escaped, e.inode) for e in entries] == [
+        ("/opt/a\\012b/libnl.so.1", True, 11), ("/opt/c\rd/libcr.so", False, 12),
+        ("/opt/e\u2028f/libls.so", False, 13)]
+
+
+def test_newline_path_is_never_hashed_by_its_escaped_name(tmp_path: Path, child: subprocess.Popen[str]) -> None:
+    src = _lib(mapped_libraries([child.pid]), child.pid, "libssl.so")["path"]
+    real = tmp_path / "d\nx" / "libnl.so.3"
+    decoy = tmp_path / "d\\012x" / "libnl.so.3"  # the kernel's spelling of the real path, another file
+    for p in (real, decoy):
+        p.parent.mkdir()
+    shutil.copyfile(src, real)
+    decoy.write_bytes(b"not the mapped library")
+    proc = _start(f"import ctypes, sys; ctypes.CDLL({str(real)!r}); print('ready', flush=True); sys.stdin.read()")
+    try:
+        snap = mapped_libraries([proc.pid])
+        lib = _lib(snap, proc.pid, "libnl.so")
+        assert lib["path"] == str(decoy) and lib["escaped"] is True and lib["deleted"] is False
+        # only through /proc/PID/map_files (root), else no hash: never the decoy's
+        assert lib["sha256"] in (_sha(str(real)), None)
+        assert snap["files"][str(decoy)] == lib["sha256"]
+        assert "escaped" not in _lib(snap, proc.pid, "libc.so")
+    finally:
+        _stop(proc)
+
+
 # --- worker rule (pure) --------------------------------------------------------------------------
 
 

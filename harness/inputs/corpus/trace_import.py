@@ -16,12 +16,23 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from harness.errors import CorpusError
 from harness.hashing import ids_sha256, sha256_file, sha256_json
 from harness.inputs.corpus.frozen import FORMAT_VERSION, Corpus
 from harness.inputs.corpus.random_ids import id_range
 from harness.inputs.corpus.write import case_id_for, encode_case_line, write_corpus
-from harness.inputs.trace import DEFAULT_BLOCK_SIZE, TraceRequest, prompt_ids, read_trace
+from harness.inputs.trace import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_LIMITS,
+    UNBOUNDED,
+    TraceLimits,
+    TraceRequest,
+    prompt_array,
+    read_trace,
+)
 
 __all__ = ["check_trace_matches", "import_trace", "trace_params"]
 
@@ -33,11 +44,11 @@ def corpus_files(trace: list[TraceRequest], *, file_name: str, digest: str, name
     """The corpus of a parsed trace: (``manifest.json`` content, ``cases.jsonl`` bytes) (pure)."""
     params = {"format": "mooncake", "file": file_name, "block_size": block_size, "seed": seed,
               "id_range": [low, high]}
-    blocks: dict[tuple[int, int], list[int]] = {}
+    blocks: dict[tuple[int, int], npt.NDArray[np.int64]] = {}
     entries: list[dict[str, Any]] = []
     lines: list[bytes] = []
     for i, r in enumerate(trace):
-        ids = prompt_ids(r, block_size, seed=seed, low=low, high=high, cache=blocks)
+        ids = prompt_array(r, block_size, seed=seed, low=low, high=high, cache=blocks)
         cid = case_id_for(i)
         entries.append({"case_id": cid, "n_tokens": len(ids), "sha256": ids_sha256(ids),
                         "provenance": {"path": file_name, "line_start": r.line, "line_end": r.line,
@@ -61,9 +72,12 @@ def corpus_files(trace: list[TraceRequest], *, file_name: str, digest: str, name
 
 
 def import_trace(source: Path, out: Path, *, block_size: int = DEFAULT_BLOCK_SIZE, seed: int = 0,
-                 vocab_size: int | None = None, name: str | None = None, overwrite: bool = False) -> Corpus:
-    """Write the corpus of the trace ``source`` to ``out`` and load it back verified (module docstring)."""
-    trace = read_trace(source, block_size=block_size)
+                 vocab_size: int | None = None, name: str | None = None, overwrite: bool = False,
+                 limits: TraceLimits = DEFAULT_LIMITS) -> Corpus:
+    """Write the corpus of the trace ``source`` to ``out`` and load it back verified (module docstring);
+    the trace is refused (``CorpusError`` naming the file, line, field, limit and flag) past ``limits``,
+    before any token is drawn."""
+    trace = read_trace(source, block_size=block_size, limits=limits)
     low, high = id_range(vocab_size)
     manifest, lines = corpus_files(trace, file_name=source.name, digest=sha256_file(source), name=name or out.name,
                                    block_size=block_size, seed=seed, low=low, high=high)
@@ -90,7 +104,8 @@ def check_trace_matches(corpus: Corpus, trace_path: Path) -> list[TraceRequest]:
         raise CorpusError(f"{trace_path}: sha256 {digest[:16]} is not the trace corpus {corpus.name} was imported "
                           f"from ({corpus.manifest.source.revision[:16]})",
                           hint="name the trace file the corpus was built from, or import this one")
-    trace = read_trace(trace_path, block_size=int(params["block_size"]))
+    # the file the corpus was imported from (its digest matched): within whatever limits that import had
+    trace = read_trace(trace_path, block_size=int(params["block_size"]), limits=UNBOUNDED)
     if len(trace) != len(corpus.cases):
         raise CorpusError(f"{trace_path}: {len(trace)} requests for {len(corpus.cases)} corpus cases",
                           hint="re-import the trace")

@@ -4,7 +4,9 @@ Every field becomes one ``#SBATCH`` line of the batch script (``harness.run.slur
 section changes nothing about how the campaign itself runs (``dsv4h campaign run`` ignores it). Values
 are checked at load so no script carries a newline, a shell word or a time Slurm would refuse:
 ``time_limit`` takes Slurm's own forms (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``,
-``D-HH:MM:SS``), ``extra_sbatch`` takes options (``--qos=high``), one per entry, without ``#SBATCH``.
+``D-HH:MM:SS``), ``extra_sbatch`` takes options (``--qos=high``), one per entry, without ``#SBATCH``,
+none of them one dsv4h writes itself under any spelling sbatch accepts (``--out=`` is ``--output=``) and
+``--export`` only without assignments (``harness.inputs.spec.sbatch_options``).
 ``workspace_root`` is a directory on the allocation (node-local scratch, say): the job's own workspace
 is ``<workspace_root>/dsv4h-job-<jobid>``; unset, it is ``<workspace>/jobs/<jobid>`` of the submitting
 workspace (a shared file system).
@@ -18,6 +20,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from harness.formats import Strict
+from harness.inputs.spec.sbatch_options import option_problem
 
 MAX_NODES = 4096
 MAX_GPUS_PER_NODE = 64
@@ -75,9 +78,9 @@ class SlurmSpec(Strict):
                 raise ValueError(f"extra_sbatch entry {line!r} is not one sbatch option: write --name=value "
                                  "(letters, digits and . _ , : + = @ % / - in the value; no quotes, spaces or "
                                  "newlines)")
-            if re.match(r"--?(output|error|signal|parsable|wrap)\b", line):
-                raise ValueError(f"extra_sbatch entry {line!r}: dsv4h sets --output, --error and --signal itself "
-                                 "(the job's log and how it stops); remove it")
+            problem = option_problem(line)
+            if problem:
+                raise ValueError(f"extra_sbatch entry {line!r}: {problem}; remove it")
         return value
 
     @field_validator("workspace_root")

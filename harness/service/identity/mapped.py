@@ -118,12 +118,16 @@ class HashCache:
 def _library(pid: int, entry: MappedFile, cache: HashCache) -> dict[str, Any]:
     digest: str | None = None
     size: int | None = None
-    if not entry.deleted:
+    if not entry.deleted and not entry.escaped:
         digest, size = cache.file(entry.path, entry.inode)
     if digest is None and entry.range:
-        # deleted or replaced on disk: only the mapping itself says what the process runs
+        # deleted, replaced on disk, or an ambiguous escaped name (which may name another file):
+        # only the mapping itself says what the process runs
         digest, size = cache.mapping(pid, entry.range)
-    return {"path": entry.path, "sha256": digest, "size": size, "deleted": entry.deleted}
+    lib: dict[str, Any] = {"path": entry.path, "sha256": digest, "size": size, "deleted": entry.deleted}
+    if entry.escaped:
+        lib["escaped"] = True
+    return lib
 
 
 def mapped_libraries(pids: Sequence[int], roles: Mapping[int, str] | None = None,
@@ -133,8 +137,11 @@ def mapped_libraries(pids: Sequence[int], roles: Mapping[int, str] | None = None
 
     ``{"root": pid | None, "pids": {str(pid): {"role", "libraries": [{"path", "sha256", "size",
     "deleted"}], "error"}}, "files": {path: sha256 | None}}``, keys sorted; in ``files`` a deleted
-    mapping's path ends with `` (deleted)``. ``sha256`` is None for a file that could not be hashed as
-    the mapped one (module docstring); ``size`` is in bytes.
+    mapping's path ends with `` (deleted)``. A path holding the kernel's ``\\012`` (a newline, or
+    those characters) is kept as the kernel wrote it, its library has ``"escaped": true`` and it is
+    hashed only through the mapping (never opened by that name, which may be another file).
+    ``sha256`` is None for a file that could not be hashed as the mapped one (module docstring);
+    ``size`` is in bytes.
     """
     cache = cache if cache is not None else HashCache()
     roles = roles or {}

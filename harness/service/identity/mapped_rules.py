@@ -15,6 +15,7 @@ from typing import Any
 from harness.inputs.spec import LibraryRequirement
 
 _DELETED = " (deleted)"
+_ESCAPED_NEWLINE = "\\012"  # how /proc/PID/maps writes a newline of a path
 _SHARED_OBJECT = re.compile(r"\.so(\.|$)")  # libfoo.so, libfoo.so.1.2, foo.cpython-311-x86_64-linux-gnu.so
 
 GPU_DRIVER_GLOBS = ("libcuda.so*", "libze_intel_gpu.so*", "libze_loader.so*", "libamdhip64.so*",
@@ -26,22 +27,29 @@ GPU_DRIVER_GLOBS = ("libcuda.so*", "libze_intel_gpu.so*", "libze_loader.so*", "l
 @dataclass(frozen=True)
 class MappedFile:
     """One mapped shared object of ``/proc/PID/maps``: path (without `` (deleted)``), whether the
-    kernel flagged it deleted, its inode and the address range of its first mapping."""
+    kernel flagged it deleted, its inode, the address range of its first mapping, and whether the
+    path holds the kernel's escape of a newline (``escaped``, below)."""
 
     path: str
     deleted: bool = False
     inode: int = 0
     range: str = ""
+    escaped: bool = False
 
 
 def parse_map_entries(text: str) -> list[MappedFile]:
     """The shared objects (file name with ``.so`` at its end or before a version: ``libfoo.so``,
     ``libfoo.so.1.2``) of ``/proc/PID/maps`` text, first mapping of each
     path, in order of appearance. Anonymous mappings, ``[heap]``-style pseudo paths and other files
-    are left out."""
+    are left out.
+
+    The kernel writes a newline of a path as ``\\012`` and nothing else escaped, so ``\\012`` in a
+    path is ambiguous (a newline, or those four characters of a real name): ``path`` is kept as the
+    kernel wrote it and ``escaped`` set; such a path is never opened by name. Lines are split at
+    ``\\n`` only (a path may hold ``\\r`` or other characters ``str.splitlines`` would split at)."""
     out: list[MappedFile] = []
     seen: set[str] = set()
-    for line in text.splitlines():
+    for line in text.split("\n"):
         # address perms offset dev inode pathname; the pathname may contain spaces
         parts = line.split(None, 5)
         if len(parts) < 6:
@@ -57,7 +65,7 @@ def parse_map_entries(text: str) -> list[MappedFile]:
             inode = int(parts[4])
         except ValueError:
             inode = 0
-        out.append(MappedFile(path, deleted, inode, parts[0]))
+        out.append(MappedFile(path, deleted, inode, parts[0], _ESCAPED_NEWLINE in path))
     return out
 
 

@@ -21,11 +21,19 @@ more or fewer rows than its archive gives.
 
 Governance rows (:func:`merge_governance`: Parquet files, regular and at most
 :data:`GOVERNANCE_MAX_BYTES`, named by the ledger's grammar; or rows of the other host's Delta
-tables, each validated on its own) are cast to the canonical schema and validated (required columns
-present, every column castable, references to archives naming archives of this workspace); valid rows
-not already here (by content) are appended in one read-check-write per table, keeping their append
-key (their order), so merging twice adds nothing. Every refusal is a :class:`Refusal` naming the file
-(a Delta table's rows: ``<table dir>#<archive id>`` or ``#row<n>``) and the reason.
+tables, validated column by column, ``harness.store.ledger.merge_rows``) are cast to the canonical
+schema and validated (required columns present, every column castable, references to archives naming
+archives of this workspace); valid rows not already here (by content) are appended in one
+read-check-write per table, keeping their append key (their order), so merging twice adds nothing.
+Every refusal is a :class:`Refusal` naming the file (a Delta table's rows: ``<table dir>#<archive id>``,
+``#row<n>`` or ``#row<n>,<m>,… (<k> rows)`` for rows refused for the same reason, numbered from 0 in
+append-key order) and the reason.
+
+Bounds (:class:`MergeLimits`, flags of ``dsv4h ledger merge``): a Delta table with more log entries or
+data files than ``--max-commits``, or a governance table with more rows than ``--max-rows`` (counted
+by Parquet footers before it is read), stops the merge with one ``LedgerError`` naming the table, the
+count, the limit and the flag; what was merged before it stays (each archive is all or nothing, and
+merging again adds nothing twice).
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.errors import ArchiveError, LedgerError
-from harness.formats import fsync_dir, read_regular
+from harness.formats import fsync_dir, open_regular, read_regular
 from harness.store.archive import MANIFEST, is_archive_id, open_archive, verify_archive
 from harness.store.archive_foreign import FOREIGN_MANIFEST_MAX_BYTES, foreign_archive_problems
 from harness.store.ledger.core import (
@@ -60,14 +68,26 @@ from harness.store.ledger.core import (
     rows_iso,
 )
 from harness.store.ledger.delta import DELTA_DIR
-from harness.store.ledger.foreign_delta import read_foreign_delta
-from harness.store.ledger.layout import SCHEMAS, canonical, ledger_dir
+from harness.store.ledger.foreign_delta import FOREIGN_TABLE_MAX_BYTES, read_foreign_delta
+from harness.store.ledger.layout import canonical, ledger_dir
+from harness.store.ledger.merge_rows import check_rows, governance_problems, rows_label
 from harness.store.ledger.migrate import SCHEMA4_SPLIT
 from harness.store.ledger.parquet_layout import JOURNAL
 
 __all__ = [
-    "MergeResult", "Refusal", "copy_foreign_archive", "discard_copy", "foreign_archive_dirs", "ledger_refusals",
-    "merge_governance", "one_line", "other_root",
+    "DEFAULT_LIMITS",
+    "DEFAULT_MAX_COMMITS",
+    "DEFAULT_MAX_ROWS",
+    "MergeLimits",
+    "MergeResult",
+    "Refusal",
+    "copy_foreign_archive",
+    "discard_copy",
+    "foreign_archive_dirs",
+    "ledger_refusals",
+    "merge_governance",
+    "one_line",
+    "other_root",
 ]
 
 GOVERNANCE_MAX_BYTES = 64 * 2**20
@@ -76,23 +96,25 @@ MERGE_PREFIX = ".merge-"
 GOVERNANCE_FILE_RE = re.compile(r"(?P<key>[0-9]{8}T[0-9]{12})-(?:[0-9a-f]{8}|schema2)\.parquet")
 ARCHIVE_FILE_RE = re.compile(r"(?P<id>[0-9a-f]{16})\.parquet")
 
-# columns a governance row cannot lack (what its writer in harness.governance.io always fills)
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "records": ("record_id", "name", "metric", "recorded_at", "content"),
-    "closures": ("direction", "action", "evidence_archive_id", "reason", "at"),
-    "gates": ("gate", "quantity", "op", "archive_id", "passed", "checked_at"),
-    "freezes": ("action", "path", "sha256", "at", "outcome", "passed"),
-    "historical": ("entry_id",),
-}
-# columns naming archives (a string, or a list of strings): each must be an archive of this workspace
-REFERENCES: dict[str, tuple[str, ...]] = {
-    "records": ("suite_ids", "control_ids"),
-    "closures": ("evidence_archive_id", "closing_archive_id"),
-    "gates": ("archive_id",),
-    "freezes": ("results_archive_id",),
-    "historical": (),
-}
-ACTIONS: dict[str, tuple[str, ...]] = {"closures": ("close", "reopen"), "freezes": ("freeze", "reveal")}
+DEFAULT_MAX_ROWS = 100_000
+DEFAULT_MAX_COMMITS = 2_000
+_DATA_FILE = ".parquet"
+
+
+@dataclass(frozen=True)
+class MergeLimits:
+    """Bounds of what one merge reads of the other host (each a flag of ``dsv4h ledger merge``):
+    ``max_rows`` per governance table (the rows of its Delta table's data files, by their Parquet
+    footers, before the table is read; or of its Parquet files summed, each counting at least one);
+    ``max_commits`` per Delta table: entries of its ``_delta_log/`` and data files, counted before
+    anything of it is copied. At the defaults a merge stays under 1 GB and 20 s per table
+    (``benchmarks/bounded_readers.py``)."""
+
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_commits: int = DEFAULT_MAX_COMMITS
+
+
+DEFAULT_LIMITS = MergeLimits()
 
 
 @dataclass(frozen=True)
@@ -271,13 +293,15 @@ def _read_foreign_table(path: Path, limit: int, columns: list[str] | None = None
         raise ValueError(f"not a readable Parquet file: {one_line(exc)[:200]}") from None
 
 
-def ledger_refusals(workspace: Path, other: Path, merged: set[str], refused: set[str]) -> list[Refusal]:
+def ledger_refusals(workspace: Path, other: Path, merged: set[str], refused: set[str],
+                    limits: MergeLimits = DEFAULT_LIMITS) -> list[Refusal]:
     """What of ``other/ledgers`` is not merged, without writing or following anything there: an
     unfinished commit journal (never replayed), schema-2 files (never migrated here), archive-table
     files for an archive not among ``merged`` (this workspace's archives after the merge), and files
     whose rows disagree with what their archive gives (other archive ids, another number of rows).
     Files of an archive in ``refused`` (whose archive was refused already) are not listed again.
-    Rows of archive tables are never copied: those of merged archives are re-derived from them."""
+    Rows of archive tables are never copied: those of merged archives are re-derived from them.
+    ``LedgerError`` for a Delta table over ``limits.max_commits``."""
     led = other / "ledgers"
     if not _real_dir(led):
         return []
@@ -293,15 +317,61 @@ def ledger_refusals(workspace: Path, other: Path, merged: set[str], refused: set
             reason = _archive_file_problem(workspace, table, Path(e.path), merged)
             if reason:
                 out.append(Refusal(e.path, reason))
-    for table, t in _delta_tables(workspace, led, PER_ARCHIVE, out):
+    for table, t in _delta_tables(workspace, led, PER_ARCHIVE, out, limits):
         out += _delta_archive_problems(workspace, table, led / DELTA_DIR / table, t, merged, refused)
     return out
 
 
-def _delta_tables(workspace: Path, led: Path, tables: Iterable[str],
-                  refused: list[Refusal]) -> Iterator[tuple[str, pa.Table]]:
+def _over(where: Path | str, what: str, limit: int, flag: str) -> LedgerError:
+    return LedgerError(f"{where}: {what}, over the limit of {limit} ({flag}); nothing of it is merged",
+                       hint=f"raise {flag} if this machine has the memory and time for it (the merge is idempotent: "
+                       "run it again), or compact the table on its host ('dsv4h ledger optimize')")
+
+
+def _parquet_rows(path: Path) -> int:
+    """Rows of a Parquet file by its footer (opened without following a link); 0 when that cannot be
+    read (the read that follows refuses it)."""
+    try:
+        fd = open_regular(path, FOREIGN_TABLE_MAX_BYTES, follow_symlinks=False)
+    except (OSError, ValueError):
+        return 0
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            return int(pq.ParquetFile(fh).metadata.num_rows)
+    except (OSError, ValueError, pa.ArrowException):
+        return 0
+
+
+def _check_delta_size(d: Path, limits: MergeLimits, governance: bool) -> None:
+    """Refuse (``LedgerError``) a Delta table of the other host with more log entries or data files
+    than ``limits.max_commits``, or (a ``governance`` table) more rows than ``limits.max_rows`` in its
+    data files; counted by directory listing and Parquet footers, before anything is copied."""
+    log = d / "_delta_log"
+    if _real_dir(log):
+        with os.scandir(log) as it:
+            commits = sum(1 for _ in it)
+        if commits > limits.max_commits:
+            raise _over(log, f"{commits} log entries (commits)", limits.max_commits, "--max-commits")
+    if not _real_dir(d):
+        return
+    with os.scandir(d) as it:
+        data = [Path(e.path) for e in it if e.name.endswith(_DATA_FILE) and not e.name.startswith(".")]
+    if len(data) > limits.max_commits:
+        raise _over(d, f"{len(data)} data files", limits.max_commits, "--max-commits")
+    if governance:
+        rows = 0
+        for f in data:
+            rows += _parquet_rows(f)
+            if rows > limits.max_rows:
+                raise _over(d, f"at least {rows} rows in its data files (field: rows)", limits.max_rows,
+                            "--max-rows")
+
+
+def _delta_tables(workspace: Path, led: Path, tables: Iterable[str], refused: list[Refusal],
+                  limits: MergeLimits) -> Iterator[tuple[str, pa.Table]]:
     """(table, rows) of each of the other host's Delta tables (``ledgers/delta/<table>``), read from a
-    checked copy (``harness.store.ledger.foreign_delta``); one that cannot be read safely is refused."""
+    checked copy (``harness.store.ledger.foreign_delta``) once its size is within ``limits``
+    (``LedgerError`` otherwise); one that cannot be read safely is refused."""
     root = led / DELTA_DIR
     if not _dir_or_refuse(root, refused):
         return
@@ -309,6 +379,7 @@ def _delta_tables(workspace: Path, led: Path, tables: Iterable[str],
         d = root / table
         if _lstat(d) is None:
             continue
+        _check_delta_size(d, limits, table in GOVERNANCE_TABLES)
         try:
             yield table, read_foreign_delta(d, ledger_dir(workspace))
         except ValueError as exc:
@@ -399,54 +470,39 @@ def _row_key(row: dict[str, Any]) -> str:
                       sort_keys=True, default=str)
 
 
-def _non_null(col: pa.ChunkedArray | pa.Array) -> int:
-    return int(len(col) - col.null_count)
-
-
-def governance_problems(table: str, raw: pa.Table, t: pa.Table, archives: set[str]) -> list[str]:
-    """Why a governance file (``raw`` as read, ``t`` its canonical form) may not land here (pure):
-    a column outside the schema or one whose values cannot be cast (they would be lost), a required
-    column missing or null, an unknown action, a reference to an archive not in ``archives``."""
-    schema = SCHEMAS[table]
-    problems = [f"column {c[:60]!r} is not in the {table} schema" for c in raw.column_names if c not in schema.names]
-    problems += [f"column {c!r} cannot be read as {schema.field(c).type}" for c in raw.column_names
-                 if c in schema.names and c != "ledger_schema_version" and _non_null(raw.column(c)) !=
-                 _non_null(t.column(c))]
-    problems += [f"required column {c!r} is missing or null" for c in REQUIRED[table] if t.column(c).null_count]
-    allowed = ACTIONS.get(table)
-    if allowed:
-        bad = sorted({str(a) for a in t.column("action").to_pylist() if a not in allowed})
-        problems += [f"action {a[:40]!r} is not one of {', '.join(allowed)}" for a in bad]
-    for c in REFERENCES[table]:
-        col = t.column(c)
-        values = pc.list_flatten(col).to_pylist() if pa.types.is_list(col.type) else col.to_pylist()
-        missing = sorted({str(v) for v in values if v is not None and v not in archives})
-        if missing:
-            problems.append(f"{c} names {', '.join(m[:40] for m in missing[:4])}, not an archive of this "
-                            "workspace (merge its archive first)")
-    return problems
-
-
-def merge_governance(workspace: Path, other: Path) -> tuple[dict[str, int], list[Refusal]]:
+def merge_governance(workspace: Path, other: Path,
+                     limits: MergeLimits = DEFAULT_LIMITS) -> tuple[dict[str, int], list[Refusal]]:
     """Add the other host's valid governance rows that this workspace lacks (module docstring):
     (rows added per table, refusals). Rows come from its Parquet files (schema 4) and from its Delta
-    tables (read from a checked copy), each validated; per table one read-check-write, so merging
-    twice, or beside another writer, adds each row once. Call after the archives are merged."""
+    tables (read from a checked copy), validated column by column (``merge_rows.check_rows``); per
+    table one read-check-write, so merging twice, or beside another writer, adds each row once. Call
+    after the archives are merged. ``LedgerError`` for a table over ``limits``, before it is read."""
     led = other / "ledgers"
     if not _real_dir(led):
         return {}, []
     refused: list[Refusal] = []
     archives = ingested_ids(workspace)
     found: dict[str, list[pa.Table]] = {}
+    counted: dict[str, int] = {}
+    for table, e in _table_entries(led, GOVERNANCE_TABLES, []):  # its refusals come with the read below
+        counted[table] = counted.get(table, 0) + max(1, _parquet_rows(Path(e.path)))
+        if counted[table] > limits.max_rows:
+            raise _over(led / table, f"at least {counted[table]} rows in its files (field: rows; a file "
+                        "counts at least one)", limits.max_rows, "--max-rows")
     for table, e in _table_entries(led, GOVERNANCE_TABLES, refused):
         try:
             found.setdefault(table, []).append(_governance_file(table, Path(e.path), archives))
         except (OSError, ValueError) as exc:
             refused.append(Refusal(e.path, one_line(exc)[:400]))
-    for table, raw in _delta_tables(workspace, led, GOVERNANCE_TABLES, refused):
-        good, bad = _governance_rows(table, raw, archives)
-        found.setdefault(table, []).extend(good)
-        refused += [Refusal(f"{led / DELTA_DIR / table}#row{i}", why) for i, why in bad]
+    for table, raw in _delta_tables(workspace, led, GOVERNANCE_TABLES, refused, limits):
+        if raw.num_rows > limits.max_rows:  # the footers said fewer: the log names files twice
+            raise _over(led / DELTA_DIR / table, f"{raw.num_rows} rows (field: rows)", limits.max_rows, "--max-rows")
+        # row numbers in append order, not in delta-rs's file order
+        rows = raw.sort_by("append_key") if "append_key" in raw.column_names else raw
+        good, bad = check_rows(table, rows, archives)
+        if good is not None:
+            found.setdefault(table, []).append(good)
+        refused += [Refusal(f"{led / DELTA_DIR / table}{rows_label(rows)}", why[:400]) for rows, why in bad]
     added: dict[str, int] = {}
     for table, parts in found.items():
         rows = [r for part in parts for r in rows_iso(part)]
@@ -487,16 +543,3 @@ def _governance_file(table: str, path: Path, archives: set[str]) -> pa.Table:
     raw = raw.drop_columns([c for c in ("append_key",) if c in raw.column_names])
     raw = raw.append_column("append_key", pa.array([path.name.removesuffix(".parquet")] * raw.num_rows, pa.string()))
     return _canonical_or_refuse(table, raw, archives)
-
-
-def _governance_rows(table: str, raw: pa.Table, archives: set[str]) -> tuple[list[pa.Table], list[tuple[int, str]]]:
-    """The other host's Delta governance rows, each validated on its own: (valid rows, (row index,
-    reason) of each refused one)."""
-    good: list[pa.Table] = []
-    bad: list[tuple[int, str]] = []
-    for i in range(raw.num_rows):
-        try:
-            good.append(_canonical_or_refuse(table, raw.slice(i, 1), archives))
-        except ValueError as exc:
-            bad.append((i, one_line(exc)[:400]))
-    return good, bad
