@@ -55,7 +55,7 @@ def attach_spec(d: Path, url: str, timeout_s: float, oracles: bool) -> Path:
 def sim_spec(d: Path, tiers: str = "[1, 2]", mrs: float = 30) -> Path:
     p = d / "sim.yaml"
     p.write_text(f"name: faults\nclaim_class: native-ar\nservice: {{name: fault-sim, backend: sim, "
-                 f"sim: {{profile: fast}}, startup_timeout_s: 60}}\ncorpora: {{decode: {D512}}}\n"
+                 f"sim: {{profile: fast}}, launch: {{startup_timeout_s: 60}}}}\ncorpora: {{decode: {D512}}}\n"
                  f"decode: {{tiers: {tiers}, rounds: 2, "
                  f"min_resident_seconds: {mrs}, warmup_waves: 0, max_new_tokens: 32}}\nrequest_timeout_s: 30\n")
     return p

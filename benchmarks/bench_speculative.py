@@ -53,7 +53,7 @@ def run_tier(c: int, work: Path, scale: float) -> dict[str, Any]:
     spec = work / f"c{c}.yaml"
     spec.write_text(json.dumps({
         "name": f"bench-spec-c{c}", "claim_class": "speculative-full-target",
-        "service": {"backend": "sim", "startup_timeout_s": 60,
+        "service": {"backend": "sim", "launch": {"startup_timeout_s": 60},
                     "sim": {"profile": "fast", "time_scale": time_scale, "speculative": SPEC}},
         "corpora": {"decode": str(REPO / "corpora" / "sim-code-512")},
         "decode": {"tiers": [c], "rounds": rounds, "min_resident_seconds": resident * scale, "warmup_waves": 1,

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+__all__ = ["new_event_loop"]
+
 T = TypeVar("T")
 
 

@@ -6,6 +6,12 @@ Only ``harness.cli`` turns these into exit codes; library code raises, never pri
 
 from __future__ import annotations
 
+__all__ = [
+    "ArchiveError", "CorpusError", "DsvError", "EvidenceError", "IdentityMismatch", "LedgerError", "MeasurementError",
+    "OracleError", "OwnershipError", "PatchError", "RunInterrupted", "ServerUnreachable", "ServiceDied", "ServiceError",
+    "SlurmError", "SpecError",
+]
+
 
 class DsvError(Exception):
     """Base of every error dsv4h raises on purpose.

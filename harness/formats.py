@@ -29,6 +29,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import DsvError, SpecError
 
+__all__ = [
+    "Strict", "UnreadableFile", "atomic_write", "atomic_write_dir", "atomic_write_table", "dump_json", "finite_float",
+    "fixed_point", "fsync_dir", "json_default", "json_safe", "open_regular", "parse_model", "parse_wall",
+    "read_regular", "read_yaml", "resolve_path",
+]
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -82,11 +88,14 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], source
             owner = _model_for_path(model, loc)
             key = str(loc[-1])
             fields = list(owner.model_fields) if owner else []
-            close = difflib.get_close_matches(key, fields, n=1)
+            # a model that moved keys into sections names their old spellings (FLAT_KEYS: old -> new path)
+            moved: Mapping[str, str] = getattr(owner, "FLAT_KEYS", None) or {}
+            close = difflib.get_close_matches(key, [*fields, *moved], n=1)
             msg = f"unknown key '{key}'"
             if close:
-                msg += f" (did you mean '{close[0]}'?)"
-                hints.append(f"rename '{path}' to '{'.'.join([*map(str, loc[:-1]), close[0]])}'")
+                better = moved.get(close[0], close[0])
+                msg += f" (did you mean '{better}'?)"
+                hints.append(f"rename '{path}' to '{'.'.join([*map(str, loc[:-1]), better])}'")
             else:
                 hints.append(f"remove '{path}'; allowed keys here: {', '.join(fields)}")
         elif err["type"] == "missing":

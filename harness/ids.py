@@ -21,6 +21,11 @@ from typing import Any, Literal
 
 from harness.errors import ArchiveError
 
+__all__ = [
+    "ANONYMOUS", "RequestIdentity", "fresh_salt", "leg_wave_id", "quick_request_id", "request_id", "round_of",
+    "wave_id",
+]
+
 Phase = Literal["measured", "warmup"]
 
 @dataclass(frozen=True, slots=True)

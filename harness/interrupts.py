@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+__all__ = ["critical", "exit_status", "fault_point", "in_critical", "install", "received"]
+
 FAULT_ENV = "DSV4H_FAULT"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

@@ -22,6 +22,19 @@ from typing import Any
 
 from harness.errors import ArchiveError
 
+__all__ = [
+    "EXTERNAL",
+    "FORMAL",
+    "KINDS",
+    "MATCHED",
+    "MATCHED_SECTION",
+    "SPEC_KINDS",
+    "KindInfo",
+    "kind_info",
+    "kind_of_run",
+    "resolve",
+]
+
 MATCHED_SECTION = "speculative.matched"
 """The report section of matched AR/SD runs (their acceptance is shown with them)."""
 

@@ -34,6 +34,8 @@ import pyarrow.parquet as pq
 
 from harness.ids import RequestIdentity
 
+__all__ = ["RECORD_SCHEMA", "RequestRecord", "records_to_table", "table_to_records"]
+
 RECORD_SCHEMA_VERSION = 4
 
 I64 = npt.NDArray[np.int64]

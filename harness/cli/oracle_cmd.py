@@ -79,7 +79,7 @@ def _service(service: str, protocol: str, model: str | None) -> Iterator[_Target
     svc = start_service(profile, Path.cwd(), label="oracle")
     try:
         _say(f"service ready at {svc.url}")
-        yield _Target(svc.url, profile.wire_protocol, model or profile.served_model_name)
+        yield _Target(svc.url, profile.wire_protocol, model or profile.identity.served_model_name)
     finally:
         svc.stop()
 

@@ -82,8 +82,8 @@ def command_cmd(
     if python is not None:
         update["python"] = python
     if update:
-        profile = profile.model_copy(update=update)
-    p = port if port is not None else (profile.port or 30000)
+        profile = profile.model_copy(update={"launch": profile.launch.model_copy(update=update)})
+    p = port if port is not None else (profile.launch.port or 30000)
     if node_rank is not None:
         cmds = [sglang_command(profile, p, node_rank=node_rank, witness_dir=witness_dir)]
     else:
@@ -91,7 +91,7 @@ def command_cmd(
     if check_flags or flags_source is not None:
         from harness.service.launch.sglang_flags import load_flagset, validate_argv
 
-        interpreter = profile.python or sys.executable  # the one the argv runs
+        interpreter = profile.launch.python or sys.executable  # the one the argv runs
         flagset = load_flagset(python=interpreter if check_flags else None, source=flags_source)
         for c in cmds:
             validate_argv(c.argv, flagset)

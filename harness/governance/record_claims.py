@@ -39,7 +39,7 @@ from harness.evidence.guard import LabeledRate, ratio_pct
 from harness.formats import Strict, parse_wall
 from harness.governance.base import SINGLE_STREAM_LAST, cell_value, measured_records
 from harness.hashing import sha256_json
-from harness.inputs.spec import ClaimClass
+from harness.inputs.spec import ClaimClass, sectioned_key
 from harness.measure import metrics as m
 from harness.measure.abba import profile_differences
 from harness.records import RequestRecord
@@ -305,7 +305,7 @@ def _control_problems(p: RecordProposal, controls: Mapping[str, ArchiveFacts | s
         declared, undeclared = profile_differences(f.service_profile, cand.service_profile, p.control.declared_change)
         problems.extend(f"control {f.archive_id}: differs from the candidate in an undeclared key: {line}"
                         for line in undeclared)
-        for key in p.control.declared_change:
+        for key in map(sectioned_key, p.control.declared_change):  # the spelling of profile_differences' lines
             if not any(d.split(":")[0] == key or d.split(":")[0].startswith(key + ".") for d in declared):
                 problems.append(f"control {f.archive_id}: declared change '{key}' does not differ from the "
                                 "candidate (a control must differ in the declared change)")

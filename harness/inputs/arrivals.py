@@ -28,6 +28,8 @@ import numpy.typing as npt
 
 from harness.hashing import sha256_json
 
+__all__ = ["RoundPlan"]
+
 Process = Literal["poisson", "gamma", "constant"]
 PROCESSES: tuple[Process, ...] = ("poisson", "gamma", "constant")
 MAX_PLANNED = 1_000_000

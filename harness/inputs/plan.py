@@ -18,6 +18,8 @@ from harness.hashing import sha256_json
 from harness.inputs.spec import CampaignSpec
 from harness.inputs.spec.base import CacheDefeat
 
+__all__ = ["CellPlan", "Plan", "build_plan", "sim_cell_estimate", "wave_cases"]
+
 Workload = Literal["decode", "prefill"]
 
 

@@ -24,6 +24,8 @@ from pydantic.fields import FieldInfo
 
 from harness.inputs.spec import SPEC_KINDS, SPEC_MODELS, AbbaSpec, CampaignSpec, MatchedSdSpec, SlaSpec, SweepSpec
 
+__all__ = ["json_schema", "reference_markdown"]
+
 UNITS = ("seconds", "ms", "tokens", "bytes", "requests/s", "requests in flight", "count", "ratio", "percent",
          "index", "port", "version")
 KIND_MODELS: dict[str, type[BaseModel]] = dict(SPEC_MODELS)  # the kinds' models, from the one loader

@@ -16,6 +16,8 @@ from harness.inputs.arrivals import RoundPlan, plan_hash, plan_round
 from harness.inputs.corpus import Corpus
 from harness.inputs.spec import SweepSpec, sweep_definition
 
+__all__ = ["SweepPlan", "make_sweep_plan"]
+
 
 @dataclass(frozen=True)
 class SweepPlan:

@@ -48,6 +48,15 @@ import numpy.typing as npt
 from harness.errors import CorpusError
 from harness.formats import UnreadableFile, read_regular
 
+__all__ = [
+    "DEFAULT_MAX_BLOCKS",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_LINES",
+    "DEFAULT_MAX_TOTAL_TOKENS",
+    "TraceLimits",
+    "expected_cached",
+]
+
 DEFAULT_BLOCK_SIZE = 512
 MAX_BLOCK_SIZE = 1 << 20
 MAX_LENGTH = 1 << 20  # tokens per prompt or answer (a spec's max_new_tokens limit)

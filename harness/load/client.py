@@ -35,6 +35,8 @@ from harness.load.spec import spec_fields
 from harness.load.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLong, SGLangDecoder, SSEParser, StreamDecoder, VLLMDecoder
 from harness.records import RequestRecord
 
+__all__ = ["StreamLimits"]
+
 Protocol = Literal["sglang", "vllm", "openai-completions", "openai-chat"]
 PROTOCOLS: tuple[Protocol, ...] = ("sglang", "vllm", "openai-completions", "openai-chat")
 

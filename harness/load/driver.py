@@ -60,6 +60,8 @@ from harness.load.openai import Tokenize, openai_body
 from harness.load.wire import WirePool, wire_request
 from harness.records import RequestRecord
 
+__all__ = ["DEFAULT_TIMEOUT_S", "LiveSink", "OpenAIOptions", "Transport"]
+
 T = TypeVar("T")
 LiveSink = Callable[[LiveTally], None]
 """Hears a wave's live tally at each watch tick (``WATCH_INTERVAL_S``), on the wave's event loop."""

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = ["LiveTally"]
+
 FIELDS = ("n", "tokens", "first", "done", "start_ns", "end_ns", "window_tokens")
 """The integer fields of a ``LiveTally`` in the order load workers publish them (shared memory)."""
 

@@ -33,6 +33,8 @@ from typing import Any, Literal
 from harness.load.decode import DONE, DecodedStream, SameId, finish_type, int_or_none, openai_payload
 from harness.load.spec import vllm_spec
 
+__all__ = ["EXACT_COUNT_METHODS", "count_exactness"]
+
 OpenAIKind = Literal["openai-completions", "openai-chat"]
 CountMethod = Literal["server-cumulative", "usage-per-chunk", "token-ids", "chunks-reconciled", "retokenized",
                       "chunks", "unknown"]

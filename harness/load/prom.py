@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+__all__ = ["counter_delta", "parse_gauges", "parse_spec_counters"]
+
 RUNNING = ("sglang:num_running_reqs", "vllm:num_requests_running")
 QUEUED = ("sglang:num_queue_reqs", "vllm:num_requests_waiting")
 

@@ -68,6 +68,8 @@ from harness.load.driver import (
 from harness.load.live import FIELDS, LiveTally, merge
 from harness.records import RequestRecord
 
+__all__ = ["WorkerLoadClient", "auto_workers"]
+
 CPU_PER_EVENT_S = 18e-6
 """Client CPU per streamed event on the ``wire`` transport, used by ``auto`` (measured on an H200 host's
 cores, load workers at C1024-C2048: 17.6-20.9 us; benchmarks/RESULTS.md)."""

@@ -15,6 +15,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.inputs.spec import sectioned_dump, sectioned_key
+
+__all__ = [
+    "LEGS",
+    "AbbaResult",
+    "LegSummary",
+    "OutputMatch",
+    "legs_from_rates",
+    "match_outputs",
+    "profile_differences",
+    "summarize",
+]
+
 LEGS = ("A1", "B1", "B2", "A2")
 CONTROL_LEGS = ("A1", "A2")
 CANDIDATE_LEGS = ("B1", "B2")
@@ -156,7 +169,11 @@ def legs_from_rates(rates: Mapping[str, Sequence[tuple[float, float]]]) -> dict[
     return out
 
 
-_IGNORED_PROFILE_KEYS = ("name", "port", "startup_timeout_s")
+_IGNORED_PROFILE_KEYS = ("name", "launch.port", "launch.startup_timeout_s")
+
+
+def _ignored(key: str) -> bool:
+    return any(key == i or key.startswith(i + ".") for i in _IGNORED_PROFILE_KEYS)
 
 
 def _flatten(obj: object, prefix: str = "") -> dict[str, object]:
@@ -172,12 +189,14 @@ def profile_differences(control: Mapping[str, object], candidate: Mapping[str, o
                         declared: Sequence[str]) -> tuple[list[str], list[str]]:
     """Compare two service profiles (as dicts). Returns (declared differences, undeclared ones).
 
-    A key is declared when it equals a ``declared`` entry or lies under one (``env`` covers every
-    environment variable; ``sim.step_factor`` covers just that). Name, port and startup timeout
-    never count as differences.
+    A key is declared when it equals a ``declared`` entry or lies under one (``launch.env`` covers
+    every environment variable; ``sim.step_factor`` covers just that). Name, port and startup timeout
+    never count as differences. Profiles and keys in spec format 1's flat spelling (``env``, a flat
+    profile of an old archive) are read in the sectioned one, which the returned lines use.
     """
-    a = {k: v for k, v in _flatten(dict(control)).items() if k.split(".")[0] not in _IGNORED_PROFILE_KEYS}
-    b = {k: v for k, v in _flatten(dict(candidate)).items() if k.split(".")[0] not in _IGNORED_PROFILE_KEYS}
+    a = {k: v for k, v in _flatten(sectioned_dump(control)).items() if not _ignored(k)}
+    b = {k: v for k, v in _flatten(sectioned_dump(candidate)).items() if not _ignored(k)}
+    declared = [sectioned_key(d) for d in declared]
     declared_diffs: list[str] = []
     undeclared: list[str] = []
     for key in sorted(set(a) | set(b)):

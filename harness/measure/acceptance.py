@@ -26,6 +26,8 @@ from harness.measure.matched import RECONCILE_TOLERANCE, raising_events, step_ga
 from harness.measure.speculative import SpecCounts, reconcile, step_time, sum_counts, vllm_counter_delta
 from harness.records import RequestRecord
 
+__all__ = ["acceptance_rows", "cell_cycles", "contradictions_of", "counts_of"]
+
 
 def record_counts(rec: RequestRecord) -> SpecCounts | None:
     """One request's speculative counts as its server reported them (None when it reported none)."""

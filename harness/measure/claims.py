@@ -40,6 +40,8 @@ from harness.load.openai import EXACT_COUNT_METHODS
 from harness.measure.speculative import VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS, VLLM_PER_POS
 from harness.records import RequestRecord
 
+__all__ = ["Contradiction", "draft_length", "request_contradictions", "wave_counter_contradictions"]
+
 
 @dataclass(frozen=True)
 class Contradiction:

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal, Protocol
 
+__all__ = ["window_energy"]
+
 NS: Final = 1e9
 Method = Literal["energy-counter", "power-integral"]
 

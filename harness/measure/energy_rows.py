@@ -15,6 +15,8 @@ from typing import Any
 
 from harness.measure.rows import check_row
 
+__all__ = ["energy_rows"]
+
 _RENAMED = {"seconds": "window_s", "tokens": "output_tokens", "tokens_per_joule": "output_tokens_per_j",
             "joules_per_token": "j_per_output_token", "window": "window_kind", "service": "service_index"}
 _KEPT = ("wave_id", "cell_id", "round_id", "concurrency", "arrival_rate_req_s", "start_ns", "end_ns", "energy_j",

@@ -38,6 +38,8 @@ import numpy.typing as npt
 from harness.errors import SpecError
 from harness.records import RequestRecord
 
+__all__ = ["parse_percentiles"]
+
 NS = 1e9
 METRICS = ("ttft", "itl", "tpot", "e2e")
 STATS = ("p50", "p90", "p99", "mean", "max", "n")

@@ -32,6 +32,8 @@ from harness.measure.speculative import (
     window_gaps,
 )
 
+__all__ = ["LegData", "MatchedResult", "compare_outputs", "step_gaps", "summarize_matched"]
+
 RECONCILE_TOLERANCE = 0.10
 """How far useful throughput ``C * a / T_SD`` (T_SD from event gaps) may differ from the resident rate
 before the disagreement is a finding (relative)."""

@@ -29,6 +29,13 @@ import pyarrow as pa
 
 from harness.records import RequestRecord
 
+__all__ = [
+    "NS", "Rate", "RequestTimings", "Summary", "Wave", "WaveRate", "decode_rate_1_100", "e2e_seconds",
+    "flat_list_column", "http_output_rate", "http_window", "itl_seconds", "median_of_rounds", "prefill_rate",
+    "prefill_window", "receive_lag_seconds", "request_timings", "resident_decode_rate", "resident_window",
+    "single_stream_decode", "token_time_ns", "tokens_at", "ttft_seconds",
+]
+
 Wave = Sequence[RequestRecord]
 NS = 1e9
 

@@ -28,6 +28,11 @@ from harness.measure import latency as lat
 from harness.measure import metrics as m
 from harness.records import RequestRecord
 
+__all__ = [
+    "CampaignResults", "CellResult", "cell_latency_at", "compute_results", "results_json", "results_tables",
+    "run_count_methods", "waves_table",
+]
+
 RESULTS_SCHEMA_VERSION = 2  # 2: the row models' names (archive format 3)
 
 

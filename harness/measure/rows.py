@@ -38,6 +38,8 @@ from harness.measure.governance_rows import ClosureRow, FreezeRow, GateRow, Hist
 from harness.measure.latency import METRICS
 from harness.measure.results import CellResult, RoundResult, WaveResult
 
+__all__ = ["ARCHIVE_COLUMNS", "ROW_MODELS", "WALL", "arrow_schema", "check_row"]
+
 WALL = pa.timestamp("ns", tz="UTC")
 LATENCY_METRICS = (*METRICS, "itl_bench", "tpot_bench")
 LATENCY_COLUMNS: tuple[str, ...] = tuple(

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 from harness.records import RequestRecord
 
+__all__ = ["saturation"]
+
 NS = 1e9
 T_MIN = 3.0
 """Slope / standard error above which a trend counts (both series)."""

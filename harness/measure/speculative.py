@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from harness.errors import MeasurementError, SpecError
 
+__all__ = ["SpecCounts", "Targets", "sum_counts", "targets"]
+
 SOURCES = ("sglang-meta-info", "vllm-request-metrics", "vllm-metrics-delta", "stream")
 
 # SGLang meta_info names, newest first: (new, old, alias).

@@ -37,6 +37,7 @@ from harness.hashing import INT32_MAX, ids_hash16
 __all__ = [
     "DEFAULT_MARGIN",
     "FORMAT_VERSION",
+    "Decode",
     "Divergence",
     "IdComparison",
     "IdSeq",
@@ -48,6 +49,7 @@ __all__ = [
     "count_text_failures",
     "dump_oracle",
     "evaluate",
+    "integrity_over_records",
     "load_oracle",
     "parse_oracle",
     "repeat_verdict",

@@ -12,6 +12,8 @@ from harness.oracle.live import check_oracle
 from harness.oracle.model import Oracle, load_oracle
 from harness.service.launch.manager import RunningService
 
+__all__ = ["load_sentinels", "run_sentinels"]
+
 
 def load_sentinels(paths: Sequence[Path]) -> list[Oracle]:
     """Load the spec's oracle files (SpecError names a malformed one) before anything starts."""
@@ -26,7 +28,7 @@ def run_sentinels(svc: RunningService, oracles: Sequence[Oracle], when: str, lab
     pid = svc.process.pid if svc.process else None
     extra: dict[str, Any] = {} if timeout_s is None else {"timeout_s": timeout_s}
     for o in oracles:
-        r = check_oracle(svc.url, o, protocol=svc.profile.wire_protocol, model=svc.profile.served_model_name,
+        r = check_oracle(svc.url, o, protocol=svc.profile.wire_protocol, model=svc.profile.identity.served_model_name,
                          **extra)
         d = asdict(r)
         d["got_ids"] = list(r.got_ids)

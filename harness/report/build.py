@@ -22,6 +22,8 @@ from harness.report.config import ReportConfig
 from harness.report.render import RenderedReport, render_report
 from harness.report.snapshot import snapshot_bytes
 
+__all__ = ["build_from_snapshot", "build_report"]
+
 
 def build_time_now() -> str:
     """The build time as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC): ``SOURCE_DATE_EPOCH`` when set, else now."""

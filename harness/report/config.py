@@ -43,6 +43,8 @@ from harness.errors import SpecError
 from harness.formats import Strict, parse_model, read_yaml
 from harness.kinds import KINDS
 
+__all__ = ["load_report_config"]
+
 REPORT_CONFIG_FORMAT_VERSION = 1
 
 ArchiveStatus = Literal["complete", "partial", "failed"]

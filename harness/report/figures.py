@@ -44,6 +44,8 @@ from harness.kinds import KINDS, resolve
 from harness.report.snapshot.freeze import section_entries
 from harness.report.timeline_figure import draw_timeline, timeline_alt, timeline_caption, timeline_size, timeline_stem
 
+__all__ = ["render_figure", "timeline_figure"]
+
 DPI = 150
 FORMATS = ("png", "svg", "pdf")
 LEG_ORDER = ("A1", "B1", "B2", "A2")

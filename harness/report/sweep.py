@@ -22,6 +22,8 @@ from harness.report.snapshot.sections import sweep_entry
 from harness.store.archive import Archive, iter_archives
 from harness.store.view import ArchiveView
 
+__all__ = ["build_sweep_report"]
+
 
 def sweep_archives(workspace: Path) -> list[Archive]:
     """Every finalized archive of kind ``rate-sweep`` in the workspace."""

@@ -23,10 +23,10 @@ import pyarrow as pa
 from harness.errors import DsvError, SpecError
 from harness.evidence.findings import Finding
 from harness.evidence.verdict import Verdict
-from harness.formats import read_yaml
+from harness.formats import read_yaml, resolve_path
 from harness.hashing import ids_hash16
 from harness.inputs.corpus import load_corpus
-from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile
+from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile, spelled_key
 from harness.measure import metrics as m
 from harness.measure.abba import (
     LEGS,
@@ -65,6 +65,8 @@ from harness.service.identity.identity import identity_hash
 from harness.service.launch.manager import RunningService, check_port_free
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.runblock import RunBlock
+
+__all__ = ["AbbaOutcome"]
 
 
 @dataclass
@@ -108,11 +110,16 @@ def abba_port_field(source: Path | None, role: str) -> str:
     screen assembled from profile files (``dsv4h abba``, no spec file), that option's profile."""
     if source is None:
         return f"'port' in the {role} service profile (--{role})"
+    key = "launch.port"
     with contextlib.suppress(Exception):  # only words for a message: the spec was validated already
         data = read_yaml(source)
-        if isinstance(data, dict) and isinstance(data.get(role), str):
-            return f"'port' in the service profile {data[role]} (named by '{role}' in {source})"
-    return f"'{role}.port' in {source}"
+        profile = data.get(role) if isinstance(data, dict) else None
+        if isinstance(profile, str):
+            with contextlib.suppress(Exception):  # the profile file's own spelling
+                key = spelled_key(read_yaml(resolve_path(profile, source.parent)), "port")
+            return f"'{key}' in the service profile {profile} (named by '{role}' in {source})"
+        key = spelled_key(profile, "port")
+    return f"'{role}.{key}' in {source}"
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,8 @@ from harness.store.archive import (
 from harness.store.runblock import RunBlock
 from harness.store.view import ArchiveView
 
+__all__ = ["RunOutcome", "load_corpora", "make_plan"]
+
 
 @dataclass
 class RunOutcome:

@@ -79,18 +79,18 @@ def round_window(wave_id: str, cell_id: str, concurrency: int, start_ns: int,
 
 
 def power_source(profile: ServiceProfile) -> str:
-    """The power/energy source of a service (``power_source``; ``auto``: the simulator's power model for
-    a simulator whose profile has one, else the GPU tool the owners check uses: NVML for nvml /
-    nvidia-smi, amd-smi, xpu-smi; ``none`` for anything else)."""
-    if profile.power_source != "auto":
-        return profile.power_source
+    """The power/energy source of a service (``devices.power_source``; ``auto``: the simulator's power
+    model for a simulator whose profile has one, else the GPU tool the owners check uses: NVML for
+    nvml / nvidia-smi, amd-smi, xpu-smi; ``none`` for anything else)."""
+    if profile.devices.power_source != "auto":
+        return profile.devices.power_source
     if profile.backend == "sim":
         from harness.sim import profile_for
 
         return "sim" if getattr(profile_for(profile.sim.profile, profile.sim.profile_file), "power", None) else "none"
     if not profile.checks_gpus:
         return "none"
-    tool = profile.gpu_owners_source
+    tool = profile.devices.gpu_owners_source
     if tool in ("nvml", "nvidia-smi"):
         return "nvml"
     if tool in ("amd-smi", "xpu-smi"):
@@ -113,9 +113,9 @@ def start_power_sampler(svc: RunningService, writer: ArchiveWriter) -> PowerSamp
     source = power_source(svc.profile)
     if source == "none":
         return None
-    devices = [int(g) for g in svc.profile.gpus or [] if isinstance(g, int)] or None
+    devices = [int(g) for g in svc.profile.devices.gpus or [] if isinstance(g, int)] or None
     try:
-        sampler = PowerSampler(interval_s=svc.profile.power_sample_interval_s, source=source, devices=devices,
+        sampler = PowerSampler(interval_s=svc.profile.devices.power_sample_interval_s, source=source, devices=devices,
                                url=svc.url)
     except (DsvError, ImportError, OSError) as exc:
         writer.append_event({"event": "power-unavailable", "source": source, "reason": str(exc)[:300]})

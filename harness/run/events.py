@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from harness.records import RequestRecord
     from harness.service.launch.manager import RunningService
 
+__all__ = [
+    "AbbaStart", "AbbaWave", "CellSkipped", "CellStart", "Event", "LegWaveLive", "MatchedLegWave", "MatchedStart",
+    "PlanReady", "QuickStart", "RoundDone", "ServiceReady", "ServiceStarting", "ServiceStopped", "SlaProbeDone",
+    "SweepPlanReady", "SweepRoundDone", "SweepRoundStart", "SweepStopped", "WarmupDone", "WaveDone", "WaveLive",
+    "silent",
+]
+
 RoundStatus = Literal["ok", "short", "failed"]
 
 

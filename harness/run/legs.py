@@ -20,8 +20,7 @@ from harness.errors import DsvError, SpecError
 from harness.evidence.findings import Finding
 from harness.ids import leg_wave_id
 from harness.inputs.corpus import Case, Corpus
-from harness.inputs.spec import LoadedSpec
-from harness.inputs.spec.abba import FixedWaves
+from harness.inputs.spec import FixedWaves, LoadedSpec
 from harness.oracle.model import Oracle
 from harness.records import RequestRecord
 from harness.run.prompts import PromptText, load_client

@@ -56,6 +56,8 @@ from harness.service.launch.manager import RunningService, check_port_free
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.runblock import RunBlock
 
+__all__ = ["MatchedOutcome"]
+
 
 @dataclass(frozen=True)
 class MatchedInputs(LegInputs):
@@ -84,7 +86,7 @@ def prepare_matched(loaded: LoadedSpec, workspace: Path) -> MatchedInputs:
     if not declared:
         raise SpecError(f"{loaded.source or 'the spec'}: the ar and sd profiles are identical",
                         hint="give the sd profile its speculative configuration (sim.speculative, or the "
-                        "server's speculative flags in extra_args)")
+                        "server's speculative flags in launch.extra_args)")
     corpus = load_corpus(loaded.paths.corpora["workload"])
     cases = fixed_cases(corpus, spec.workload)
     sentinels = load_sentinels(loaded.paths.oracles)

@@ -39,6 +39,8 @@ from harness.store.ledger.merge import (
     other_root,
 )
 
+__all__ = ["merge_workspace"]
+
 
 def merge_workspace(workspace: Path, other: Path, limits: MergeLimits = DEFAULT_LIMITS) -> MergeResult:
     """Merge another host's workspace ``other`` into ``workspace`` (module docstring). Raises

@@ -75,8 +75,8 @@ def load_client(url: str, profile: ServiceProfile, *, concurrency: int, timeout_
                                  max_event_bytes=lim.max_event_bytes)
     if workers > 1:
         return WorkerLoadClient(url, workers=workers, pin_cpus=pin_cpus, protocol=profile.wire_protocol,
-                                concurrency=concurrency, model=profile.served_model_name, timeout_s=timeout_s,
+                                concurrency=concurrency, model=profile.identity.served_model_name, timeout_s=timeout_s,
                                 openai=openai_options(profile), limits=stream_limits, transport=transport)
     return LoadClient(url, protocol=profile.wire_protocol, concurrency=concurrency,
-                      model=profile.served_model_name, timeout_s=timeout_s, openai=openai_options(profile),
+                      model=profile.identity.served_model_name, timeout_s=timeout_s, openai=openai_options(profile),
                       limits=stream_limits, transport=transport)

@@ -54,6 +54,8 @@ from harness.service.launch.manager import http_get
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 
+__all__ = ["BACKENDS", "DEFAULT_URL", "Backend", "BenchOptions", "QuickOutcome", "run_quick_bench"]
+
 DEFAULT_URL = "http://127.0.0.1:30000"
 PROTOCOL_CLASS = "quick-bench"
 CELL_ID = "quick"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ArchiveError, DsvError
-from harness.inputs.spec.load import DEFAULT_KIND
+from harness.inputs.spec import DEFAULT_KIND
 from harness.kinds import EXTERNAL
 from harness.run.kinds import kind_entry
 from harness.run.partial import RECOVERED_ERROR, read_events, read_json_or, run_start

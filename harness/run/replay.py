@@ -56,6 +56,8 @@ from harness.service.launch.manager import RunningService, check_port_free, port
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 
+__all__ = ["ReplayOutcome", "make_replay_plan"]
+
 CELL = "replay"  # the one cell (and wave) of a replay: ids.wave_id(CELL, 0, 0)
 
 

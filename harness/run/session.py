@@ -347,7 +347,8 @@ def start_memory_sampler(profile: ServiceProfile) -> MemorySampler | None:
     """Sample GPU memory every ``memory_sample_interval_s`` while the service runs (GPU backends)."""
     if not profile.checks_gpus:
         return None
-    sampler = MemorySampler(interval_s=profile.memory_sample_interval_s, source=profile.gpu_owners_source)
+    devices = profile.devices
+    sampler = MemorySampler(interval_s=devices.memory_sample_interval_s, source=devices.gpu_owners_source)
     sampler.start()
     return sampler
 

@@ -37,6 +37,8 @@ from harness.store.archive import Archive, ArchiveWriter
 from harness.store.finished import FinishedArchive, load_finished, view_after_finalize
 from harness.store.runblock import RunBlock
 
+__all__ = ["settle"]
+
 
 class Outcome(Protocol):
     """What every runner's finalize returns: at least the error that ended the run (settable) and

@@ -38,8 +38,7 @@ from harness.errors import DsvError, SpecError
 from harness.evidence.rules.instruments import CLIENT_CPU_SHARE, SIM_LATENESS_FRACTION, STALL_FLOOR_S
 from harness.inputs.arrivals import plan_hash
 from harness.inputs.corpus import Corpus, load_corpus
-from harness.inputs.spec import LoadedSpec, SlaSpec, probe_sweep, sla_definition
-from harness.inputs.spec.sweep import MAX_RATE
+from harness.inputs.spec import MAX_RATE, LoadedSpec, SlaSpec, probe_sweep, sla_definition
 from harness.inputs.sweep_plan import SweepPlan, make_sweep_plan
 from harness.interrupts import fault_point
 from harness.measure import sla, sla_load
@@ -55,6 +54,8 @@ from harness.run.sweep_rows import sweep_cells
 from harness.service.launch.manager import RunningService, check_port_free, port_field
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
+
+__all__ = ["SlaOutcome"]
 
 
 def settings_of(spec: SlaSpec) -> sla.SearchSettings:

@@ -50,6 +50,8 @@ from harness.run.slurm_script import (
 from harness.store.archive import iter_archives, iter_partials
 from harness.store.ledger import ingested
 
+__all__ = ["end_job", "job_archives", "job_states", "read_end", "read_record", "read_records", "submit"]
+
 JOB_FORMAT_VERSION = 1
 JOBS_DIR = "jobs"
 CLI_TIMEOUT_S = 60.0

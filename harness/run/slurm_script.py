@@ -27,6 +27,8 @@ from pathlib import Path
 from harness.errors import SlurmError
 from harness.inputs.spec.slurm import SlurmSpec
 
+__all__ = ["batch_script"]
+
 BATCH_FORMAT_VERSION = 1
 SCRIPT_ENV = "DSV4H_SLURM_SCRIPT"
 JOB_DIR_PREFIX = "dsv4h-job-"

@@ -51,6 +51,8 @@ from harness.service.launch.manager import RunningService, check_port_free, port
 from harness.store.archive import ArchiveWriter
 from harness.store.runblock import RunBlock
 
+__all__ = ["SweepOutcome"]
+
 
 def stopped_record(rate: float, rounds: Sequence[str]) -> dict[str, Any]:
     """``sweep.json``'s ``stopped`` (and the ``sweep-stopped`` event): the saturated rate, its

@@ -18,7 +18,7 @@ import aiohttp
 from harness.errors import MeasurementError, ServerUnreachable
 from harness.ids import RequestIdentity, fresh_salt, request_id
 from harness.inputs.corpus import Case
-from harness.inputs.spec.base import CacheDefeat
+from harness.inputs.spec import CacheDefeat
 from harness.load.driver import LiveSink, LoadClient, WaveRequest, run_wave
 from harness.load.prom import counter_delta, parse_gauges, parse_spec_counters
 from harness.records import RequestRecord

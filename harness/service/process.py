@@ -26,6 +26,8 @@ import psutil
 
 from harness.errors import ServiceError
 
+__all__ = ["OwnedProcess", "release", "stop_all_live", "stop_owned"]
+
 
 @dataclass
 class OwnedProcess:
@@ -137,7 +139,7 @@ def start_owned(
     except OSError as exc:
         log.close()
         raise ServiceError(f"cannot start {argv[0]}: {exc}",
-                           hint="check that the program is installed and the profile's python path") from exc
+                           hint="check that the program is installed and the profile's launch.python path") from exc
     try:
         create_time = psutil.Process(popen.pid).create_time()
     except psutil.NoSuchProcess:
@@ -260,5 +262,5 @@ def wait_for_line(proc: OwnedProcess, needle: str, timeout_s: float) -> str:
     raise ServiceError(
         f"service process {proc.pid} did not print '{needle}' within {timeout_s:.0f} s\n"
         f"--- log tail ({proc.log_path}) ---\n{proc.log_tail()}",
-        hint="raise startup_timeout_s in the profile or read the log",
+        hint="raise launch.startup_timeout_s in the profile or read the log",
     )

@@ -10,6 +10,8 @@ import math
 from collections.abc import Iterable
 from typing import Protocol
 
+__all__ = ["grid_step_s"]
+
 
 class BatchProfile(Protocol):
     """What batch formation and forward durations read of a simulator profile

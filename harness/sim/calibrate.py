@@ -26,6 +26,8 @@ import numpy as np
 from harness.errors import EvidenceError
 from harness.sim.profiles import CalibrationSource, SimProfile
 
+__all__ = ["calibrate_profile", "check_cells", "invalid_line", "profile_yaml"]
+
 
 def fit_prefill(rates: Mapping[int, float], prompt_len: float, *, gather_s: float, chunk_budget: int,
                 admission: int) -> tuple[float, float]:

@@ -36,6 +36,8 @@ from harness.sim.board import ClusterBoard
 from harness.sim.options import SimOptions
 from harness.sim.runner import serve
 
+__all__ = ["serve_cluster"]
+
 MAX_PROCESSES = 64
 START_TIMEOUT_S = 120.0
 

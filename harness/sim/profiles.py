@@ -21,6 +21,8 @@ from harness.sim.cold import ColdShapeSpec
 from harness.sim.power import SimPower
 from harness.sim.speculation import SpeculativeSpec
 
+__all__ = ["CalibrationSource"]
+
 MAX_RUNNING = 65536
 """Largest ``max_running`` a profile may declare (the scale profile uses 4096)."""
 

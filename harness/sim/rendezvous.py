@@ -29,6 +29,8 @@ from harness.errors import ServiceDied, ServiceError, SpecError
 from harness.sim.options import SimOptions
 from harness.sim.runner import serve
 
+__all__ = ["serve_multinode"]
+
 JOIN_TIMEOUT_S = 600.0
 RETRY_S = 0.2
 

@@ -21,6 +21,8 @@ from pydantic import Field, model_validator
 from harness.formats import Strict
 from harness.sim.tokens import prompt_hash
 
+__all__ = ["SpeculativeSpec"]
+
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _TWO64 = float(1 << 64)

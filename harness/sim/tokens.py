@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+__all__ = ["decode_tokens"]
+
 VOCAB_SIZE = 129_280
 BOS_ID = 0
 EOS_ID = 1

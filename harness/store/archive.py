@@ -33,6 +33,10 @@ Archive format history (``ARCHIVE_FORMAT_VERSION``):
       changed): a formal matrix's ``coldness.json`` (its own ``coldness_version``) and the ``ttft_cold_*``,
       ``ttft_restarted_*``, ``ttft_warm_*`` columns of ``cells`` (``harness.measure.coldness``; archives
       without them read as before) (2026-12-02).
+  4 - the service profiles recorded in ``spec.json`` and ``service.json`` are sectioned (``launch``,
+      ``identity``, ``devices``: spec format 2, ``harness.inputs.spec.service_sections``); the flat
+      profiles of format 1-3 archives are read through the same validator, so readers (evidence rules,
+      ABBA/record profile comparisons, reports) see one shape (2026-12-04).
 """
 
 from __future__ import annotations
@@ -62,8 +66,27 @@ from harness.service.identity.record_shape import clean_service_doc
 from harness.store.archive_legacy import FIRST_CURRENT_FORMAT, upgrade_json, upgrade_table
 from harness.store.runblock import RunBlock, read_run_block
 
-ARCHIVE_FORMAT_VERSION = 3
-READABLE_FORMAT_VERSIONS = (1, 2, 3)
+__all__ = [
+    "MANIFEST",
+    "RECORDS_DIR",
+    "Archive",
+    "ArchiveWriter",
+    "Partial",
+    "already_resumed",
+    "claim_resume",
+    "find_archive",
+    "find_partial",
+    "iter_archives",
+    "iter_partials",
+    "open_archive",
+    "open_verified",
+    "read_json_file",
+    "resumed_by",
+    "verify_archive",
+]
+
+ARCHIVE_FORMAT_VERSION = 4
+READABLE_FORMAT_VERSIONS = (1, 2, 3, 4)
 MANIFEST = "manifest.json"
 RECORDS_DIR = "records"
 PARTIAL_PREFIX = ".partial-"

@@ -16,6 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
+__all__ = ["upgrade_json"]
+
 FIRST_CURRENT_FORMAT = 3
 _THROUGHPUT = {"request_throughput": "req_s", "output_throughput": "tok_s", "input_throughput": "tok_s",
                "goodput": "req_s"}

@@ -28,6 +28,8 @@ from harness.store.archive import Archive, ArchiveWriter, open_archive, open_ver
 from harness.store.runblock import RunBlock
 from harness.store.view import ArchiveView
 
+__all__ = ["FinishedArchive", "load_finished", "view_after_finalize", "view_of"]
+
 
 def request_rows(records: pa.Table, anchor: Mapping[str, Any] | None = None) -> pa.Table:
     """Per-request summary rows from a raw-record table (no per-event arrays): the four instants

@@ -26,6 +26,8 @@ from harness.formats import Strict, parse_model
 from harness.kinds import KINDS
 from harness.service.identity.origin import backends_of, run_is_simulated
 
+__all__ = ["RunBlock", "read_run_block"]
+
 RUN_BLOCK_VERSION = 2
 
 

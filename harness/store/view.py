@@ -21,6 +21,8 @@ import pyarrow as pa
 from harness.errors import ArchiveError
 from harness.store.archive import Archive
 
+__all__ = ["ArchiveView"]
+
 Reader = Literal["json", "jsonl", "parquet"]
 
 

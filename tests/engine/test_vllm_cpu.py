@@ -42,9 +42,11 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def profile(model_dir: Path, name: str = "vllm-tiny") -> ServiceProfile:
-    return ServiceProfile(name=name, backend="vllm", model_path=str(model_dir), served_model_name="tiny-llama",
-                          python=PY, extra_args=vllm_cpu_args(), env=dict(VLLM_CPU_ENV), startup_timeout_s=300,
-                          gpus=[0], gpu_owners_source="none", check_gpu_owners=True)
+    return ServiceProfile(name=name, backend="vllm",
+                          identity={"model_path": str(model_dir), "served_model_name": "tiny-llama"},
+                          launch={"python": PY, "extra_args": vllm_cpu_args(), "env": dict(VLLM_CPU_ENV),
+                                  "startup_timeout_s": 300},
+                          devices={"gpus": [0], "gpu_owners_source": "none", "check_gpu_owners": True})
 
 
 def tiny_ids(n: int) -> list[int]:

@@ -32,9 +32,11 @@ if not PY or not Path(PY).exists():
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningService, Path]]:
     model = make_tiny_llama(tmp_path_factory.mktemp("tiny-llama-openai"))
-    prof = ServiceProfile(name="vllm-openai", backend="vllm", model_path=str(model), served_model_name="tiny-llama",
-                          python=PY, extra_args=vllm_cpu_args(), env=dict(VLLM_CPU_ENV), startup_timeout_s=300,
-                          gpu_owners_source="none", check_gpu_owners=False)
+    prof = ServiceProfile(name="vllm-openai", backend="vllm",
+                          identity={"model_path": str(model), "served_model_name": "tiny-llama"},
+                          launch={"python": PY, "extra_args": vllm_cpu_args(), "env": dict(VLLM_CPU_ENV),
+                                  "startup_timeout_s": 300},
+                          devices={"gpu_owners_source": "none", "check_gpu_owners": False})
     svc = start_service(prof, tmp_path_factory.mktemp("svc"))
     try:
         yield svc, model

@@ -59,6 +59,10 @@ def test_clean_archive_has_no_findings() -> None:
     ("warmup-in-measured", replace(CLEAN, waves=[WAVE]), "warning"),
     ("identity-unverified", replace(CLEAN, services=[SVC | {"server_info": {}}]), "blocking"),
     ("identity-unverified", replace(CLEAN, services=[SVC | {"server_info": {"tp_size": 4}}]), "blocking"),
+    # the sectioned profile of an archive of format 4 (SVC's is the flat one of format 1-3)
+    ("identity-unverified", replace(CLEAN, services=[SVC | {"server_info": {"tp_size": 4},
+                                                            "profile": {"identity": {"expect": {"tp_size": 8}}}}]),
+     "blocking"),
     ("speculative-native", replace(CLEAN, services=[SVC | {"server_info": {"tp_size": 8,
                                                                          "speculative_algorithm": "EAGLE"}}]),
      "blocking"),

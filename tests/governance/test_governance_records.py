@@ -103,7 +103,21 @@ def test_control_differs_in_undeclared_key(tmp_path: Path) -> None:
     suites, _ = evidence(ws)
     bad = make_formal(ws, value=95.0, prof=profile(sim={"step_factor": 1.1}, tp_size=4)).archive_id
     msg = refused(write(tmp_path, proposal(suites, [bad])), ws)
-    assert "undeclared key: tp_size" in msg
+    assert "undeclared key: identity.tp_size" in msg  # a flat profile key, named in the sectioned spelling
+
+
+def test_a_sectioned_control_against_flat_suites_with_a_flat_declared_key(tmp_path: Path) -> None:
+    """Suites recorded flat (archives of format 3), a control recorded in sections (format 4) that
+    differs only in one environment variable, declared in spec format 1's spelling: accepted."""
+    ws = tmp_path
+    suites, _ = evidence(ws)
+    sectioned = {"name": "svc", "backend": "sim", "identity": {"tp_size": None, "expect": {}},
+                 "launch": {"env": {"NCCL_ALGO": "ring"}},
+                 "sim": {"profile": "paper-tp8", "step_factor": 1.0, "time_scale": 1.0}}
+    control = [make_formal(ws, value=95.0, prof=sectioned).archive_id]
+    row = propose_record(write(tmp_path, proposal(suites, control, control={
+        "archives": control, "declared_change": ["env.NCCL_ALGO"]})), ws)
+    assert row["control_values"] == [95.0] and row["value"] == 101.0
 
 
 def test_control_must_differ_in_the_declared_change_and_be_separate(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ def test_the_shipped_example_names_gates_and_a_profile_that_exist() -> None:
     assert [g for g in proposal.gates] == ["fresh-response", "exact-repeat", "captures-70", "mapped-libccl"]
     assert all((GATES / f"{g}.yaml").is_file() for g in proposal.gates)
     profile = load_profile(REPO / "campaigns" / "profiles" / "vllm-xpu-tp4.yaml")
-    assert profile.tp_size == 4 and [r.name for r in profile.require_libraries] == ["libccl.so*"]
+    assert profile.identity.tp_size == 4 and [r.name for r in profile.identity.require_libraries] == ["libccl.so*"]
 
 
 def standin(tmp: Path, name: str, env: dict[str, str], *, tokens: int = 112, resident_s: float = 0.3) -> Path:

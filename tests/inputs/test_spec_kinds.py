@@ -53,12 +53,18 @@ def test_every_kind_loads_through_the_one_loader(tmp_path: Path, kind: str) -> N
 
 
 @pytest.mark.parametrize("kind", SPEC_KINDS)
-def test_format_version_2_gets_the_same_error_in_every_kind(tmp_path: Path, kind: str) -> None:
-    path = _copy(tmp_path, kind, "format_version: 2\n")
+def test_format_version_3_gets_the_same_error_in_every_kind(tmp_path: Path, kind: str) -> None:
+    path = _copy(tmp_path, kind, "format_version: 3\n")
     with pytest.raises(SpecError) as err:
         load_spec(path)
     assert str(path) in err.value.message
-    assert "format_version 2 is not supported (this dsv4h reads 1)" in err.value.message
+    assert "format_version 3 is not supported (this dsv4h reads 1, 2)" in err.value.message
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("kind", SPEC_KINDS)
+def test_format_versions_1_and_2_load_in_every_kind(tmp_path: Path, kind: str, version: int) -> None:
+    assert load_spec(_copy(tmp_path, kind, f"format_version: {version}\n")).spec.format_version == version
 
 
 def test_the_kinds_share_one_header() -> None:

@@ -36,4 +36,4 @@ def test_profile_patches_path_made_absolute_against_the_profile_file(tmp_path: P
     prof.parent.mkdir()
     (tmp_path / "profiles" / "series.yaml").write_text("x")
     prof.write_text("name: p\nbackend: sglang\nmodel_path: /m\npatches: series.yaml\n")
-    assert load_profile(prof).patches == str((tmp_path / "profiles" / "series.yaml").resolve())
+    assert load_profile(prof).launch.patches == str((tmp_path / "profiles" / "series.yaml").resolve())

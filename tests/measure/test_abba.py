@@ -68,5 +68,17 @@ def test_profile_differences_declared_and_not() -> None:
     b = {"name": "b", "backend": "sim", "sim": {"step_factor": 0.9, "profile": "p"}, "env": {"X": "1"},
          "tp_size": 4}
     declared, undeclared = profile_differences(a, b, ["sim.step_factor", "env"])
-    assert declared == ["env.X: control '<absent>', candidate '1'", "sim.step_factor: control 1.0, candidate 0.9"]
-    assert undeclared == ["tp_size: control 8, candidate 4"]
+    # flat profiles and keys (spec format 1) are compared and named in the sectioned spelling
+    assert declared == ["launch.env.X: control '<absent>', candidate '1'",
+                        "sim.step_factor: control 1.0, candidate 0.9"]
+    assert undeclared == ["identity.tp_size: control 8, candidate 4"]
+
+
+def test_profile_differences_between_a_flat_and_a_sectioned_profile() -> None:
+    old = {"name": "old", "backend": "sim", "port": 30001, "startup_timeout_s": 60, "env": {"NCCL_ALGO": "ring"},
+           "tp_size": 8}
+    new = {"name": "new", "backend": "sim", "launch": {"port": 30002, "startup_timeout_s": 90,
+                                                       "env": {"NCCL_ALGO": "tree"}}, "identity": {"tp_size": 8}}
+    assert profile_differences(old, new, ["launch.env.NCCL_ALGO"]) == (
+        ["launch.env.NCCL_ALGO: control 'ring', candidate 'tree'"], [])
+    assert profile_differences(old, new, []) == ([], ["launch.env.NCCL_ALGO: control 'ring', candidate 'tree'"])

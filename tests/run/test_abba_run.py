@@ -77,7 +77,8 @@ def test_identical_candidate_and_fresh_b2(tmp_path: Path) -> None:
 
 def test_undeclared_identity_change_refused(tmp_path: Path) -> None:
     s = spec(1.0)
-    bad = s.model_copy(update={"candidate": s.candidate.model_copy(update={"tp_size": 4})})
+    identity = s.candidate.identity.model_copy(update={"tp_size": 4})
+    bad = s.model_copy(update={"candidate": s.candidate.model_copy(update={"identity": identity})})
     with pytest.raises(SpecError, match="tp_size"):
         run_abba(loaded_abba(bad, REPO), tmp_path)
 

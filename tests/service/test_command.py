@@ -71,7 +71,8 @@ def test_native_profile_exact_argv() -> None:
 
 
 def test_multinode_profile_one_command_per_node() -> None:
-    profile = load_profile(PROFILES / "sglang-tp8-multinode.yaml").model_copy(update={"python": "/opt/sgl/bin/python"})
+    loaded = load_profile(PROFILES / "sglang-tp8-multinode.yaml")
+    profile = loaded.model_copy(update={"launch": loaded.launch.model_copy(update={"python": "/opt/sgl/bin/python"})})
     cmds = multinode_commands(profile, 30021, witness_dir="/run/w")
     assert [c.node_rank for c in cmds] == [0, 1]
     for rank, cmd in enumerate(cmds):
@@ -136,9 +137,9 @@ def test_profile_may_not_choose_the_witness_dir() -> None:
     ({"nnodes": 2, "tp_size": 8, "dist_init_addr": "h:1"}, 2, r"outside 0\.\.1"),
     ({}, 1, "single-node"),
     ({"node_rank": 1}, None, "single-node; node_rank 1"),
-    ({"extra_args": ["--tp-size", "4"]}, None, r"--tp-size \(set profile field 'tp_size'\)"),
+    ({"extra_args": ["--tp-size", "4"]}, None, r"--tp-size \(set profile field 'identity\.tp_size'\)"),
     ({"extra_args": ["--cuda-graph-bs=4"]}, None, "cuda_graph_bs"),
-    ({"extra_args": ["--port", "1"]}, None, "'port'"),
+    ({"extra_args": ["--port", "1"]}, None, r"'launch\.port'"),
 ])
 def test_unlaunchable_profiles_are_refused(kw: dict[str, object], node_rank: int | None, match: str) -> None:
     with pytest.raises(SpecError, match=match):

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.hashing import sha256_file
-from harness.inputs.spec.service import LibraryRequirement
+from harness.inputs.spec import LibraryRequirement
 from harness.service.identity import mapped
 from harness.service.identity.mapped import (
     HashCache,

@@ -83,8 +83,8 @@ class Slurm:
 
 
 def _profile(**kw: Any) -> ServiceProfile:
-    return ServiceProfile(name="two", backend="sim", sim={"profile": "fast"}, nnodes=2, startup_timeout_s=HANG_S,
-                          **kw)
+    return ServiceProfile(name="two", backend="sim", sim={"profile": "fast"},
+                          launch={"nnodes": 2, "startup_timeout_s": HANG_S}, **kw)
 
 
 ENV = {"SLURM_JOB_ID": "4711", "SLURM_JOB_NODELIST": f"{HOST}", TASKS_PER_NODE_ENV: "2",
@@ -107,7 +107,7 @@ def test_launch_records_every_rank_serves_from_rank0_and_stop_leaves_none(tmp_pa
     monkeypatch.setenv("PYTHONPATH", ENV["PYTHONPATH"])
     slurm = Slurm([HOST])
     log = tmp_path / "logs" / "two.log"
-    prof = _profile(check_gpu_owners=True, gpu_owners_source="nvidia-smi", gpus=[0])
+    prof = _profile(devices={"check_gpu_owners": True, "gpu_owners_source": "nvidia-smi", "gpus": [0]})
     started = launch(prof, tmp_path, log, env=ENV, runner=slurm.run, start=slurm.start)
     try:
         svc = started.service
@@ -136,7 +136,7 @@ def test_launch_records_every_rank_serves_from_rank0_and_stop_leaves_none(tmp_pa
 
 def test_an_unrelated_gpu_owner_on_a_node_refuses_before_any_rank_starts(tmp_path: Path) -> None:
     slurm = Slurm([HOST], apps="apps_busy.csv")
-    prof = _profile(check_gpu_owners=True, gpu_owners_source="nvidia-smi", gpus=[0])
+    prof = _profile(devices={"check_gpu_owners": True, "gpu_owners_source": "nvidia-smi", "gpus": [0]})
     with pytest.raises(OwnershipError, match="PID 525"):
         launch(prof, tmp_path, tmp_path / "x.log", env=ENV, runner=slurm.run, start=slurm.start)
     assert slurm.srun == []

@@ -53,7 +53,7 @@ SERVICE = st.fixed_dictionaries({"name": JSON, "server_info": JSON, "process": J
 DOC = _either(st.fixed_dictionaries({"services": _either(st.lists(_either(SERVICE), max_size=3)),
                                      "legs": JSON}))
 
-NEEDS = ServiceProfile(require_libraries=[{"name": "libccl.so*"}])
+NEEDS = ServiceProfile(identity={"require_libraries": [{"name": "libccl.so*"}]})
 
 
 @settings(max_examples=int(__import__("os").environ.get("DSV4H_FUZZ_EXAMPLES", "300")), deadline=None)

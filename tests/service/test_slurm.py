@@ -80,7 +80,7 @@ def test_probe_scancel_and_hostnames_argv() -> None:
 
 
 def test_rank_template_of_a_simulator_profile() -> None:
-    prof = ServiceProfile(name="two", backend="sim", nnodes=2, dist_init_addr="127.0.0.1:25000",
+    prof = ServiceProfile(name="two", backend="sim", launch={"nnodes": 2, "dist_init_addr": "127.0.0.1:25000"},
                           sim={"profile": "fast"})
     argv = list(sim_command(prof, port=0, python="/py", node_rank=0).argv)
     assert argv[-6:] == ["--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "127.0.0.1:25000"]

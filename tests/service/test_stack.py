@@ -29,6 +29,6 @@ def test_a_process_titled_as_a_rank_is_a_worker_role() -> None:
 
 def test_nothing_required_nothing_checked_and_an_attached_service_cannot_be_read() -> None:
     assert violations(ServiceProfile(), None) == []
-    needs = ServiceProfile(require_libraries=[{"name": "libccl.so*"}])
+    needs = ServiceProfile(identity={"require_libraries": [{"name": "libccl.so*"}]})
     (msg,) = violations(needs, None)
     assert "cannot be read" in msg

@@ -264,12 +264,12 @@ def test_ensure_gpus_free_refuses_decoy(tool: str, tmp_path: Path, monkeypatch: 
 
 def test_vllm_xpu_tp4_profile_loads_and_builds() -> None:
     p = load_profile(ROOT / "campaigns" / "profiles" / "vllm-xpu-tp4.yaml")
-    assert (p.backend, p.tp_size, p.gpu_owners_source) == ("vllm", 4, "xpu-smi")
-    assert p.env["ZE_AFFINITY_MASK"] == "0,1,2,3"
-    assert {k for k in p.env if k.startswith("CCL_")} >= {"CCL_ATL_TRANSPORT", "CCL_ZE_IPC_EXCHANGE"}
-    assert service_gpus(p.gpus, p.env) == [0, 1, 2, 3]
+    assert (p.backend, p.identity.tp_size, p.devices.gpu_owners_source) == ("vllm", 4, "xpu-smi")
+    assert p.launch.env["ZE_AFFINITY_MASK"] == "0,1,2,3"
+    assert {k for k in p.launch.env if k.startswith("CCL_")} >= {"CCL_ATL_TRANSPORT", "CCL_ZE_IPC_EXCHANGE"}
+    assert service_gpus(p.devices.gpus, p.launch.env) == [0, 1, 2, 3]
     cmd = vllm_command(p, 30041)
     argv = list(cmd.argv)
     assert argv[argv.index("--tensor-parallel-size") + 1] == "4"
     assert "--enable-expert-parallel" in argv
-    assert cmd.env_diff == p.env  # recorded as the service's env_diff, CCL_*/ZE_* included
+    assert cmd.env_diff == p.launch.env  # recorded as the service's env_diff, CCL_*/ZE_* included

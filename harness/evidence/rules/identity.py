@@ -5,10 +5,13 @@ service (``oracle``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
 from harness.evidence.rules._registry import ALL, rule
 from harness.evidence.rules.instruments import serves_simulator
+from harness.inputs.spec import sectioned_dump
 
 
 @rule("identity-unverified", kinds=ALL)
@@ -27,7 +30,9 @@ def rule_identity(d: ArchiveData) -> list[Finding]:
             out.append(_f(d.archive_id, "identity-unverified", "warning",
                           f"{name}: only /v1/models was available; TP size, pool and graphs are unverified",
                           "record the launch arguments and check them against the profile", [name], "run"))
-        expect = ((s.get("profile") or {}).get("expect")) or {}
+        profile = s.get("profile")
+        ident = sectioned_dump(profile).get("identity") if isinstance(profile, Mapping) else None
+        expect = (ident.get("expect") if isinstance(ident, Mapping) else None) or {}
         diffs = [k for k, v in expect.items() if k in info and info[k] != v]
         if diffs:
             out.append(_f(d.archive_id, "identity-unverified", "blocking",

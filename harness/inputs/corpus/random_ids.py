@@ -27,6 +27,8 @@ from harness.hashing import ids_sha256, sha256_json
 from harness.inputs.corpus.frozen import FORMAT_VERSION, Corpus
 from harness.inputs.corpus.write import case_id_for, encode_case_line, write_corpus
 
+__all__ = ["RandomPrompts", "id_range", "write_random_corpus"]
+
 SAFE_ID_RANGE = (1000, 30000)
 """Default token ids ``[low, high)`` when the server's vocabulary is unknown: inside every vocabulary of
 32k tokens or more, past the special and byte tokens at its start."""

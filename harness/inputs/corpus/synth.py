@@ -38,6 +38,8 @@ from harness.inputs.corpus.frozen import FORMAT_VERSION, Corpus, load_corpus
 from harness.inputs.corpus.write import case_id_for, encode_case_line, history_steps, write_corpus
 from harness.inputs.tokenizer import load_tokenizer, tokenizer_identity
 
+__all__ = ["build_distribution_corpus", "import_sharegpt"]
+
 SHAREGPT_TEMPLATE = "{role}: {text}\n"  # rendered per turn; the prompt ends with "Assistant: "
 ROLES = {"human": "User", "user": "User", "gpt": "Assistant", "assistant": "Assistant", "system": "System"}
 MAX_CASES = 1_000_000

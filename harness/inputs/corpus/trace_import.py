@@ -34,6 +34,8 @@ from harness.inputs.trace import (
     read_trace,
 )
 
+__all__ = ["check_trace_matches", "import_trace", "trace_params"]
+
 TRACE_REPOSITORY = "mooncake-trace"
 
 

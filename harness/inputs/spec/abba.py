@@ -61,8 +61,8 @@ class AbbaWorkload(FixedWaves):
                                                   "or over whole HTTP requests")
     declared_change: list[str] = Field(
         default_factory=list, max_length=256,
-        description="profile keys the candidate may change (dotted, e.g. sim.step_factor, env, extra_args); "
-        "identity.COMPONENT[.ENTRY] declares a served-stack difference (docs/identity.md)",
+        description="profile keys the candidate may change (dotted, e.g. sim.step_factor, launch.env, "
+        "launch.extra_args); identity.COMPONENT[.ENTRY] declares a served-stack difference (docs/identity.md)",
     )
 
 

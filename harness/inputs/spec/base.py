@@ -20,6 +20,11 @@ Spec format history (``SPEC_FORMAT_VERSION``, every kind):
   1 - first version (2026-11-29); 2026-12-02: ``cache:`` replaces ``cache_salt`` / ``cache_defeat``
       (both still read, so every version-1 file keeps loading with the same plan); 2026-12-02: the
       optional ``slurm:`` section (``harness.inputs.spec.slurm``; files without it load as before).
+  2 - a service profile keeps ``name``, ``backend``, ``url``, ``protocol``, ``openai``, ``tokenizer`` and
+      ``sim`` at its top level and the rest in its ``launch``, ``identity`` and ``devices`` sections
+      (``harness.inputs.spec.service_sections``); dotted profile keys (``declared_change``) are spelled
+      the same way (``launch.env``). Version 1's flat spelling is still read, in files of either version
+      and in the profiles recorded by archives (``sectioned``), and never written (2026-12-04).
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ from harness.inputs.spec.slurm import SlurmSpec
 from harness.kinds import KINDS
 from harness.kinds import SPEC_KINDS as _SPEC_KINDS
 
-SPEC_FORMAT_VERSION = 1
+SPEC_FORMAT_VERSION = 2
+READABLE_SPEC_FORMATS = (1, 2)
+"""The spec format versions this dsv4h reads (history above)."""
 
 CacheDefeat = Literal["fresh-salt", "flush", "none"]
 """How a wave defeats the server's prefix cache (module docstring)."""
@@ -139,7 +146,8 @@ class ClientLimits(Strict):
 class SpecBase(Strict):
     """The header every spec kind shares; the kinds' models narrow ``kind`` and ``protocol_class``."""
 
-    format_version: int = Field(SPEC_FORMAT_VERSION, description="spec format version; this dsv4h reads 1 (version)")
+    format_version: int = Field(SPEC_FORMAT_VERSION, description="spec format version; this dsv4h reads 1 and 2 "
+                                "(version)")
     name: str = Field(pattern=CAMPAIGN_NAME_PATTERN, description="campaign name (letters, digits, '.', '_', '-')")
     kind: str = Field(description="spec kind")
     description: str = Field("", max_length=_TEXT, description="free text shown in reports")
@@ -213,6 +221,7 @@ def inline_file(data: dict[str, Any], key: str, base: Path, model: type[BaseMode
 def check_format_version(value: int) -> int:
     """``value`` when this dsv4h reads spec format ``value``, else ``ValueError`` naming the versions
     it reads (the loader adds the file's name)."""
-    if value != SPEC_FORMAT_VERSION:
-        raise ValueError(f"format_version {value} is not supported (this dsv4h reads {SPEC_FORMAT_VERSION})")
+    if value not in READABLE_SPEC_FORMATS:
+        readable = ", ".join(map(str, READABLE_SPEC_FORMATS))
+        raise ValueError(f"format_version {value} is not supported (this dsv4h reads {readable})")
     return value

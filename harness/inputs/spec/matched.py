@@ -45,7 +45,7 @@ class MatchedSdSpec(TwoProfileSpec):
     order: list[str] = Field(default_factory=lambda: list(DEFAULT_ORDER), min_length=2, max_length=MAX_LEGS,
                              description="legs in run order, each on a freshly started service: AR<n> or SD<n>")
     declared_change: list[str] = Field(
-        default_factory=lambda: ["sim.speculative", "extra_args"], max_length=256,
+        default_factory=lambda: ["sim.speculative", "launch.extra_args"], max_length=256,
         description="profile keys the SD profile may change (dotted); anything else must match the AR profile")
     workload: MatchedWorkload = Field(description="the fixed waves (inline, or a workload file's path)")
     notes: str = Field("", max_length=_TEXT, description="free text shown in reports")

@@ -1,19 +1,22 @@
 """Service profiles and load settings (pure, reads YAML): what service a run measures, how it is
-started, and how the load client drives it."""
+started, and how the load client drives it.
+
+A profile keeps at its top level what names the service and how the client reaches it (``name``,
+``backend``, ``url``, ``protocol``, ``openai``, ``tokenizer``, ``sim``) and the rest in three sections
+matching ``harness.service``'s subpackages: ``launch``, ``identity``, ``devices``
+(:mod:`harness.inputs.spec.service_sections`, which also reads spec format 1's flat spelling)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from harness.formats import Strict, parse_model, read_yaml, resolve_path
 from harness.inputs.spec.base import (
-    _LIST,
     _PATH,
-    MAX_CONCURRENCY,
-    MAX_SECONDS,
     MAX_WORKERS,
     NAME_PATTERN,
     Backend,
@@ -21,6 +24,13 @@ from harness.inputs.spec.base import (
     SpecBase,
     SpecPaths,
     inline_file,
+)
+from harness.inputs.spec.service_sections import (
+    FLAT_KEYS,
+    DeviceSettings,
+    IdentitySettings,
+    LaunchSettings,
+    sectioned,
 )
 
 
@@ -77,32 +87,14 @@ class OpenAISettings(Strict):
         None, description="what the server applies to chat messages (recorded; e.g. 'model default')")
 
 
-class SourceTree(Strict):
-    """A source tree the served stack comes from (``source_trees``): recorded with its git commit,
-    dirty paths, a SHA-256 of the tracked diff against HEAD and of the untracked files, and the
-    installed distribution's version (and whether it is an editable install of this tree)."""
-
-    name: str = Field(pattern=NAME_PATTERN, description="a name for the tree (e.g. sglang, aiter)")
-    path: str = Field(max_length=_PATH, description="the tree's directory (relative to the spec)")
-    distribution: str | None = Field(None, max_length=256, description="the installed distribution built "
-                                     "from it (e.g. sglang), whose version and install location are recorded")
-
-
-class LibraryRequirement(Strict):
-    """A shared object the live workers must map (``require_libraries``)."""
-
-    name: str = Field(max_length=256, description="file name glob of the shared object (e.g. libccl.so*)")
-    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
-                               description="the SHA-256 the mapped file must have (any when absent)")
-    every_worker: bool = Field(True, description="every worker process must map it (else: at least one)")
-
-
 class ServiceProfile(Strict):
     """What service to measure and how to start it.
 
     ``backend``: ``sim`` (built-in simulator, started as an owned subprocess), ``sglang`` or ``vllm``
     (launched as an owned process tree), ``attach`` (an already-running server at ``url``; the
-    harness then cannot prove a fresh process and records that).
+    harness then cannot prove a fresh process and records that). The rest is in three sections,
+    ``launch``, ``identity`` and ``devices``; the flat spelling of spec format 1 (``port:``,
+    ``tp_size:`` ... at the top level) is read into them, never written.
     """
 
     name: str = Field("service", pattern=NAME_PATTERN,
@@ -117,89 +109,31 @@ class ServiceProfile(Strict):
     tokenizer: str | None = Field(
         None, description="tokenizer (directory or tokenizer.json) that decodes corpus ids into text prompts "
         "and re-tokenizes streamed text; needed for text prompts, chat and re-tokenized counting")
-    model_path: str | None = Field(None, max_length=_PATH, description="model weights ('sglang'/'vllm' need it)")
-    served_model_name: str | None = Field(None, max_length=_PATH, description="model name the server reports")
-    tp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="tensor-parallel size (count)")
-    ep_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="expert-parallel size (count)")
-    dp_size: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="data-parallel size (count)")
-    host: str = Field("127.0.0.1", max_length=255, description="address the server listens on")
-    port: int | None = Field(None, ge=0, le=65535, description="TCP port (default: a free one) (port)")
-    python: str | None = Field(None, max_length=_PATH,
-                               description="interpreter that runs the engine (default: this one)")
-    command: list[str] | None = Field(
-        None, max_length=_LIST, description="backend 'command': the server's argv; {host} and {port} are filled "
-        "in (any OpenAI-compatible server, e.g. transformers serve)")
-    health_path: str = Field("/health", pattern=r"^/", max_length=_PATH,
-                             description="GET path answering 200 once the server is ready (e.g. /v1/models)")
-    # SGLang launch settings (None = leave the engine's default; see harness.service.launch.command)
-    mem_fraction_static: float | None = Field(None, gt=0, le=1,
-                                              description="GPU memory share for weights and KV (ratio)")
-    max_total_tokens: int | None = Field(None, ge=1, le=1 << 40, description="KV pool size (tokens)")
-    chunked_prefill_size: int | None = Field(None, ge=1, le=1 << 31, description="prefill chunk size (tokens)")
-    max_running_requests: int | None = Field(None, ge=1, le=1 << 24,
-                                             description="requests the engine runs at once (count)")
-    max_prefill_tokens: int | None = Field(None, ge=1, le=1 << 31,
-                                           description="tokens in one prefill batch (tokens)")
-    cuda_graph_bs: list[int] | None = Field(None, max_length=_LIST,
-                                            description="batch sizes captured as CUDA graphs (count)")
-    attention_backend: str | None = Field(None, max_length=256, description="engine attention backend")
-    moe_backend: str | None = Field(None, max_length=256, description="engine MoE backend")
-    page_size: int | None = Field(None, ge=1, le=1 << 20, description="KV cache page size (tokens)")
-    disable_radix_cache: bool = Field(False, description="turn the engine's prefix cache off")
-    trust_remote_code: bool = Field(False, description="let the engine run the model's own code")
-    numa: Literal["none", "interleave"] = Field("none", description="NUMA memory policy of the engine process")
-    nnodes: int = Field(1, ge=1, le=1024, description="hosts the service spans (count)")
-    node_rank: int | None = Field(None, ge=0, le=1023, description="this host's rank among nnodes (index)")
-    dist_init_addr: str | None = Field(None, max_length=512, description="host:port of the multi-node rendezvous")
-    gpus: list[int | str] | None = Field(
-        None, max_length=_LIST,
-        description="GPU indices/UUIDs the service uses (default: *_VISIBLE_DEVICES from env, else all) (index)")
-    gpu_owners_source: Literal["auto", "amd-smi", "nvidia-smi", "nvml", "xpu-smi", "drm-fdinfo", "none"] = Field(
-        "auto", description="tool that lists GPU owner processes")
-    check_gpu_owners: bool | None = Field(
-        None, description="refuse unrelated GPU owners before launch and before every cell/leg "
-        "(default: on for every backend but sim)")
-    memory_sample_interval_s: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False,
-                                            description="period of GPU memory samples (seconds)")
-    power_source: Literal["auto", "nvml", "amd-smi", "xpu-smi", "sim", "none"] = Field(
-        "auto", description="where power and energy are read (auto: NVML, amd-smi or xpu-smi after the GPU "
-        "owners source; the simulator's power model when its profile has one; none otherwise)")
-    power_sample_interval_s: float = Field(0.2, gt=0, le=3600, allow_inf_nan=False,
-                                           description="period of power/energy samples (seconds)")
-    extra_args: list[str] = Field(default_factory=list, max_length=_LIST,
-                                  description="more arguments appended to the engine's argv")
-    env: dict[str, str] = Field(default_factory=dict, max_length=_LIST,
-                                description="environment variables set for the engine")
-    patches: str | None = Field(None, max_length=_PATH, description="path of a model_patches series file")
-    hash_weights: bool = Field(False, description="hash every weight byte of model_path too (slow; cached by "
-                               "path, size and mtime); by default only the configs, tokenizer files, shard index "
-                               "and each shard's safetensors header are hashed")
-    source_trees: list[SourceTree] = Field(default_factory=list, max_length=64,
-                                           description="source trees the served stack is built from, recorded with "
-                                           "commit, dirty paths and diff hashes (e.g. sglang, aiter)")
-    require_libraries: list[LibraryRequirement] = Field(
-        default_factory=list, max_length=64,
-        description="shared objects the live workers must map (checked before measurement and at the end)")
-    library_dirs: list[Annotated[str, Field(max_length=_PATH)]] | None = Field(
-        None, max_length=64, description="when set, no worker may map a shared object from outside these "
-        "directories (and the interpreter's own)")
     sim: SimSettings = Field(default_factory=lambda: SimSettings(),  # noqa: PLW0108 - mypy needs the call
                              description="simulator settings (backend sim)")
-    startup_timeout_s: float = Field(900.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
-                                     description="longest wait for the server to become healthy (seconds)")
-    expect: dict[str, Any] = Field(
-        default_factory=dict, max_length=_LIST,
-        description="server_info keys the running server must report (identity verification)",
-    )
+    launch: LaunchSettings = Field(default_factory=lambda: LaunchSettings(),  # noqa: PLW0108 - mypy needs the call
+                                   description="how the service is started (harness.service.launch)")
+    identity: IdentitySettings = Field(default_factory=lambda: IdentitySettings(),  # noqa: PLW0108
+                                       description="what is served and verified (harness.service.identity)")
+    devices: DeviceSettings = Field(default_factory=lambda: DeviceSettings(),  # noqa: PLW0108
+                                    description="GPUs, their owners and the samplers (harness.service.devices)")
+
+    FLAT_KEYS: ClassVar[Mapping[str, str]] = FLAT_KEYS
+    """Spec format 1's flat keys and their sectioned paths (read, never written; did-you-mean candidates)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections(cls, data: object) -> object:
+        return sectioned(data)
 
     @model_validator(mode="after")
     def _check_backend(self) -> ServiceProfile:
         if self.backend == "attach" and not self.url:
             raise ValueError("backend 'attach' needs 'url' (e.g. url: http://127.0.0.1:30021)")
-        if self.backend in ("sglang", "vllm") and not self.model_path:
-            raise ValueError(f"backend '{self.backend}' needs 'model_path'")
-        if self.backend == "command" and not self.command:
-            raise ValueError("backend 'command' needs 'command' (the server's argv, with {port})")
+        if self.backend in ("sglang", "vllm") and not self.identity.model_path:
+            raise ValueError(f"backend '{self.backend}' needs 'identity.model_path'")
+        if self.backend == "command" and not self.launch.command:
+            raise ValueError("backend 'command' needs 'launch.command' (the server's argv, with {port})")
         if self.backend == "command" and self.protocol is None:
             raise ValueError("backend 'command' needs 'protocol' (sglang, vllm, openai-completions or openai-chat)")
         return self
@@ -207,7 +141,8 @@ class ServiceProfile(Strict):
     @property
     def checks_gpus(self) -> bool:
         """Whether GPU ownership is checked for this service."""
-        return self.check_gpu_owners if self.check_gpu_owners is not None else self.backend != "sim"
+        check = self.devices.check_gpu_owners
+        return check if check is not None else self.backend != "sim"
 
     @property
     def wire_protocol(self) -> Literal["sglang", "vllm", "openai-completions", "openai-chat"]:
@@ -270,18 +205,27 @@ def load_profile(path: Path) -> ServiceProfile:
 
 
 def resolve_profile(profile: ServiceProfile, base: Path) -> ServiceProfile:
-    """``profile`` with its ``patches``, ``tokenizer``, ``sim.profile_file``, ``source_trees`` and
-    ``library_dirs`` paths made absolute against ``base`` (the directory of the file that named them)."""
-    update: dict[str, Any] = {key: str(resolve_path(value, base)) for key, value in
-                              (("patches", profile.patches), ("tokenizer", profile.tokenizer)) if value is not None}
+    """``profile`` with its ``tokenizer``, ``sim.profile_file``, ``launch.patches``,
+    ``identity.source_trees`` and ``identity.library_dirs`` paths made absolute against ``base`` (the
+    directory of the file that named them)."""
+    update: dict[str, Any] = {}
+    if profile.tokenizer is not None:
+        update["tokenizer"] = str(resolve_path(profile.tokenizer, base))
     if profile.sim.profile_file is not None:
         update["sim"] = profile.sim.model_copy(
             update={"profile_file": str(resolve_path(profile.sim.profile_file, base))})
-    if profile.source_trees:
-        update["source_trees"] = [t.model_copy(update={"path": str(resolve_path(t.path, base))})
-                                  for t in profile.source_trees]
-    if profile.library_dirs:
-        update["library_dirs"] = [str(resolve_path(d, base)) for d in profile.library_dirs]
+    if profile.launch.patches is not None:
+        patches = str(resolve_path(profile.launch.patches, base))
+        update["launch"] = profile.launch.model_copy(update={"patches": patches})
+    ident = profile.identity
+    ident_update: dict[str, Any] = {}
+    if ident.source_trees:
+        ident_update["source_trees"] = [t.model_copy(update={"path": str(resolve_path(t.path, base))})
+                                        for t in ident.source_trees]
+    if ident.library_dirs:
+        ident_update["library_dirs"] = [str(resolve_path(d, base)) for d in ident.library_dirs]
+    if ident_update:
+        update["identity"] = ident.model_copy(update=ident_update)
     return profile.model_copy(update=update) if update else profile
 
 

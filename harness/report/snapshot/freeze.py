@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from harness.evidence.verdict import Verdict
-from harness.inputs.spec.base import legacy_cache
+from harness.inputs.spec import legacy_cache
 from harness.kinds import KINDS, kind_of_run, resolve
 from harness.report.config import HistoricalFigure, ReportConfig
 from harness.report.snapshot.archives import ArchiveContent

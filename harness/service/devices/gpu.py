@@ -41,7 +41,7 @@ _AMD_UNITS: Final[dict[str, int]] = {
 }
 _NUM_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
 _HINT = ("run the command by hand to see its output; if the format changed, report it with that output "
-         "attached, or pick another tool with --source (or the profile's gpu_owners_source)")
+         "attached, or pick another tool with --source (or the profile's devices.gpu_owners_source)")
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ def refusal(unrelated: Sequence[GpuProcess], *, gpus: Collection[int | str] | No
     pids = " ".join(str(pid) for pid in by_pid)
     hint = (f"stop PID(s) {pids} if they are yours (e.g. 'kill {pids}'), or choose other GPUs by setting "
             "CUDA_VISIBLE_DEVICES (NVIDIA), HIP_VISIBLE_DEVICES (AMD) or ZE_AFFINITY_MASK (Intel) in the "
-            "profile's env; "
+            "profile's launch.env; "
             "'dsv4h gpu owners' lists every owner")
     return OwnershipError(message, hint=hint)
 

@@ -40,7 +40,7 @@ XPU_SMI_NAME: Final = "xpu-smi"
 GPU_RUNTIME_ENV_PREFIXES: Final = ("CCL_", "ZE_", "ONEAPI_", "SYCL_", "FI_", "I_MPI_")
 
 _HINT = ("run the command by hand to see its output; if the format changed, report it with that output "
-         "attached, or pick another tool with --source (or the profile's gpu_owners_source)")
+         "attached, or pick another tool with --source (or the profile's devices.gpu_owners_source)")
 _SIZE_UNITS: Final[dict[str, int]] = {"": 1, "b": 1, "kib": 1024, "mib": MIB, "gib": 1024**3}
 _FDINFO_SIZE = re.compile(r"^([0-9]+)\s*([A-Za-z]*)$")
 _MEMORY_KEY = re.compile(r"^drm-(total|shared|resident|active|purgeable|memory)-(.+)$")

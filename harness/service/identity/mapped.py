@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 
 from harness.hashing import sha256_file
-from harness.inputs.spec.service import LibraryRequirement
+from harness.inputs.spec import LibraryRequirement
 from harness.service.identity import mapped_rules
 from harness.service.identity.mapped_rules import (
     GPU_DRIVER_GLOBS,

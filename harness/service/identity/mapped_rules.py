@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.inputs.spec.service import LibraryRequirement
+from harness.inputs.spec import LibraryRequirement
 
 _DELETED = " (deleted)"
 _ESCAPED_NEWLINE = "\\012"  # how /proc/PID/maps writes a newline of a path

@@ -85,7 +85,7 @@ class ShardHeader:
 
 def _err(path: Path, what: str) -> ServiceError:
     return ServiceError(f"{path}: {what}", hint="Check the model directory: re-download or re-convert the "
-                        "named file, or fix model_path in the service profile.")
+                        "named file, or fix identity.model_path in the service profile.")
 
 
 def _open(path: Path, limit: int) -> int:

@@ -30,9 +30,9 @@ from harness.service.identity.source_trees import source_tree_state
 
 
 def _model(profile: ServiceProfile, workspace: Path) -> dict[str, Any] | None:
-    if not profile.model_path or not Path(profile.model_path).is_dir():
+    if not profile.identity.model_path or not Path(profile.identity.model_path).is_dir():
         return None
-    return model_identity(Path(profile.model_path), hash_weights=profile.hash_weights,
+    return model_identity(Path(profile.identity.model_path), hash_weights=profile.identity.hash_weights,
                           cache_file=workspace / ".cache" / "weight-hashes.json")
 
 
@@ -69,7 +69,8 @@ def stack_at_start(profile: ServiceProfile, root_pid: int | None, workspace: Pat
     server info, patches) for the runtime identity."""
     stack: dict[str, Any] = {
         "model": _model(profile, workspace),
-        "source_trees": [source_tree_state(t.name, Path(t.path), t.distribution) for t in profile.source_trees],
+        "source_trees": [source_tree_state(t.name, Path(t.path), t.distribution)
+                         for t in profile.identity.source_trees],
         "mapped": {"at_start": _mapped(root_pid, cache), "at_end": None},
     }
     stack["runtime_identity"] = runtime_identity(dict(record) | {"stack": stack}, packages=package_versions())
@@ -84,9 +85,9 @@ def mapped_at_end(root_pid: int | None, cache: HashCache) -> dict[str, Any] | No
 def violations(profile: ServiceProfile, mapped: Mapping[str, Any] | None) -> list[str]:
     """What the snapshot ``mapped`` breaks of the profile's library requirements (empty: none, or
     nothing required); a required library with nothing observable (an attached service) is one."""
-    if not profile.require_libraries and profile.library_dirs is None:
+    if not profile.identity.require_libraries and profile.identity.library_dirs is None:
         return []
     if mapped is None:
         return ["the service's processes cannot be read (an attached service): its libraries are unknown"]
     prefixes = sorted({sys.base_prefix, sys.prefix, "/usr/lib", "/lib", "/usr/lib64", "/lib64"})
-    return check_requirements(mapped, profile.require_libraries, profile.library_dirs, prefixes)
+    return check_requirements(mapped, profile.identity.require_libraries, profile.identity.library_dirs, prefixes)

@@ -160,8 +160,8 @@ def compare_witnesses(witnesses: Sequence[Mapping[str, Any]], profile: ServicePr
         return [f"no backend witness files: the service was not started with {WITNESS_ENV}, or the "
                 "backend-witness model patch is not applied (dsv4h patches status)"]
     diffs: list[str] = []
-    tp_size = profile.tp_size or 1
-    copies = profile.dp_size or 1
+    tp_size = profile.identity.tp_size or 1
+    copies = profile.identity.dp_size or 1
     target = [w for w in witnesses if w.get("role", "target") == "target"]
     for w in witnesses:
         if w.get("format_version") != WITNESS_FORMAT_VERSION:
@@ -201,12 +201,12 @@ def compare_witnesses(witnesses: Sequence[Mapping[str, Any]], profile: ServicePr
                          f"{sorted(b, key=str)} (a rank restarted?)")
     diffs += _consistency(target)
     for w in target:
-        if profile.attention_backend:
-            diffs += _compare_attention(w, profile.attention_backend)
-        if profile.moe_backend:
-            diffs += _compare_moe(w, profile.moe_backend)
-        if profile.cuda_graph_bs and w.get("event") == "graphs":
-            want = sorted(set(profile.cuda_graph_bs))
+        if profile.launch.attention_backend:
+            diffs += _compare_attention(w, profile.launch.attention_backend)
+        if profile.launch.moe_backend:
+            diffs += _compare_moe(w, profile.launch.moe_backend)
+        if profile.launch.cuda_graph_bs and w.get("event") == "graphs":
+            want = sorted(set(profile.launch.cuda_graph_bs))
             got = w.get("cuda_graph_bs_decode")
             if got != want:
                 diffs.append(f"{_who(w)}: captured decode CUDA graph batch sizes {got}, the profile asks "

@@ -95,14 +95,14 @@ def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = Non
     s = profile.sim
     argv = [
         python or sys.executable, "-c", "from harness.cli import main; main()", "sim", "serve",
-        "--host", profile.host, "--port", str(port), "--profile", s.profile,
+        "--host", profile.launch.host, "--port", str(port), "--profile", s.profile,
         "--stream-mode", s.stream_mode, "--stream-interval", str(s.stream_interval),
         "--time-scale", repr(s.time_scale), "--step-factor", repr(s.step_factor),
     ]
     if s.profile_file is not None:
         argv += ["--profile-file", s.profile_file]
-    if profile.model_path is not None:  # a local model directory standing in: reported as the server's
-        argv += ["--model-path", profile.model_path]
+    if profile.identity.model_path is not None:  # a local model directory standing in: reported as the server's
+        argv += ["--model-path", profile.identity.model_path]
     if s.speculative is not None:
         argv += ["--speculative", json.dumps(checked_speculative(s.speculative), sort_keys=True)]
     if s.die_after_requests is not None:
@@ -120,14 +120,15 @@ def sim_command(profile: ServiceProfile, port: int = 0, python: str | None = Non
         grid_step_s(profile_for(s.profile, s.profile_file), step_factor=s.step_factor, time_scale=s.time_scale)
         argv += ["--processes", str(s.processes)]
     rank = None
-    if profile.nnodes > 1:
-        rank = node_rank if node_rank is not None else profile.node_rank
-        if rank is None or not 0 <= rank < profile.nnodes:
-            raise SpecError(f"profile '{profile.name}' spans {profile.nnodes} nodes; node rank {rank} is not one "
-                            f"of 0..{profile.nnodes - 1}", hint="pass the node rank of this command")
-        argv += ["--nnodes", str(profile.nnodes), "--node-rank", str(rank),
+    nnodes = profile.launch.nnodes
+    if nnodes > 1:
+        rank = node_rank if node_rank is not None else profile.launch.node_rank
+        if rank is None or not 0 <= rank < nnodes:
+            raise SpecError(f"profile '{profile.name}' spans {nnodes} nodes; node rank {rank} is not one "
+                            f"of 0..{nnodes - 1}", hint="pass the node rank of this command")
+        argv += ["--nnodes", str(nnodes), "--node-rank", str(rank),
                  "--dist-init-addr", _check_dist_init_addr(profile)]
-    return LaunchCommand(tuple(argv), dict(profile.env), port, node_rank=rank, nnodes=profile.nnodes)
+    return LaunchCommand(tuple(argv), dict(profile.launch.env), port, node_rank=rank, nnodes=profile.launch.nnodes)
 
 
 # Flags the builder emits from profile fields; ``extra_args`` may not repeat them (argparse keeps
@@ -157,28 +158,28 @@ MANAGED_SGLANG_FLAGS: dict[str, str] = {
 
 def _check_extra_args(profile: ServiceProfile) -> None:
     clashes: list[str] = []
-    for arg in profile.extra_args:
+    for arg in profile.launch.extra_args:
         flag = arg.split("=", 1)[0]
         if flag in MANAGED_SGLANG_FLAGS:
-            clashes.append(f"{flag} (set profile field '{MANAGED_SGLANG_FLAGS[flag]}')")
+            clashes.append(f"{flag} (set profile field '{ServiceProfile.FLAT_KEYS[MANAGED_SGLANG_FLAGS[flag]]}')")
     if clashes:
         raise SpecError(
-            f"profile '{profile.name}': extra_args repeat flags the profile manages: {', '.join(clashes)}",
-            hint="remove them from extra_args and set the named profile fields instead",
+            f"profile '{profile.name}': launch.extra_args repeat flags the profile manages: {', '.join(clashes)}",
+            hint="remove them from launch.extra_args and set the named profile fields instead",
         )
 
 
 def _check_dist_init_addr(profile: ServiceProfile) -> str:
-    addr = profile.dist_init_addr
+    addr = profile.launch.dist_init_addr
     if not addr:
         raise SpecError(
-            f"profile '{profile.name}': nnodes is {profile.nnodes} but dist_init_addr is not set",
-            hint="set dist_init_addr to HOST:PORT of node 0, e.g. dist_init_addr: 10.0.0.1:25000",
+            f"profile '{profile.name}': launch.nnodes is {profile.launch.nnodes} but launch.dist_init_addr is not set",
+            hint="set launch.dist_init_addr to HOST:PORT of node 0, e.g. launch: {dist_init_addr: 10.0.0.1:25000}",
         )
     host, sep, port = addr.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise SpecError(
-            f"profile '{profile.name}': dist_init_addr {addr!r} is not HOST:PORT",
+            f"profile '{profile.name}': launch.dist_init_addr {addr!r} is not HOST:PORT",
             hint="use the address node 0 is reachable at, e.g. 10.0.0.1:25000 or [fd00::1]:25000",
         )
     return addr
@@ -186,28 +187,28 @@ def _check_dist_init_addr(profile: ServiceProfile) -> str:
 
 def _check_multinode(profile: ServiceProfile, node_rank: int | None) -> int | None:
     """The node rank this command is for (None for a single-node profile); SpecError if invalid."""
-    if profile.nnodes == 1:
-        for rank in (node_rank, profile.node_rank):
+    if profile.launch.nnodes == 1:
+        for rank in (node_rank, profile.launch.node_rank):
             if rank not in (None, 0):
                 raise SpecError(f"profile '{profile.name}' is single-node; node_rank {rank} is invalid",
-                                hint="drop node_rank (--node-rank), or set nnodes in the profile")
+                                hint="drop node_rank (--node-rank), or set launch.nnodes in the profile")
         return None
     _check_dist_init_addr(profile)
-    if profile.tp_size is None or profile.tp_size % profile.nnodes:
+    if profile.identity.tp_size is None or profile.identity.tp_size % profile.launch.nnodes:
         raise SpecError(
-            f"profile '{profile.name}': tp_size {profile.tp_size} is not a multiple of nnodes "
-            f"{profile.nnodes}",
+            f"profile '{profile.name}': tp_size {profile.identity.tp_size} is not a multiple of nnodes "
+            f"{profile.launch.nnodes}",
             hint="SGLang spreads the TP group evenly over the nodes; e.g. tp_size 8 with nnodes 2",
         )
-    rank = node_rank if node_rank is not None else profile.node_rank
+    rank = node_rank if node_rank is not None else profile.launch.node_rank
     if rank is None:
         raise SpecError(
-            f"profile '{profile.name}' spans {profile.nnodes} nodes; say which node this command is for",
+            f"profile '{profile.name}' spans {profile.launch.nnodes} nodes; say which node this command is for",
             hint="pass node_rank (CLI: --node-rank N), or use multinode_commands() for every node",
         )
-    if not 0 <= rank < profile.nnodes:
-        raise SpecError(f"profile '{profile.name}': node_rank {rank} is outside 0..{profile.nnodes - 1}",
-                        hint=f"use a node rank from 0 to {profile.nnodes - 1}")
+    if not 0 <= rank < profile.launch.nnodes:
+        raise SpecError(f"profile '{profile.name}': node_rank {rank} is outside 0..{profile.launch.nnodes - 1}",
+                        hint=f"use a node rank from 0 to {profile.launch.nnodes - 1}")
     return rank
 
 
@@ -217,42 +218,42 @@ def sglang_argv_rank(profile: ServiceProfile, port: int, node_rank: int | None) 
                         hint="use the builder of that backend")
     _check_extra_args(profile)
     rank = _check_multinode(profile, node_rank)
-    p = profile
-    argv = [p.python or sys.executable, "-m", "sglang.launch_server", "--model-path", str(p.model_path)]
-    if p.served_model_name:
-        argv += ["--served-model-name", p.served_model_name]
-    if p.tp_size is not None:
-        argv += ["--tp-size", str(p.tp_size)]
-    if p.ep_size is not None:
-        argv += ["--ep-size", str(p.ep_size)]
-    if p.dp_size is not None:
-        argv += ["--dp-size", str(p.dp_size)]
-    if p.mem_fraction_static is not None:
-        argv += ["--mem-fraction-static", repr(p.mem_fraction_static)]
-    if p.max_total_tokens is not None:
-        argv += ["--max-total-tokens", str(p.max_total_tokens)]
-    if p.chunked_prefill_size is not None:
-        argv += ["--chunked-prefill-size", str(p.chunked_prefill_size)]
-    if p.max_running_requests is not None:
-        argv += ["--max-running-requests", str(p.max_running_requests)]
-    if p.max_prefill_tokens is not None:
-        argv += ["--max-prefill-tokens", str(p.max_prefill_tokens)]
-    if p.cuda_graph_bs:
-        argv += ["--cuda-graph-bs-decode", *(str(b) for b in p.cuda_graph_bs)]
-    if p.page_size is not None:
-        argv += ["--page-size", str(p.page_size)]
-    if p.disable_radix_cache:
+    ln, ident = profile.launch, profile.identity
+    argv = [ln.python or sys.executable, "-m", "sglang.launch_server", "--model-path", str(ident.model_path)]
+    if ident.served_model_name:
+        argv += ["--served-model-name", ident.served_model_name]
+    if ident.tp_size is not None:
+        argv += ["--tp-size", str(ident.tp_size)]
+    if ident.ep_size is not None:
+        argv += ["--ep-size", str(ident.ep_size)]
+    if ident.dp_size is not None:
+        argv += ["--dp-size", str(ident.dp_size)]
+    if ln.mem_fraction_static is not None:
+        argv += ["--mem-fraction-static", repr(ln.mem_fraction_static)]
+    if ln.max_total_tokens is not None:
+        argv += ["--max-total-tokens", str(ln.max_total_tokens)]
+    if ln.chunked_prefill_size is not None:
+        argv += ["--chunked-prefill-size", str(ln.chunked_prefill_size)]
+    if ln.max_running_requests is not None:
+        argv += ["--max-running-requests", str(ln.max_running_requests)]
+    if ln.max_prefill_tokens is not None:
+        argv += ["--max-prefill-tokens", str(ln.max_prefill_tokens)]
+    if ln.cuda_graph_bs:
+        argv += ["--cuda-graph-bs-decode", *(str(b) for b in ln.cuda_graph_bs)]
+    if ln.page_size is not None:
+        argv += ["--page-size", str(ln.page_size)]
+    if ln.disable_radix_cache:
         argv.append("--disable-radix-cache")
-    if p.attention_backend:
-        argv += ["--attention-backend", p.attention_backend]
-    if p.moe_backend:
-        argv += ["--moe-runner-backend", p.moe_backend]
-    if p.trust_remote_code:
+    if ln.attention_backend:
+        argv += ["--attention-backend", ln.attention_backend]
+    if ln.moe_backend:
+        argv += ["--moe-runner-backend", ln.moe_backend]
+    if ln.trust_remote_code:
         argv.append("--trust-remote-code")
     if rank is not None:
-        assert p.dist_init_addr is not None
-        argv += ["--nnodes", str(p.nnodes), "--node-rank", str(rank), "--dist-init-addr", p.dist_init_addr]
-    argv += ["--host", p.host, "--port", str(port), *p.extra_args]
+        assert ln.dist_init_addr is not None
+        argv += ["--nnodes", str(ln.nnodes), "--node-rank", str(rank), "--dist-init-addr", ln.dist_init_addr]
+    argv += ["--host", ln.host, "--port", str(port), *ln.extra_args]
     return argv, rank
 
 
@@ -260,7 +261,7 @@ def sglang_env(profile: ServiceProfile, *, witness_dir: str | None = None) -> di
     """The environment diff: the profile's ``env`` exactly as written (explicit disables such as
     ``SOME_SELECTOR: "0"`` are kept, so the record says the default-off path was off), sorted by name,
     plus ``DSV4H_WITNESS_DIR`` when a witness directory is given."""
-    env = dict(sorted(profile.env.items()))
+    env = dict(sorted(profile.launch.env.items()))
     if witness_dir is not None:
         if WITNESS_ENV in env and env[WITNESS_ENV] != witness_dir:
             raise SpecError(f"profile '{profile.name}' sets {WITNESS_ENV} itself",
@@ -280,20 +281,20 @@ def sglang_command(profile: ServiceProfile, port: int, *, node_rank: int | None 
     for a profile that cannot be launched as written.
     """
     argv, rank = sglang_argv_rank(profile, port, node_rank)
-    numa = profile.numa == "interleave"
+    numa = profile.launch.numa == "interleave"
     if numa:
         argv = [*NUMACTL_PREFIX, *argv]
     return LaunchCommand(tuple(argv), sglang_env(profile, witness_dir=witness_dir), port,
-                         needs_numactl=numa, node_rank=rank, nnodes=profile.nnodes)
+                         needs_numactl=numa, node_rank=rank, nnodes=profile.launch.nnodes)
 
 
 def multinode_commands(profile: ServiceProfile, port: int, *,
                        witness_dir: str | None = None) -> list[LaunchCommand]:
     """One command per node, node rank 0 first (node 0 serves HTTP on ``port``; all nodes meet at
     ``dist_init_addr``). A single-node profile gives a list of one command."""
-    if profile.nnodes == 1:
+    if profile.launch.nnodes == 1:
         return [sglang_command(profile, port, witness_dir=witness_dir)]
-    return [sglang_command(profile, port, node_rank=r, witness_dir=witness_dir) for r in range(profile.nnodes)]
+    return [sglang_command(profile, port, node_rank=r, witness_dir=witness_dir) for r in range(profile.launch.nnodes)]
 
 
 def missing_executables(cmd: LaunchCommand, which: Callable[[str], str | None] = shutil.which) -> list[str]:
@@ -314,18 +315,18 @@ def check_executables(cmd: LaunchCommand, which: Callable[[str], str | None] = s
 
 def generic_command(profile: ServiceProfile, port: int) -> LaunchCommand:
     """``backend: command``: the profile's argv with ``{host}`` and ``{port}`` filled in (pure)."""
-    assert profile.command is not None, "validated by the profile"
-    argv = [a.replace("{host}", profile.host).replace("{port}", str(port)) for a in profile.command]
-    return LaunchCommand(tuple(argv), dict(profile.env), port)
+    assert profile.launch.command is not None, "validated by the profile"
+    argv = [a.replace("{host}", profile.launch.host).replace("{port}", str(port)) for a in profile.launch.command]
+    return LaunchCommand(tuple(argv), dict(profile.launch.env), port)
 
 
 def vllm_command(profile: ServiceProfile, port: int) -> LaunchCommand:
     """vLLM's OpenAI server module (the ``vllm`` console script is broken in the CPU wheel)."""
-    argv = [profile.python or sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(profile.model_path)]
-    if profile.served_model_name:
-        argv += ["--served-model-name", profile.served_model_name]
-    if profile.tp_size is not None:
-        argv += ["--tensor-parallel-size", str(profile.tp_size)]
-    argv += [*profile.extra_args, "--host", profile.host, "--port", str(port)]
-    return LaunchCommand(tuple(argv), dict(profile.env), port)
+    argv = [profile.launch.python or sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(profile.identity.model_path)]
+    if profile.identity.served_model_name:
+        argv += ["--served-model-name", profile.identity.served_model_name]
+    if profile.identity.tp_size is not None:
+        argv += ["--tensor-parallel-size", str(profile.identity.tp_size)]
+    argv += [*profile.launch.extra_args, "--host", profile.launch.host, "--port", str(port)]
+    return LaunchCommand(tuple(argv), dict(profile.launch.env), port)

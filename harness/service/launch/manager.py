@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import IdentityMismatch, ServerUnreachable, ServiceDied, ServiceError
-from harness.formats import read_yaml
-from harness.inputs.spec import ClaimClass, ServiceProfile
+from harness.formats import read_yaml, resolve_path
+from harness.inputs.spec import ClaimClass, ServiceProfile, spelled_key
 from harness.service.devices.ownership import service_gpus
 from harness.service.http import request
 from harness.service.identity.origin import server_is_simulator
@@ -122,7 +122,7 @@ class RunningService:
             ranks = ", ".join(f"node rank {r.rank} (pid {r.pid} on {r.node})" for r in gone)
             self.process.settle(RANK_LOSS_SETTLE_S)  # rank 0 logs the loss and exits: keep its line in the tail
             raise ServiceDied(
-                f"service '{self.profile.name}': {ranks} of {self.profile.nnodes} is gone; the multi-node "
+                f"service '{self.profile.name}': {ranks} of {self.profile.launch.nnodes} is gone; the multi-node "
                 f"service is down (srun pid {self.process.pid}, step {self.nodes.job_id}.{self.nodes.step_id})\n"
                 f"--- log tail ({self.process.log_path}) ---\n{self.process.log_tail()}",
                 hint="read that rank's lines (prefixed 'R:') in the log; completed rounds are kept; resume the "
@@ -174,14 +174,20 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def port_field(spec_path: Path | None) -> str:
     """Where the spec at ``spec_path`` sets its service's port, for an error message: ``'service.port'
-    in SPEC``, or the profile file that the spec's ``service`` names."""
+    in SPEC`` (``'service.launch.port'`` when it writes the sections), or the profile file that the
+    spec's ``service`` names."""
     where = str(spec_path) if spec_path is not None else "the spec"
+    key = "launch.port"
     if spec_path is not None:
         with contextlib.suppress(Exception):  # only words for a message: the spec was validated already
             data = read_yaml(spec_path)
-            if isinstance(data, dict) and isinstance(data.get("service"), str):
-                return f"'port' in the service profile {data['service']} (named by 'service' in {where})"
-    return f"'service.port' in {where}"
+            svc = data.get("service") if isinstance(data, dict) else None
+            if isinstance(svc, str):
+                with contextlib.suppress(Exception):  # the profile file's own spelling
+                    key = spelled_key(read_yaml(resolve_path(svc, spec_path.parent)), "port")
+                return f"'{key}' in the service profile {svc} (named by 'service' in {where})"
+            key = spelled_key(svc, "port")
+    return f"'service.{key}' in {where}"
 
 
 def check_port_free(profile: ServiceProfile, field: str) -> None:
@@ -189,10 +195,10 @@ def check_port_free(profile: ServiceProfile, field: str) -> None:
     (no archive, no ledger rows for a service that would never start). ``field`` names where the
     spec set the port (e.g. ``'service.port' in spec.yaml``). An attached service, port 0 or none
     (a free one is picked), or a host this machine cannot bind (a remote node) is left to the launch."""
-    if profile.backend == "attach" or not profile.port:
+    if profile.backend == "attach" or not profile.launch.port:
         return
     try:
-        family, _, _, _, addr = socket.getaddrinfo(profile.host, profile.port, type=socket.SOCK_STREAM)[0]
+        family, _, _, _, addr = socket.getaddrinfo(profile.launch.host, profile.launch.port, type=socket.SOCK_STREAM)[0]
     except OSError:
         return
     with socket.socket(family, socket.SOCK_STREAM) as probe:
@@ -203,9 +209,9 @@ def check_port_free(profile: ServiceProfile, field: str) -> None:
             if exc.errno != errno.EADDRINUSE:
                 return
             raise ServiceError(
-                f"port {profile.host}:{profile.port} is already in use (set by {field})",
+                f"port {profile.launch.host}:{profile.launch.port} is already in use (set by {field})",
                 hint=f"pick another port there, set it to 0 (or leave it out) to have a free one picked, or "
-                     f"stop the process using port {profile.port}") from None
+                     f"stop the process using port {profile.launch.port}") from None
 
 
 MAX_INFO_BYTES = 16 << 20
@@ -246,7 +252,7 @@ def wait_healthy(url: str, timeout_s: float, process: OwnedProcess | None = None
         time.sleep(0.2)
     tail = f"\n--- log tail ({process.log_path}) ---\n{process.log_tail()}" if process else ""
     raise ServiceError(f"{url}/health not ready after {timeout_s:.0f} s ({last}){tail}",
-                       hint="raise startup_timeout_s in the profile, or read the log")
+                       hint="raise launch.startup_timeout_s in the profile, or read the log")
 
 
 def read_server_info(url: str, protocol: str) -> dict[str, Any]:
@@ -282,8 +288,8 @@ def check_gpu_owners(profile: ServiceProfile, owned: OwnedProcess | None) -> dic
         return None
     from harness.service.devices.gpu_probe import ensure_gpus_free
 
-    gpus = service_gpus(profile.gpus, {**os.environ, **profile.env})
-    snap = ensure_gpus_free(gpus, owned, source=profile.gpu_owners_source)
+    gpus = service_gpus(profile.devices.gpus, {**os.environ, **profile.launch.env})
+    snap = ensure_gpus_free(gpus, owned, source=profile.devices.gpu_owners_source)
     return snap.to_dict()
 
 
@@ -291,7 +297,7 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
     """Check GPU owners, launch (or attach to) the profile's service and wait until it is healthy.
     A profile with ``nnodes > 1`` (sim or sglang) is started on every node of the Slurm allocation
     this process runs in (``harness.service.launch.multinode``, docs/multinode.md)."""
-    if profile.nnodes > 1 and profile.backend in ("sim", "sglang"):
+    if profile.launch.nnodes > 1 and profile.backend in ("sim", "sglang"):
         return _start_multinode(profile, run_dir, label)
     proc: OwnedProcess | None = None
     cmd: LaunchCommand | None = None
@@ -303,9 +309,9 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
         http_get(url + "/health")  # unreachable -> clear error now
     else:
         if profile.backend == "sim":
-            cmd = sim_command(profile, port=profile.port or 0)
+            cmd = sim_command(profile, port=profile.launch.port or 0)
         elif profile.backend == "sglang":
-            port = profile.port or free_port(profile.host)
+            port = profile.launch.port or free_port(profile.launch.host)
             witness_dir = run_dir / "witness" / f"{label}-{time.strftime('%Y%m%dT%H%M%S')}-{time.perf_counter_ns()}"
             witness_dir.mkdir(parents=True, exist_ok=True)
             cmd = sglang_command(profile, port, witness_dir=str(witness_dir))
@@ -313,28 +319,28 @@ def start_service(profile: ServiceProfile, run_dir: Path, *, label: str = "servi
             # flags drift between SGLang releases: name any flag the installed version does not know
             from harness.service.launch.sglang_flags import load_flagset, validate_argv
 
-            validate_argv(cmd.argv, load_flagset(python=profile.python or sys.executable))
+            validate_argv(cmd.argv, load_flagset(python=profile.launch.python or sys.executable))
         elif profile.backend == "command":
-            port = profile.port or free_port(profile.host)
+            port = profile.launch.port or free_port(profile.launch.host)
             cmd = generic_command(profile, port)
             check_executables(cmd)
         else:
-            port = profile.port or free_port(profile.host)
+            port = profile.launch.port or free_port(profile.launch.host)
             cmd = vllm_command(profile, port)
         log = run_dir / "logs" / f"{label}-{time.strftime('%Y%m%dT%H%M%S')}-{time.perf_counter_ns()}.log"
         proc = start_owned(cmd.argv, log_path=log, env_diff=cmd.env_diff)
         try:
             record = record_launch(run_dir, proc, profile.name)
             if profile.backend == "sim":
-                line = wait_for_line(proc, "listening on", profile.startup_timeout_s)
+                line = wait_for_line(proc, "listening on", profile.launch.startup_timeout_s)
                 m = _URL_RE.search(line)
                 if not m:
                     raise ServiceError(f"cannot read the simulator URL from: {line!r}")
                 url = m.group(1)
             else:
-                url = f"http://{profile.host}:{cmd.port}"
+                url = f"http://{profile.launch.host}:{cmd.port}"
             note_url(record, url)
-            wait_healthy(url, profile.startup_timeout_s, proc, health_path=profile.health_path)
+            wait_healthy(url, profile.launch.startup_timeout_s, proc, health_path=profile.launch.health_path)
         except BaseException:
             stop_owned(proc)
             forget(record)
@@ -371,14 +377,14 @@ def _start_multinode(profile: ServiceProfile, run_dir: Path, label: str) -> Runn
     try:
         svc.launch_record = record_launch(run_dir, proc, profile.name)
         if profile.backend == "sim":
-            m = _URL_RE.search(wait_for_line(proc, "listening on", profile.startup_timeout_s))
+            m = _URL_RE.search(wait_for_line(proc, "listening on", profile.launch.startup_timeout_s))
             if not m:
                 raise ServiceError(f"cannot read rank 0's URL from {proc.log_path}")
             svc.url = m.group(1)
         else:
-            svc.url = f"http://{profile.host}:{cmd.port}"
+            svc.url = f"http://{profile.launch.host}:{cmd.port}"
         note_url(svc.launch_record, svc.url)
-        wait_healthy(svc.url, profile.startup_timeout_s, proc, health_path=profile.health_path)
+        wait_healthy(svc.url, profile.launch.startup_timeout_s, proc, health_path=profile.launch.health_path)
         svc.server_info = read_server_info(svc.url, profile.wire_protocol)
         if witness is not None:
             svc.witness_dir = Path(witness)
@@ -417,8 +423,9 @@ def check_identity(profile: ServiceProfile, server_info: dict[str, Any], claim: 
         return diffs
     if server_info.get("_source") == "/v1/models":
         return diffs + _check_openai_models(profile, server_info)
-    wanted: dict[str, Any] = {k: getattr(profile, k) for k in _IDENTITY_KEYS if getattr(profile, k) is not None}
-    wanted.update(profile.expect)
+    ident = profile.identity
+    wanted: dict[str, Any] = {k: getattr(ident, k) for k in _IDENTITY_KEYS if getattr(ident, k) is not None}
+    wanted.update(profile.identity.expect)
     for key, value in wanted.items():
         if key not in server_info:
             diffs.append(f"{key}: profile wants {value!r}, server does not report it")
@@ -444,13 +451,13 @@ def _check_openai_models(profile: ServiceProfile, info: dict[str, Any]) -> list[
         return ["/v1/models lists no model"]
     model = data[0]
     diffs = []
-    want = profile.served_model_name or profile.model_path
+    want = profile.identity.served_model_name or profile.identity.model_path
     if want is not None and model.get("id") != want:
         diffs.append(f"model: profile wants {want!r}, server serves {model.get('id')!r}")
-    mml = _arg_value(profile.extra_args, "--max-model-len")
+    mml = _arg_value(profile.launch.extra_args, "--max-model-len")
     if mml is not None and "max_model_len" in model and int(model["max_model_len"]) != int(mml):
         diffs.append(f"max_model_len: launched with {mml}, server reports {model['max_model_len']}")
-    for key, value in profile.expect.items():
+    for key, value in profile.identity.expect.items():
         if key in model and model[key] != value:
             diffs.append(f"{key}: profile wants {value!r}, server reports {model[key]!r}")
     return diffs
@@ -460,12 +467,12 @@ def patch_state(profile: ServiceProfile) -> dict[str, Any] | None:
     """The patch identity of the engine tree the profile runs (None without a ``patches`` series).
 
     The tree is the installed package of the profile's interpreter, found without importing it."""
-    if not profile.patches or profile.backend != "sglang":
+    if not profile.launch.patches or profile.backend != "sglang":
         return None
     from harness.patches.series import load_series, patch_identity
 
-    series = load_series(Path(profile.patches))
-    python = profile.python or sys.executable
+    series = load_series(Path(profile.launch.patches))
+    python = profile.launch.python or sys.executable
     try:
         out = subprocess.run([python, "-c", "import importlib.util as u, os; s = u.find_spec('sglang'); "
                               "print(os.path.dirname(s.origin) if s and s.origin else '')"],
@@ -473,8 +480,8 @@ def patch_state(profile: ServiceProfile) -> dict[str, Any] | None:
     except (OSError, subprocess.SubprocessError) as exc:
         raise ServiceError(f"cannot locate the sglang package of {python}: {exc}") from exc
     if not out:
-        raise ServiceError(f"{python} has no sglang package; cannot verify the patch series {profile.patches}",
-                           hint="install sglang in that interpreter or fix the profile's python")
+        raise ServiceError(f"{python} has no sglang package; cannot verify the patch series {profile.launch.patches}",
+                           hint="install sglang in that interpreter or fix the profile's launch.python")
     return patch_identity(series, Path(out))
 
 

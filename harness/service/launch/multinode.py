@@ -186,12 +186,12 @@ def owners_on_node(profile: ServiceProfile, job_id: str, node: str, runner: Runn
                    owned: Sequence[tuple[int, float]] = ()) -> dict[str, Any]:
     """The GPU owners of ``node`` read by the GPU tool run there (``OwnershipError`` when an unrelated
     process holds one of the service's GPUs). NVML is in-process, so a node is read with nvidia-smi."""
-    source = profile.gpu_owners_source
+    source = profile.devices.gpu_owners_source
     resolved = resolve_source("nvidia-smi" if source == "nvml" else source, nvml_available=lambda: False)
     if resolved == "drm-fdinfo":
         raise ServiceError(f"GPU owners of node {node} cannot be read with drm-fdinfo (a local /proc walk)",
                            hint="set gpu_owners_source to xpu-smi, nvidia-smi or amd-smi for multi-node services")
-    gpus = service_gpus(profile.gpus, {**os.environ, **profile.env})
+    gpus = service_gpus(profile.devices.gpus, {**os.environ, **profile.launch.env})
     snap = ensure_gpus_free(gpus, list(owned) or None, source=resolved,
                             runner=lambda argv: runner(node_argv(job_id, node, argv)))
     return {"node": node, "checked": True, "snapshot": snap.to_dict()}
@@ -242,30 +242,30 @@ def launch(profile: ServiceProfile, run_dir: Path, log: Path, *, witness_dir: st
     (see the module docstring). The URL is the caller's to wait for (rank 0's port is the command's)."""
     environ = os.environ if env is None else env
     alloc = current_allocation(environ, runner)
-    where = placement(profile.nnodes, alloc.nodes, tasks_per_node(environ))
+    where = placement(profile.launch.nnodes, alloc.nodes, tasks_per_node(environ))
     owners = [owners_on_node(profile, alloc.job_id, node, runner) if profile.checks_gpus
               else {"node": node, "checked": False} for node in where.nodes]
-    addr = dist_init_addr(profile.dist_init_addr, where.nodes[0], _free_port())
-    prof = profile.model_copy(update={"dist_init_addr": addr})
+    addr = dist_init_addr(profile.launch.dist_init_addr, where.nodes[0], _free_port())
+    prof = profile.model_copy(update={"launch": profile.launch.model_copy(update={"dist_init_addr": addr})})
     if profile.backend == "sim":
-        rank0 = sim_command(prof, port=profile.port or 0, node_rank=0)
+        rank0 = sim_command(prof, port=profile.launch.port or 0, node_rank=0)
     else:
-        rank0 = sglang_command(prof, profile.port or _free_port(), node_rank=0, witness_dir=witness_dir)
+        rank0 = sglang_command(prof, profile.launch.port or _free_port(), node_rank=0, witness_dir=witness_dir)
         check_executables(rank0)  # numactl here; every node is assumed to have the same tools
         from harness.service.launch.sglang_flags import load_flagset, validate_argv
 
-        validate_argv(rank0.argv, load_flagset(python=profile.python or sys.executable))
+        validate_argv(rank0.argv, load_flagset(python=profile.launch.python or sys.executable))
     record_dir = (run_dir / "multinode" / log.stem).resolve()  # the ranks may run in another directory
     task = wrapper_argv(sys.executable, str(record_dir), rank_template(rank0.argv))
     argv = ranks_srun_argv(alloc.job_id, where, task, cpus_per_task=cpus_per_task(environ, where.tasks_per_node))
     proc = start(argv, log_path=log, env_diff=rank0.env_diff)
     try:
-        records = _wait_records(proc, record_dir, profile.nnodes, profile.startup_timeout_s)
-        step = check_records(records, profile.nnodes, alloc.job_id)
+        records = _wait_records(proc, record_dir, profile.launch.nnodes, profile.launch.startup_timeout_s)
+        step = check_records(records, profile.launch.nnodes, alloc.job_id)
     except BaseException:
         stop_owned(proc)
         raise
     svc = MultiNodeService(alloc.job_id, step, where, record_dir, records, addr, argv, owners, runner=runner)
     cmd = LaunchCommand(tuple(argv), dict(rank0.env_diff), rank0.port, needs_numactl=rank0.needs_numactl,
-                        node_rank=None, nnodes=profile.nnodes)
+                        node_rank=None, nnodes=profile.launch.nnodes)
     return Launched(proc, svc, cmd)

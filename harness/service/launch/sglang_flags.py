@@ -150,7 +150,7 @@ def installed_version(python: str, *, runner: Runner = subprocess_runner,
     version = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
     if res.returncode != 0 or not version:
         raise ServiceError(f"SGLang is not installed for {python}: {res.stderr.strip()[-300:]}",
-                           hint="install sglang into that interpreter, or set 'python' in the profile")
+                           hint="install sglang into that interpreter, or set 'launch.python' in the profile")
     return version
 
 

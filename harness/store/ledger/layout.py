@@ -30,7 +30,8 @@ from harness.formats import json_safe, parse_wall
 from harness.kinds import KINDS
 from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
 
-__all__ = ["WALL"]  # re-exported: tests and notebooks name the ledger's wall-clock type here
+# WALL re-exported: tests and notebooks name the ledger's wall-clock type here
+__all__ = ["GOVERNANCE_TABLES", "LEDGER_SCHEMA_VERSION", "SCHEMAS", "WALL", "canonical"]
 
 LEDGER_SCHEMA_VERSION = 5
 ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons",

@@ -74,6 +74,22 @@ from harness.store.ledger.merge_rows import check_rows, governance_problems, row
 from harness.store.ledger.migrate import SCHEMA4_SPLIT
 from harness.store.ledger.parquet_layout import JOURNAL
 
+__all__ = [
+    "DEFAULT_LIMITS",
+    "DEFAULT_MAX_COMMITS",
+    "DEFAULT_MAX_ROWS",
+    "MergeLimits",
+    "MergeResult",
+    "Refusal",
+    "copy_foreign_archive",
+    "discard_copy",
+    "foreign_archive_dirs",
+    "ledger_refusals",
+    "merge_governance",
+    "one_line",
+    "other_root",
+]
+
 GOVERNANCE_MAX_BYTES = 64 * 2**20
 LEDGER_FILE_MAX_BYTES = 64 * 2**20
 MERGE_PREFIX = ".merge-"

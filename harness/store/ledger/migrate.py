@@ -34,6 +34,8 @@ from harness.store.ledger.layout import (
     table_files,
 )
 
+__all__ = ["schema_version"]
+
 BACKUP = ".schema2-backup"
 BACKUP3 = ".schema3-backup"
 MIGRATED_KEY = "00000000T000000000000-schema2"

@@ -83,6 +83,8 @@ from harness.store.ledger import data_origin
 from harness.store.peers.parse import GUIDELLM_REQUEST_KEYS
 from harness.store.view import ArchiveView
 
+__all__ = ["EXPORTS", "INDEX", "ExportVerdict", "export_cells"]
+
 EXPORTS = ("sglang-bench", "vllm-bench", "guidellm", "csv")
 EXPORT_VERSION = 3  # the dsv4h fields' version (module docstring, format history)
 NS = 1e9
