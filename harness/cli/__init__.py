@@ -147,13 +147,18 @@ SUMMARIES: dict[str, str] = {
     "import": "Import a peer tool's result as an archive of claim class 'external' (its own metric "
               "definitions\nnamed, the source file hashed and kept; never combined with measured claims). "
               "A file that is not the\ntool's result, or whose fields have the wrong types, ranges or "
-              "counts, is refused with one error\nnaming the field; nothing is written then.",
+              "counts, is refused with one error\nnaming the field; nothing is written then. A file imported "
+              "before into the workspace (same tool,\nsame SHA-256) is refused, naming its archive; --again "
+              "imports it a second time, recorded as such.",
     "campaign": "Formal matrix campaigns.",
     "archive": "Hashed result archives.",
-    "ledger": "Delta Lake ledgers: read them with harness.ledger.read, deltalake.DeltaTable(dir).to_pandas(), "
-              "polars.read_delta or DuckDB delta_scan (ledgers/README.md); a plain Parquet read of a table "
-              "directory is refused (it would count replaced files twice): 'ledger export --parquet DIR' "
-              "writes plain files.",
+    "ledger": "Delta Lake ledgers (ledgers/delta/<table>/). Read a table with harness.ledger.read(ws, "
+              "table), deltalake.DeltaTable(dir).to_pandas(), polars.read_delta(dir) or DuckDB delta_scan(dir) "
+              "(ledgers/README.md). A plain Parquet read of a table directory (pandas.read_parquet(dir)) "
+              "fails on purpose, naming a marker file: the directory also holds the files later versions "
+              "replaced, whose rows it would count twice; 'dsv4h ledger export --parquet DIR' writes one plain "
+              "Parquet file per table. A crash-damaged ledger (exit 6 naming a log entry): 'dsv4h ledger "
+              "repair'.",
     "evidence": "Evidence rules (docs/evidence-rules.md) as findings.",
     "gpu": "GPU owners and memory, read with amd-smi, NVML (pynvml) or nvidia-smi.",
     "corpus": "Frozen token-ID corpora: build from source files with a tokenizer, verify against the "

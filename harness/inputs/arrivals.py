@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from harness.hashing import sha256_json
 
-__all__ = ["RoundPlan"]
+__all__ = ["RoundPlan", "plan_hash"]
 
 Process = Literal["poisson", "gamma", "constant"]
 PROCESSES: tuple[Process, ...] = ("poisson", "gamma", "constant")

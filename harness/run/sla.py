@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 
 from harness.errors import DsvError, SpecError
-from harness.evidence.rules.instruments import CLIENT_CPU_SHARE, SIM_LATENESS_FRACTION, STALL_FLOOR_S
+from harness.evidence import CLIENT_CPU_SHARE, SIM_LATENESS_FRACTION, STALL_FLOOR_S
 from harness.inputs.arrivals import plan_hash
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.spec import MAX_RATE, LoadedSpec, SlaSpec, probe_sweep, sla_definition
