@@ -3,7 +3,8 @@
 A kind is one entry of :data:`KINDS`. Its entry names, as ``module:attribute`` references that the
 stage which needs one resolves (:func:`resolve`), the kind's spec model (``inputs``), its runner and
 recovery (``run``), its console (``cli``) and its report-snapshot entry builder (``report``); and as
-data its protocol class, the archive result files it writes with the ledger table each becomes, the
+data its protocol class, the result tables it writes into its archive (each as ``<table>.parquet``:
+an archive file is named as the ledger table it becomes, so nothing is renamed on the way in), the
 report-snapshot list its entries go to, the command that starts it and the modules that are the
 kind's own (only those may test a kind by name). Adding a kind is its own new files plus one entry
 here (docs/architecture.md, "Adding a kind").
@@ -15,8 +16,7 @@ of them: the layering (``pyproject.toml``'s importlinter contract) is unchanged 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ArchiveError
@@ -24,16 +24,16 @@ from harness.errors import ArchiveError
 MATCHED_SECTION = "speculative.matched"
 """The report section of matched AR/SD runs (their acceptance is shown with them)."""
 
-_FORMAL_FILES = {"cells.parquet": "cells", "rounds.parquet": "rounds", "waves.parquet": "waves",
-                 "acceptance.parquet": "acceptance"}
-_LEG_FILES = {"waves.parquet": "waves", "legs.parquet": "", "acceptance.parquet": "acceptance"}
+_LEG_TABLES = ("waves", "acceptance")
 
 
 @dataclass(frozen=True)
 class KindInfo:
-    """One run kind (module docstring). ``files``: every archive result file of the kind -> its ledger
-    table ("" for a file that is no ledger table; the records' ``requests`` and ``energy.json``'s
-    ``energy`` rows are every kind's);
+    """One run kind (module docstring). ``ledger_tables``: the ledger tables the kind writes into its
+    archive, each as ``<table>.parquet`` (the records' ``requests`` and ``energy.json``'s ``energy``
+    rows are every kind's); ``side_tables``: its result tables that are no ledger table (also
+    ``<name>.parquet``); ``cells`` / ``rounds``: which of them hold its cell and round rows (what the
+    evidence rules and the verdict read as cells and rounds; "" when it has none);
     ``spec_model``, ``run``, ``recover``, ``console``, ``report``: ``module:attribute`` references
     (None: the kind has none, e.g. an import is not started from a spec); ``report_section``: the key
     of the snapshot list its entries join; ``modules``: the kind's own modules (dotted names)."""
@@ -47,7 +47,10 @@ class KindInfo:
     recover: str | None = None
     console: str | None = None
     report: str | None = None
-    files: Mapping[str, str] = field(default_factory=dict)
+    ledger_tables: tuple[str, ...] = ()
+    side_tables: tuple[str, ...] = ()
+    cells: str = ""
+    rounds: str = ""
     modules: tuple[str, ...] = ()
     plan: str | None = None  # the console's plan printer (``dsv4h campaign plan``): ``module:attribute``
     no_options: str = ""  # the hint refusing --resume/--workers for a kind that takes neither ("" takes them)
@@ -58,14 +61,14 @@ class KindInfo:
         return self.spec_model is not None
 
     @property
-    def ledger_files(self) -> dict[str, str]:
-        """Archive result file -> ledger table, for every file of this kind that is a ledger table."""
-        return {f: t for f, t in self.files.items() if t}
+    def tables(self) -> tuple[str, ...]:
+        """Every result table the kind writes into its archive (ledger tables first), by stem."""
+        return (*self.ledger_tables, *self.side_tables)
 
     @property
-    def tables(self) -> tuple[str, ...]:
-        """The result files the kind writes into its archive, by stem (``cells`` for ``cells.parquet``)."""
-        return tuple(f.removesuffix(".parquet") for f in self.files)
+    def files(self) -> tuple[str, ...]:
+        """The archive files of :attr:`tables` (``sweep_cells.parquet`` for ``sweep_cells``)."""
+        return tuple(table_file(t) for t in self.tables)
 
 
 KINDS: dict[str, KindInfo] = {k.name: k for k in (
@@ -73,14 +76,15 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              spec_model="harness.inputs.spec.formal:CampaignSpec", run="harness.run.campaign:run_kind",
              recover="harness.run.campaign:recover_matrix", console="harness.cli.campaign_cmd:run_matrix_cli",
              plan="harness.cli.campaign_cmd:plan_matrix",
-             report="harness.report.snapshot.freeze:formal_entry", files=_FORMAL_FILES,
+             report="harness.report.snapshot.freeze:formal_entry",
+             ledger_tables=("cells", "rounds", "waves", "acceptance"), cells="cells", rounds="rounds",
              modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd",
                       "harness.governance.record_claims")),
     KindInfo("abba", "abba-screen", "dsv4h abba", "screens",
              spec_model="harness.inputs.spec.abba:AbbaSpec", run="harness.run.abba:run_kind",
              recover="harness.run.abba:recover_abba", console="harness.cli.abba_cmd:run_abba_cli",
              report="harness.report.snapshot.freeze:screen_entry",
-             files=_LEG_FILES | {"comparison.parquet": "comparisons"},
+             ledger_tables=(*_LEG_TABLES, "comparisons"), side_tables=("legs",),
              no_options="drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
              modules=("harness.inputs.spec.abba", "harness.run.abba", "harness.cli.abba_cmd", "harness.measure.abba")),
     KindInfo("rate-sweep", "rate-sweep", "dsv4h sweep run", "sweeps",
@@ -88,7 +92,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              recover="harness.run.sweep:recover_sweep", console="harness.cli.sweep_cmd:run_sweep_loaded_cli",
              plan="harness.cli.sweep_cmd:plan_loaded",
              report="harness.report.snapshot.sections:sweep_entry",
-             files={"cells.parquet": "sweep_cells", "rounds.parquet": "sweep_rounds"},
+             ledger_tables=("sweep_cells", "sweep_rounds"), cells="sweep_cells", rounds="sweep_rounds",
              no_options="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
              modules=("harness.inputs.spec.sweep", "harness.run.sweep", "harness.cli.sweep_cmd", "harness.report.sweep",
                       "harness.measure.sweep", "harness.store.archive_legacy")),
@@ -96,14 +100,14 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              spec_model="harness.inputs.spec.matched:MatchedSdSpec", run="harness.run.matched:run_kind",
              recover="harness.run.matched:recover_matched", console="harness.cli.matched_cmd:run_matched_cli",
              report="harness.report.snapshot.speculative:matched_snapshot_entry",
-             files=_LEG_FILES | {"matched.parquet": "matched_sd"},
+             ledger_tables=(*_LEG_TABLES, "matched_sd"), side_tables=("legs",),
              no_options="drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
              modules=("harness.inputs.spec.matched", "harness.run.matched", "harness.cli.matched_cmd",
                       "harness.measure.matched", "harness.report.snapshot.speculative")),
     KindInfo("trace-replay", "trace-replay", "dsv4h campaign run", "replays",
              spec_model="harness.inputs.spec.replay:ReplaySpec", run="harness.run.replay:run_kind",
              recover="harness.run.replay:recover_replay", console="harness.cli.replay_cmd:run_replay_loaded_cli",
-             report="harness.report.snapshot.replay:replay_snapshot_entry", files={"replay.parquet": "replay_runs"},
+             report="harness.report.snapshot.replay:replay_snapshot_entry", ledger_tables=("replay_runs",),
              no_options="drop them: a trace replay runs its trace's schedule once, never resumed",
              modules=("harness.inputs.spec.replay", "harness.run.replay", "harness.cli.replay_cmd",
                       "harness.measure.replay", "harness.report.snapshot.replay")),
@@ -111,7 +115,8 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              spec_model="harness.inputs.spec.sla:SlaSpec", run="harness.run.sla:run_kind",
              recover="harness.run.sla:recover_sla", console="harness.cli.sla_cmd:run_sla_loaded_cli",
              report="harness.report.snapshot.sla:sla_entry",
-             files={"cells.parquet": "", "rounds.parquet": "sla_rounds", "probes.parquet": "sla_probes"},
+             ledger_tables=("sla_rounds", "sla_probes"), side_tables=("sla_cells",),
+             cells="sla_cells", rounds="sla_rounds",
              no_options="drop them: an SLA search's probes depend on each other, so it is run again",
              modules=("harness.inputs.spec.sla", "harness.run.sla", "harness.cli.sla_cmd", "harness.measure.sla",
                       "harness.report.snapshot.sla")),
@@ -137,6 +142,11 @@ SPEC_KINDS: tuple[str, ...] = tuple(k.name for k in KINDS.values() if k.from_spe
 
 PROTOCOL_KINDS: dict[str, str] = {k.protocol_class: k.name for k in KINDS.values()}
 """Protocol class -> kind (one protocol class per kind)."""
+
+
+def table_file(table: str) -> str:
+    """The archive file of result table ``table``: ``<table>.parquet`` (no other name is used)."""
+    return f"{table}.parquet"
 
 
 def kind_info(kind: str) -> KindInfo:

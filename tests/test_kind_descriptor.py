@@ -49,7 +49,9 @@ def test_every_reference_resolves(name: str) -> None:
     for ref in (k.recover, k.plan, k.report):
         if ref is not None:
             assert callable(resolve(ref)), ref
-    assert set(k.ledger_files.values()) <= set(ARCHIVE_TABLES)
+    assert set(k.ledger_tables) <= set(ARCHIVE_TABLES) and not set(k.side_tables) & set(ARCHIVE_TABLES)
+    assert {k.cells, k.rounds} - {""} <= set(k.tables)
+    assert k.files == tuple(f"{t}.parquet" for t in k.tables)
     for module in k.modules:
         assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), module
     assert kind_of_run(None, k.protocol_class) is k  # an older run block without its kind

@@ -37,6 +37,7 @@ from harness.store.archive import Archive, find_archive, open_verified
 from harness.store.ledger import append_checked, append_rows, ledger_dir, read_table, rows_iso
 from harness.store.ledger.layout import GOVERNANCE_TABLES
 from harness.store.ledger.layout import SCHEMAS as LAYOUT_SCHEMAS
+from harness.store.view import ArchiveView
 
 # The canonical schemas live with the ledger layout (harness.store.ledger.layout); wall times are
 # ``timestamp[ns, UTC]`` there and ISO 8601 text in the rows this module hands to the rules.
@@ -86,7 +87,7 @@ def archive_facts(archive: Archive, metric: str, concurrency: int) -> gv.Archive
     services = list(_json_or(archive, "service.json", {}).get("services", []))
     starts = tuple(((s.get("process") or {}).get("pid"), (s.get("process") or {}).get("create_time"))
                    for s in services if s.get("process"))
-    cells = archive.table("cells.parquet").to_pylist() if (archive.path / "cells.parquet").is_file() else []
+    cells = ArchiveView(archive).rows("cells.parquet")
     if metric == "single_stream_decode":
         value, n, detail = gv.single_stream_value(archive.records(), concurrency)
     else:
@@ -268,7 +269,7 @@ def load_gate(path: Path) -> gv.GateSpec:
 
 def gate_inputs(archive: Archive) -> gv.GateInputs:
     """What the gate quantities read from one archive."""
-    cells = archive.table("cells.parquet").to_pylist() if (archive.path / "cells.parquet").is_file() else []
+    cells = ArchiveView(archive).rows("cells.parquet")
     comparison = _json_or(archive, "comparison.json", None)
     spec = _json_or(archive, "spec.json", {})
     conc = (spec.get("workload") or {}).get("concurrency") if isinstance(spec, dict) else None

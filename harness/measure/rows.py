@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
@@ -63,34 +63,34 @@ class ArchiveColumns:
     superseded_by: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRow:
     """``runs``: one row per archive."""
 
-    kind: str | None = None
-    plan_id: str | None = None
-    service: str | None = None
-    n_cells: int | None = None
-    archive_path: str | None = None
+    kind: str
+    plan_id: str
+    service: str
+    n_cells: int
+    archive_path: str
     resumed_from: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepRoundRow:
     """``sweep_rounds``: one measured round of one offered rate of a rate sweep."""
 
-    round_id: str | None = None
-    cell_id: str | None = None
-    round_index: int | None = None
-    arrival_rate_req_s: float | None = None
-    status: str | None = None
-    n_requests: int | None = None
-    n_ok: int | None = None
-    n_failed: int | None = None
-    duration_s: float | None = None
-    request_throughput_req_s: float | None = None
-    output_throughput_tok_s: float | None = None
-    input_throughput_tok_s: float | None = None
+    round_id: str
+    cell_id: str
+    round_index: int
+    arrival_rate_req_s: float
+    status: str
+    n_requests: int
+    n_ok: int
+    n_failed: int
+    duration_s: float
+    request_throughput_req_s: float
+    output_throughput_tok_s: float
+    input_throughput_tok_s: float
     goodput_req_s: float | None = None
     slo_met: int | None = None
     client_lag_p50_s: float | None = None
@@ -105,18 +105,19 @@ class SweepRoundRow:
     ttft_slope_s_per_s: float | None = None
     ttft_slope_se_s_per_s: float | None = None
     saturated: bool | None = None
+    latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepCellRow:
     """``sweep_cells``: one offered rate of a rate sweep, medians (and ranges) of its ok rounds."""
 
-    cell_id: str | None = None
-    workload: str | None = None
-    concurrency: int | None = None
-    arrival_rate_req_s: float | None = None
-    rounds_ok: int | None = None
-    rounds_planned: int | None = None
+    cell_id: str
+    workload: str
+    concurrency: int
+    arrival_rate_req_s: float
+    rounds_ok: int
+    rounds_planned: int
     request_throughput_median_req_s: float | None = None
     request_throughput_min_req_s: float | None = None
     request_throughput_max_req_s: float | None = None
@@ -132,23 +133,24 @@ class SweepCellRow:
     schedule_kept: bool | None = None
     client_lag_p99_s: float | None = None
     saturated_rounds: int | None = None
+    latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SlaProbeRow:
     """``sla_probes``: one probe of an SLA search (harness.measure.sla): its offered rate, the worst
     measured round's p99 of each metric (s) beside its declared limit (s; null: not declared),
     ``passed`` under the search's rule, ``reasons`` it failed, its rounds, whether every round kept
     its schedule, and ``bracket_end`` (``highest-passing``, ``lowest-failing`` or null)."""
 
-    probe_index: int | None = None
+    probe_index: int
     cell_id: str | None = None
-    arrival_rate_req_s: float | None = None
-    passed: bool | None = None
-    reasons: list[str] | None = None
-    rounds_ok: int | None = None
-    rounds_planned: int | None = None
-    schedule_kept: bool | None = None
+    arrival_rate_req_s: float
+    passed: bool
+    reasons: list[str]
+    rounds_ok: int
+    rounds_planned: int
+    schedule_kept: bool
     ttft_p99_worst_s: float | None = None
     tpot_bench_p99_worst_s: float | None = None
     e2e_p99_worst_s: float | None = None
@@ -197,14 +199,14 @@ class RequestRow:
     output_hash16: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ComparisonRow:
     """``comparisons``: one ABBA screen's legs (tokens/s) and verdict."""
 
-    screen: str | None = None
+    screen: str
     boundary: str | None = None
-    concurrency: int | None = None
-    waves_per_leg: int | None = None
+    concurrency: int
+    waves_per_leg: int
     a1_median_tok_s: float | None = None
     b1_median_tok_s: float | None = None
     b2_median_tok_s: float | None = None
@@ -216,7 +218,7 @@ class ComparisonRow:
     spread_pct: float | None = None
     http_ratio_pct: float | None = None
     separated: bool | None = None
-    verdict: str | None = None
+    verdict: str
     reason: str | None = None
     outputs_compared: int | None = None
     outputs_identical_all_legs: int | None = None
@@ -226,7 +228,7 @@ class ComparisonRow:
     declared_change: str | None = None
     undeclared_differences: int | None = None
     allow_identity_change: bool | None = None
-    status: str | None = None
+    status: str
     verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
 
 
@@ -290,7 +292,7 @@ class AcceptanceRow:
     tokens_per_event_hist: list[int] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnergyRow:
     """``energy``: one measurement window's energy over every sampled device (``energy.json``;
     harness.run.energy): ``window_kind`` ``resident`` (a measured wave's resident window: formal
@@ -307,10 +309,10 @@ class EnergyRow:
     round_id: str | None = None
     concurrency: int | None = None
     arrival_rate_req_s: float | None = None
-    window_kind: str | None = None
-    service_index: int | None = None
-    start_ns: int | None = None
-    end_ns: int | None = None
+    window_kind: str
+    service_index: int
+    start_ns: int
+    end_ns: int
     window_s: float | None = None
     output_tokens: int | None = None
     energy_j: float | None = None
@@ -338,23 +340,23 @@ class FindingRow:
     scope: str | None = None  # "rows" or "run" (null in rows written before the verdict module)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReplayRunRow:
     """``replay_runs``: one trace replay (harness.measure.replay): the trace, the replay speed, throughput,
     the achieved schedule (lateness = actual send - scheduled send, seconds; ``client_`` without the time
     the concurrency cap held a request) and prompt tokens found cached against those the trace implies."""
 
-    replay_id: str | None = None
-    status: str | None = None
-    trace_sha256: str | None = None
-    block_size_tokens: int | None = None
-    speed: float | None = None
+    replay_id: str
+    status: str
+    trace_sha256: str
+    block_size_tokens: int
+    speed: float
     max_concurrency: int | None = None
     trace_span_s: float | None = None
-    n_requests: int | None = None
-    n_ok: int | None = None
-    n_failed: int | None = None
-    duration_s: float | None = None
+    n_requests: int
+    n_ok: int
+    n_failed: int
+    duration_s: float
     request_throughput_req_s: float | None = None
     output_throughput_tok_s: float | None = None
     input_throughput_tok_s: float | None = None
@@ -381,6 +383,7 @@ class ReplayRunRow:
     ttft_slope_s_per_s: float | None = None
     ttft_slope_se_s_per_s: float | None = None
     saturated: bool | None = None
+    latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
 
 
 @dataclass(frozen=True)
@@ -458,15 +461,60 @@ def check_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
     return dict(row)
 
 
+def build(table: str, row: Mapping[str, Any]) -> Any:
+    """The row-model instance of ``table`` holding ``row`` (its own columns by name; a latency table's
+    flat :data:`LATENCY_COLUMNS` go to the model's ``latency`` mapping). ``ValueError`` naming the
+    keys that are no column of the model (an archive column is added at write, :func:`rows_table`);
+    ``TypeError`` when a required field (a row's identity, a measure it always has) is missing: a
+    row is built whole or not at all."""
+    spec = ROW_MODELS[table]
+    names = {f.name for f in dataclasses.fields(spec.model)}
+    latency = set(LATENCY_COLUMNS) if spec.latency else set()
+    unknown = sorted(set(row) - names - latency - {"latency"})
+    if unknown:
+        raise ValueError(f"{table} row: no column(s) {', '.join(unknown)} in its row model")
+    own = {k: v for k, v in row.items() if k in names and k != "latency"}
+    if "latency" in names:
+        own["latency"] = dict(row.get("latency") or {}) | {k: v for k, v in row.items() if k in latency}
+    return spec.model(**own)
+
+
+def row_dict(row: Any) -> dict[str, Any]:
+    """A row-model instance as the flat dict its archive file and JSON summary hold: every field in
+    the model's order, then its latency columns."""
+    out = {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name != "latency"}
+    out.update(getattr(row, "latency", None) or {})
+    return out
+
+
+def rows_table(table: str, rows: Sequence[Any], extra: Mapping[str, Any] | None = None) -> pa.Table:
+    """Row-model instances (or their :func:`row_dict`) as an archive result table: the model's own
+    columns (and latency columns) with the model's Arrow types, then ``extra`` (the run's campaign,
+    claim class, protocol class) as constant columns."""
+    spec = ROW_MODELS[table]
+    fields = _result_fields(spec)
+    dicts = [r if isinstance(r, Mapping) else row_dict(r) for r in rows]
+    t = pa.Table.from_pylist(dicts, schema=pa.schema(fields))
+    for key, value in (extra or {}).items():
+        t = t.append_column(key, pa.array([value] * t.num_rows))
+    return t
+
+
 ARCHIVE_COLUMNS: list[tuple[str, pa.DataType]] = model_fields(ArchiveColumns)
+
+
+def _result_fields(spec: TableModel) -> list[tuple[str, pa.DataType]]:
+    """A table's own columns then, for a latency table, the latency columns (what a row holds)."""
+    out = model_fields(spec.model)
+    if spec.latency:
+        out += [(c, pa.int64() if c.endswith("_n") else pa.float64()) for c in LATENCY_COLUMNS]
+    return out
 
 
 def table_fields(table: str) -> list[tuple[str, pa.DataType]]:
     """Every column of ``table``, in file order: its own, latency, ``extra``, the archive columns."""
     spec = ROW_MODELS[table]
-    out = model_fields(spec.model)
-    if spec.latency:
-        out += [(c, pa.int64() if c.endswith("_n") else pa.float64()) for c in LATENCY_COLUMNS]
+    out = _result_fields(spec)
     if spec.archive:
         out += [("extra", pa.string()), *ARCHIVE_COLUMNS]
     return out

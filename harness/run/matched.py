@@ -6,7 +6,7 @@ service verified under its arm's claim (AR legs ``native-ar``, SD legs the spec'
 server that does not speculate is refused for it). Measured like an ABBA leg (warmups, then
 ``waves_per_leg`` waves of ``concurrency`` requests), ended by the one run skeleton
 (:func:`harness.run.skeleton.drive`). The result (:mod:`harness.measure.matched`) goes to
-``matched.json`` and ``matched.parquet`` (ledger table ``matched_sd``), the per-leg values to
+``matched.json`` and ``matched_sd.parquet`` (ledger table ``matched_sd``), the per-leg values to
 ``legs.parquet``, the per-wave speculative counts to ``acceptance.parquet`` (ledger table
 ``acceptance``). Never a formal cell or an ABBA screen.
 """
@@ -189,7 +189,8 @@ class MatchedRunner:
             self.report(MatchedLegWave(leg, j, resident=m.resident_window(recs).rate,
                                        tokens_per_step=counts.tokens_per_step if counts else math.nan))
 
-        waves = LegWaves(self.spec, self.spec.workload, self.token, self.inputs.cases)
+        waves = LegWaves(self.spec, self.spec.workload, self.token, self.inputs.cases,
+                         self.inputs.corpus.manifest_sha256)
         await run_leg(writer, self.session, svc, waves, leg, round_index=li, text=self.inputs.texts.get(leg[:2]),
                       measured=measured, kept="the finished legs are kept")
 
@@ -222,7 +223,7 @@ class MatchedRunner:
         acc = acceptance_rows(records, common, spec_counters(writer))
         if acc:
             writer.write_table("acceptance.parquet", pa.Table.from_pylist(acc))
-        writer.write_table("matched.parquet", pa.Table.from_pylist([matched_row(spec, result, status) | common]))
+        writer.write_table("matched_sd.parquet", pa.Table.from_pylist([matched_row(spec, result, status) | common]))
         writer.write_json("matched.json", {"result": result_json(result), "legs": self.leg_services,
                                            "failed_leg": self.current_leg})
         if not self.session.services:
@@ -266,7 +267,7 @@ def leg_row(x: LegData) -> dict[str, Any]:
 
 
 def matched_row(spec: MatchedSdSpec, r: MatchedResult, status: str) -> dict[str, Any]:
-    """The one ``matched.parquet`` row (ledger table ``matched_sd``)."""
+    """The one ``matched_sd.parquet`` row (ledger table ``matched_sd``)."""
     be, o = r.break_even, r.outputs
     return {"run": spec.name, "order": " ".join(spec.order), "concurrency": r.concurrency,
             "ar_rate_tok_s": _f(r.ar_rate), "sd_rate_tok_s": _f(r.sd_rate), "ratio_pct": _f(r.ratio_pct),

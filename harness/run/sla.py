@@ -12,8 +12,8 @@ its first request is sent. Every round of a probe writes its ``wave_checks.jsonl
 round does (client self-check, the simulator's late steps), so the evidence rules judge each probe's
 rounds (``sim-lateness``, ``sla-probe-invalid``).
 
-The archive holds ``cells.parquet`` / ``rounds.parquet`` as a sweep writes them (ledgers
-``sweep_cells`` / ``sweep_rounds``, protocol class ``sla-search``), ``probes.parquet`` (ledger
+The archive holds ``sla_cells.parquet`` (the probed rates' cells, as a sweep builds them; no ledger
+table) and ``sla_rounds.parquet`` (ledger ``sla_rounds``), ``sla_probes.parquet`` (ledger
 ``sla_probes``) and ``sla.json``: every probe, the bracket (highest passing rate, lowest failing
 rate), why the search ended, whether it converged, and the rule a probe passes by. Each probe that
 ends appends a ``probe`` event; a killed search is finalized by :func:`recover_sla` from its
@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from harness.errors import DsvError, SpecError
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.spec import LoadedSpec, SlaSpec, probe_sweep, sla_definition
@@ -37,7 +35,7 @@ from harness.inputs.spec.sweep import MAX_RATE
 from harness.inputs.sweep_plan import SweepPlan, make_sweep_plan
 from harness.interrupts import fault_point
 from harness.measure import sla
-from harness.measure.rows import check_row
+from harness.measure.rows import build, row_dict, rows_table
 from harness.run.base import OneServiceRunner, OpenedRun
 from harness.run.energy import Window
 from harness.run.events import Reporter, SlaProbeDone, silent
@@ -70,9 +68,9 @@ def probe_rows(spec: SlaSpec, rates: Sequence[float], rounds: Sequence[dict[str,
                cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One ``sla_probes`` row per probed rate (in probe order), judged and with the bracket marked."""
     by_cell = {c["arrival_rate_req_s"]: c for c in cells}
-    rows = [check_row("sla_probes", sla.probe_row(i, rate, by_cell.get(rate),
-                                                  [r for r in rounds if r["arrival_rate_req_s"] == rate],
-                                                  spec.limits_s(), spec.rounds))
+    rows = [row_dict(build("sla_probes", sla.probe_row(i, rate, by_cell.get(rate),
+                                                       [r for r in rounds if r["arrival_rate_req_s"] == rate],
+                                                       spec.limits_s(), spec.rounds)))
             for i, rate in enumerate(rates)]
     return sla.mark_bracket(rows)
 
@@ -152,11 +150,11 @@ class SlaRunner(OneServiceRunner[SlaSpec, SlaOutcome]):
 def finalize_sla(writer: ArchiveWriter, workspace: Path, spec: SlaSpec, rounds: Sequence[dict[str, Any]],
                  cells: Sequence[dict[str, Any]], probes: Sequence[dict[str, Any]], result: dict[str, Any], *,
                  status: str, run: RunBlock) -> Finished:
-    """Write ``cells`` / ``rounds`` (as a sweep does), ``probes.parquet`` and ``sla.json``, then finish
-    the archive (finalize, ledgers, evidence)."""
+    """Write ``sla_cells`` / ``sla_rounds`` (as a sweep writes its own), ``sla_probes.parquet`` and
+    ``sla.json``, then finish the archive (finalize, ledgers, evidence)."""
     extra = write_rate_tables(writer, spec, cells, rounds)
     if probes:
-        writer.write_table("probes.parquet", pa.Table.from_pylist([p | extra for p in probes]))
+        writer.write_table("sla_probes.parquet", rows_table("sla_probes", probes, extra))
     writer.write_json("sla.json", result | {"probes": list(probes), "limits_ms": spec.limits.model_dump(mode="json"),
                                             "cells": list(cells), "rounds": list(rounds)})
     return finish(writer, workspace, status, run)
