@@ -2,7 +2,9 @@
 
 A kind is one entry of :data:`KINDS`. Its entry names, as ``module:attribute`` references that the
 stage which needs one resolves (:func:`resolve`), the kind's spec model (``inputs``), its runner and
-recovery (``run``), its console (``cli``) and its report-snapshot entry builder (``report``); and as
+recovery (``run``), its console (``cli``), its report-snapshot entry builder (``report``) and its own
+ledger tables' row models (``row_models``: ``harness.measure.rows.ROW_MODELS`` is assembled from
+them); and as
 data its protocol class, the result tables it writes into its archive (each as ``<table>.parquet``:
 an archive file is named as the ledger table it becomes, so nothing is renamed on the way in), the
 report-snapshot list its entries go to, the command that starts it and the modules that are the
@@ -34,7 +36,8 @@ class KindInfo:
     rows are every kind's); ``side_tables``: its result tables that are no ledger table (also
     ``<name>.parquet``); ``cells`` / ``rounds``: which of them hold its cell and round rows (what the
     evidence rules and the verdict read as cells and rounds; "" when it has none);
-    ``spec_model``, ``run``, ``recover``, ``console``, ``report``: ``module:attribute`` references
+    ``spec_model``, ``run``, ``recover``, ``console``, ``report``, ``row_models`` (a mapping table ->
+    ``harness.measure.table_model.TableModel`` in the kind's measure module): ``module:attribute`` references
     (None: the kind has none, e.g. an import is not started from a spec); ``report_section``: the key
     of the snapshot list its entries join; ``modules``: the kind's own modules (dotted names)."""
 
@@ -52,6 +55,7 @@ class KindInfo:
     cells: str = ""
     rounds: str = ""
     modules: tuple[str, ...] = ()
+    row_models: str | None = None  # its own ledger tables' models: ``module:attribute`` of a table -> TableModel
     plan: str | None = None  # the console's plan printer (``dsv4h campaign plan``): ``module:attribute``
     no_options: str = ""  # the hint refusing --resume/--workers for a kind that takes neither ("" takes them)
 
@@ -78,6 +82,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              plan="harness.cli.campaign_cmd:plan_matrix",
              report="harness.report.snapshot.freeze:formal_entry",
              ledger_tables=("cells", "rounds", "waves", "acceptance"), cells="cells", rounds="rounds",
+             row_models="harness.measure.results:TABLES",
              modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd",
                       "harness.governance.record_claims")),
     KindInfo("abba", "abba-screen", "dsv4h abba", "screens",
@@ -86,6 +91,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              report="harness.report.snapshot.freeze:screen_entry",
              ledger_tables=(*_LEG_TABLES, "comparisons"), side_tables=("legs",),
              no_options="drop them: an ABBA screen's legs must be contiguous, so it is run again, never resumed",
+             row_models="harness.measure.abba:TABLES",
              modules=("harness.inputs.spec.abba", "harness.run.abba", "harness.cli.abba_cmd", "harness.measure.abba")),
     KindInfo("rate-sweep", "rate-sweep", "dsv4h sweep run", "sweeps",
              spec_model="harness.inputs.spec.sweep:SweepSpec", run="harness.run.sweep:run_kind",
@@ -94,6 +100,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              report="harness.report.snapshot.sections:sweep_entry",
              ledger_tables=("sweep_cells", "sweep_rounds"), cells="sweep_cells", rounds="sweep_rounds",
              no_options="drop them: a rate sweep runs its planned arrival schedule as 'dsv4h sweep run'",
+             row_models="harness.measure.sweep:TABLES",
              modules=("harness.inputs.spec.sweep", "harness.run.sweep", "harness.cli.sweep_cmd", "harness.report.sweep",
                       "harness.measure.sweep", "harness.store.archive_legacy")),
     KindInfo("matched-sd", "matched-sd", "dsv4h campaign run", MATCHED_SECTION,
@@ -102,6 +109,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              report="harness.report.snapshot.speculative:matched_snapshot_entry",
              ledger_tables=(*_LEG_TABLES, "matched_sd"), side_tables=("legs",),
              no_options="drop them: a matched run's legs must be contiguous, so it is run again, never resumed",
+             row_models="harness.measure.matched:TABLES",
              modules=("harness.inputs.spec.matched", "harness.run.matched", "harness.cli.matched_cmd",
                       "harness.measure.matched", "harness.report.snapshot.speculative")),
     KindInfo("trace-replay", "trace-replay", "dsv4h campaign run", "replays",
@@ -109,6 +117,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              recover="harness.run.replay:recover_replay", console="harness.cli.replay_cmd:run_replay_loaded_cli",
              report="harness.report.snapshot.replay:replay_snapshot_entry", ledger_tables=("replay_runs",),
              no_options="drop them: a trace replay runs its trace's schedule once, never resumed",
+             row_models="harness.measure.replay:TABLES",
              modules=("harness.inputs.spec.replay", "harness.run.replay", "harness.cli.replay_cmd",
                       "harness.measure.replay", "harness.report.snapshot.replay")),
     KindInfo("sla-search", "sla-search", "dsv4h sla run", "sla",
@@ -118,6 +127,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              ledger_tables=("sla_rounds", "sla_probes"), side_tables=("sla_cells",),
              cells="sla_cells", rounds="sla_rounds",
              no_options="drop them: an SLA search's probes depend on each other, so it is run again",
+             row_models="harness.measure.sla:TABLES",
              modules=("harness.inputs.spec.sla", "harness.run.sla", "harness.cli.sla_cmd", "harness.measure.sla",
                       "harness.report.snapshot.sla")),
     KindInfo("quick-bench", "quick-bench", "dsv4h bench", "archives",

@@ -1,10 +1,13 @@
 """One row model per ledger table, named once, with units in the names (pure).
 
 Each table's columns are declared once: a frozen dataclass per table (:data:`ROW_MODELS`) whose fields,
-in order, are the table's own columns (the formal results ``CellResult``, ``RoundResult`` and
-``WaveResult`` of :mod:`harness.measure.results` are the row models of ``cells``, ``rounds`` and
-``waves``; the governance tables' are in :mod:`harness.measure.governance_rows`; the others are
-here); :func:`arrow_schema` derives the Arrow schema the ledger files carry
+in order, are the table's own columns. The tables more than one kind writes are here
+(:data:`COMMON_TABLES`; ``waves`` is the formal ``WaveResult``, the governance tables' models are in
+:mod:`harness.measure.governance_rows`); a kind's own tables are declared in its own measure module,
+named by its descriptor entry (``harness.kinds.KindInfo.row_models``: a formal matrix's
+``CellResult``, ``RoundResult`` in :mod:`harness.measure.results`, a sweep's ``SweepCellRow`` /
+``SweepRoundRow`` in :mod:`harness.measure.sweep` ...), so adding a kind edits no line here.
+:func:`arrow_schema` derives the Arrow schema the ledger files carry
 (``harness.store.ledger.layout.SCHEMAS``), and the archive's result files use the same names.
 Tables of measured rows (``cells``, ``rounds``, ``waves``, ``sweep_cells``, ``sweep_rounds``) add
 the flat latency columns (:data:`LATENCY_COLUMNS`, ``<metric>_<stat>_s`` and ``<metric>_n``: every
@@ -28,15 +31,17 @@ from __future__ import annotations
 import dataclasses
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
 
+from harness.kinds import KINDS, resolve
 from harness.measure.governance_rows import ClosureRow, FreezeRow, GateRow, HistoricalRow, RecordRow
 from harness.measure.latency import METRICS
-from harness.measure.results import CellResult, RoundResult, WaveResult
+from harness.measure.results import WaveResult
+from harness.measure.table_model import TableModel
 
 WALL = pa.timestamp("ns", tz="UTC")
 LATENCY_METRICS = (*METRICS, "itl_bench", "tpot_bench")
@@ -75,93 +80,6 @@ class RunRow:
     resumed_from: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class SweepRoundRow:
-    """``sweep_rounds``: one measured round of one offered rate of a rate sweep."""
-
-    round_id: str
-    cell_id: str
-    round_index: int
-    arrival_rate_req_s: float
-    status: str
-    n_requests: int
-    n_ok: int
-    n_failed: int
-    duration_s: float
-    request_throughput_req_s: float
-    output_throughput_tok_s: float
-    input_throughput_tok_s: float
-    goodput_req_s: float | None = None
-    slo_met: int | None = None
-    client_lag_p50_s: float | None = None
-    client_lag_p99_s: float | None = None
-    client_lag_max_s: float | None = None
-    client_late: int | None = None
-    client_schedule_kept: bool | None = None
-    send_lag_p99_s: float | None = None
-    capped_requests: int | None = None
-    inflight_slope_req_per_s: float | None = None
-    inflight_slope_se_req_per_s: float | None = None
-    ttft_slope_s_per_s: float | None = None
-    ttft_slope_se_s_per_s: float | None = None
-    saturated: bool | None = None
-    latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepCellRow:
-    """``sweep_cells``: one offered rate of a rate sweep, medians (and ranges) of its ok rounds."""
-
-    cell_id: str
-    workload: str
-    concurrency: int
-    arrival_rate_req_s: float
-    rounds_ok: int
-    rounds_planned: int
-    request_throughput_median_req_s: float | None = None
-    request_throughput_min_req_s: float | None = None
-    request_throughput_max_req_s: float | None = None
-    output_throughput_median_tok_s: float | None = None
-    output_throughput_min_tok_s: float | None = None
-    output_throughput_max_tok_s: float | None = None
-    input_throughput_median_tok_s: float | None = None
-    input_throughput_min_tok_s: float | None = None
-    input_throughput_max_tok_s: float | None = None
-    goodput_median_req_s: float | None = None
-    goodput_min_req_s: float | None = None
-    goodput_max_req_s: float | None = None
-    schedule_kept: bool | None = None
-    client_lag_p99_s: float | None = None
-    saturated_rounds: int | None = None
-    latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlaProbeRow:
-    """``sla_probes``: one probe of an SLA search (harness.measure.sla): its offered rate, the worst
-    measured round's p99 of each metric (s) beside its declared limit (s; null: not declared),
-    ``passed`` under the search's rule, ``reasons`` it failed, its rounds, whether every round kept
-    its schedule, and ``bracket_end`` (``highest-passing``, ``lowest-failing`` or null)."""
-
-    probe_index: int
-    cell_id: str | None = None
-    arrival_rate_req_s: float
-    passed: bool
-    reasons: list[str]
-    rounds_ok: int
-    rounds_planned: int
-    schedule_kept: bool
-    ttft_p99_worst_s: float | None = None
-    tpot_bench_p99_worst_s: float | None = None
-    e2e_p99_worst_s: float | None = None
-    ttft_limit_s: float | None = None
-    tpot_limit_s: float | None = None
-    e2e_limit_s: float | None = None
-    request_throughput_median_req_s: float | None = None
-    goodput_median_req_s: float | None = None
-    bracket_end: str | None = None
-
-
 @dataclass(frozen=True)
 class RequestRow:
     """``requests``: one request's identity, counts and timings (``*_ns`` monotonic instants)."""
@@ -197,73 +115,6 @@ class RequestRow:
     e2e_s: float | None = None
     ok: bool | None = None
     output_hash16: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class ComparisonRow:
-    """``comparisons``: one ABBA screen's legs (tokens/s) and verdict."""
-
-    screen: str
-    boundary: str | None = None
-    concurrency: int
-    waves_per_leg: int
-    a1_median_tok_s: float | None = None
-    b1_median_tok_s: float | None = None
-    b2_median_tok_s: float | None = None
-    a2_median_tok_s: float | None = None
-    control_mean_tok_s: float | None = None
-    candidate_mean_tok_s: float | None = None
-    ratio_pct: float | None = None
-    drift_pct: float | None = None
-    spread_pct: float | None = None
-    http_ratio_pct: float | None = None
-    separated: bool | None = None
-    verdict: str
-    reason: str | None = None
-    outputs_compared: int | None = None
-    outputs_identical_all_legs: int | None = None
-    outputs_differing: int | None = None
-    outputs_identical_across_arms: int | None = None
-    b2_shares_b1_service: bool | None = None
-    declared_change: str | None = None
-    undeclared_differences: int | None = None
-    allow_identity_change: bool | None = None
-    status: str
-    verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
-
-
-@dataclass(frozen=True)
-class MatchedSdRow:
-    """``matched_sd``: one matched AR/SD run (harness.measure.matched): both arms' rates (tokens/s),
-    the speculative arm's tokens per step and acceptance, step times (ms), the break-even verdict and
-    the greedy outputs compared with the first AR leg."""
-
-    run: str | None = None
-    order: str | None = None
-    concurrency: int | None = None
-    ar_rate_tok_s: float | None = None
-    sd_rate_tok_s: float | None = None
-    ratio_pct: float | None = None
-    http_ratio_pct: float | None = None
-    ar_drift_pct: float | None = None
-    sd_spread_pct: float | None = None
-    tokens_per_step: float | None = None
-    acceptance_rate: float | None = None
-    spec_source: str | None = None
-    t_ar_ms: float | None = None
-    t_sd_ms: float | None = None
-    t_sd_implied_ms: float | None = None
-    t_sd_over_t_ar: float | None = None
-    reconcile_rel: float | None = None
-    reconciled: bool | None = None
-    verdict: str | None = None
-    reason: str | None = None
-    outputs_compared: int | None = None
-    outputs_identical: int | None = None
-    outputs_differing: int | None = None
-    sd_claim: str | None = None
-    status: str | None = None
-    verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
 
 
 @dataclass(frozen=True)
@@ -340,84 +191,12 @@ class FindingRow:
     scope: str | None = None  # "rows" or "run" (null in rows written before the verdict module)
 
 
-@dataclass(frozen=True, kw_only=True)
-class ReplayRunRow:
-    """``replay_runs``: one trace replay (harness.measure.replay): the trace, the replay speed, throughput,
-    the achieved schedule (lateness = actual send - scheduled send, seconds; ``client_`` without the time
-    the concurrency cap held a request) and prompt tokens found cached against those the trace implies."""
-
-    replay_id: str
-    status: str
-    trace_sha256: str
-    block_size_tokens: int
-    speed: float
-    max_concurrency: int | None = None
-    trace_span_s: float | None = None
-    n_requests: int
-    n_ok: int
-    n_failed: int
-    duration_s: float
-    request_throughput_req_s: float | None = None
-    output_throughput_tok_s: float | None = None
-    input_throughput_tok_s: float | None = None
-    lateness_p50_s: float | None = None
-    lateness_p99_s: float | None = None
-    lateness_max_s: float | None = None
-    client_lateness_p99_s: float | None = None
-    client_lateness_max_s: float | None = None
-    late_requests: int | None = None
-    lateness_tolerance_s: float | None = None
-    schedule_kept: bool | None = None
-    capped_requests: int | None = None
-    prompt_tokens: int | None = None
-    expected_cached_tokens: int | None = None
-    reported_cached_tokens: int | None = None
-    cached_reported_requests: int | None = None
-    cached_mismatch_requests: int | None = None
-    expected_hit_ratio: float | None = None
-    reported_hit_ratio: float | None = None
-    cached_tolerance_pct: float | None = None
-    cached_agree: bool | None = None
-    inflight_slope_req_per_s: float | None = None
-    inflight_slope_se_req_per_s: float | None = None
-    ttft_slope_s_per_s: float | None = None
-    ttft_slope_se_s_per_s: float | None = None
-    saturated: bool | None = None
-    latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
-
-
-@dataclass(frozen=True)
-class TableModel:
-    """A ledger table: its row model, and whether its rows carry latency, ``extra`` and the archive columns.
-
-    ``row_keys``: the columns naming the units an evidence finding can concern (a wave, round, cell or
-    probe id: a row is concerned when any of them is named); empty for a table with one row per run
-    (any blocking finding concerns it) and for governance tables. ``verdict``: the table has a
-    ``verdict`` column that is withheld on an invalid row (``verdict_as_measured`` keeps what was
-    measured)."""
-
-    model: type
-    latency: bool = False
-    archive: bool = True
-    row_keys: tuple[str, ...] = ()
-    verdict: bool = False
-
-
-ROW_MODELS: dict[str, TableModel] = {
+COMMON_TABLES: dict[str, TableModel] = {
     "runs": TableModel(RunRow),
-    "cells": TableModel(CellResult, latency=True, row_keys=("cell_id",)),
-    "rounds": TableModel(RoundResult, latency=True, row_keys=("round_id",)),
-    "waves": TableModel(WaveResult, latency=True, row_keys=("wave_id",)),
-    "sweep_cells": TableModel(SweepCellRow, latency=True, row_keys=("cell_id",)),
-    "sweep_rounds": TableModel(SweepRoundRow, latency=True, row_keys=("round_id",)),
+    "waves": TableModel(WaveResult, latency=True, row_keys=("wave_id",)),  # formal, screen and matched waves
     "requests": TableModel(RequestRow, row_keys=("wave_id",)),
-    "comparisons": TableModel(ComparisonRow, verdict=True),
-    "matched_sd": TableModel(MatchedSdRow, verdict=True),
     "acceptance": TableModel(AcceptanceRow, row_keys=("wave_id",)),
     "energy": TableModel(EnergyRow, row_keys=("wave_id", "round_id")),
-    "replay_runs": TableModel(ReplayRunRow, latency=True),
-    "sla_probes": TableModel(SlaProbeRow, row_keys=("cell_id",)),
-    "sla_rounds": TableModel(SweepRoundRow, latency=True, row_keys=("round_id",)),
     "findings": TableModel(FindingRow, archive=False),
     "records": TableModel(RecordRow, archive=False),
     "closures": TableModel(ClosureRow, archive=False),
@@ -425,6 +204,18 @@ ROW_MODELS: dict[str, TableModel] = {
     "freezes": TableModel(FreezeRow, archive=False),
     "historical": TableModel(HistoricalRow, archive=False),
 }
+"""The tables more than one kind writes (runs, waves, requests, acceptance, energy, findings, governance)."""
+
+
+def kind_tables() -> dict[str, dict[str, TableModel]]:
+    """Per kind, the tables its descriptor entry declares (``KindInfo.row_models``, resolved: the
+    kind's own measure module), for the kinds that declare any."""
+    return {k.name: dict(resolve(k.row_models)) for k in KINDS.values() if k.row_models}
+
+
+ROW_MODELS: dict[str, TableModel] = COMMON_TABLES | {t: m for tables in kind_tables().values()
+                                                     for t, m in tables.items()}
+"""Every ledger table's model: :data:`COMMON_TABLES` and each kind's own (module docstring)."""
 
 _SCALARS: dict[Any, pa.DataType] = {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_(),
                                     datetime: WALL}

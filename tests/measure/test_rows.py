@@ -12,14 +12,13 @@ from harness.measure.rows import (
     LATENCY_COLUMNS,
     ROW_MODELS,
     RunRow,
-    SweepCellRow,
-    SweepRoundRow,
     arrow_schema,
     build,
     check_row,
     row_dict,
     rows_table,
 )
+from harness.measure.sweep import SweepCellRow, SweepRoundRow
 from harness.store.ledger.layout import SCHEMAS, TABLES
 
 
