@@ -219,15 +219,15 @@ def step_gaps(event_ns: Sequence[Iterable[int]], event_tokens: Sequence[Iterable
     return window_gaps(times, start_ns / 1e9, end_ns / 1e9)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MatchedSdRow:
     """``matched_sd``: one matched AR/SD run (harness.measure.matched): both arms' rates (tokens/s),
     the speculative arm's tokens per step and acceptance, step times (ms), the break-even verdict and
     the greedy outputs compared with the first AR leg."""
 
-    run: str | None = None
-    order: str | None = None
-    concurrency: int | None = None
+    run: str
+    order: str
+    concurrency: int
     ar_rate_tok_s: float | None = None
     sd_rate_tok_s: float | None = None
     ratio_pct: float | None = None
@@ -243,13 +243,13 @@ class MatchedSdRow:
     t_sd_over_t_ar: float | None = None
     reconcile_rel: float | None = None
     reconciled: bool | None = None
-    verdict: str | None = None
-    reason: str | None = None
+    verdict: str
+    reason: str
     outputs_compared: int | None = None
     outputs_identical: int | None = None
     outputs_differing: int | None = None
-    sd_claim: str | None = None
-    status: str | None = None
+    sd_claim: str
+    status: str
     verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
 
 

@@ -33,6 +33,7 @@ from harness.measure.abba import profile_differences
 from harness.measure.acceptance import acceptance_rows, counts_of
 from harness.measure.matched import LegData, MatchedResult, compare_outputs, step_gaps, summarize_matched
 from harness.measure.results import run_count_methods, waves_table
+from harness.measure.rows import build, row_dict, rows_table
 from harness.measure.speculative import sum_counts
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
@@ -223,7 +224,7 @@ class MatchedRunner:
         acc = acceptance_rows(records, common, spec_counters(writer))
         if acc:
             writer.write_table("acceptance.parquet", pa.Table.from_pylist(acc))
-        writer.write_table("matched_sd.parquet", pa.Table.from_pylist([matched_row(spec, result, status) | common]))
+        writer.write_table("matched_sd.parquet", rows_table("matched_sd", [matched_row(spec, result, status)], common))
         writer.write_json("matched.json", {"result": result_json(result), "legs": self.leg_services,
                                            "failed_leg": self.current_leg})
         if not self.session.services:
@@ -267,9 +268,9 @@ def leg_row(x: LegData) -> dict[str, Any]:
 
 
 def matched_row(spec: MatchedSdSpec, r: MatchedResult, status: str) -> dict[str, Any]:
-    """The one ``matched_sd.parquet`` row (ledger table ``matched_sd``)."""
+    """The one ``matched_sd.parquet`` row (ledger table ``matched_sd``), built as its row model."""
     be, o = r.break_even, r.outputs
-    return {"run": spec.name, "order": " ".join(spec.order), "concurrency": r.concurrency,
+    return row_dict(build("matched_sd", {"run": spec.name, "order": " ".join(spec.order), "concurrency": r.concurrency,
             "ar_rate_tok_s": _f(r.ar_rate), "sd_rate_tok_s": _f(r.sd_rate), "ratio_pct": _f(r.ratio_pct),
             "http_ratio_pct": _f(r.http_ratio_pct), "ar_drift_pct": _f(r.ar_drift_pct),
             "sd_spread_pct": _f(r.sd_spread_pct), "tokens_per_step": _f(r.tokens_per_step),
@@ -278,7 +279,7 @@ def matched_row(spec: MatchedSdSpec, r: MatchedResult, status: str) -> dict[str,
             "t_sd_implied_ms": _f(r.t_sd_implied_s * 1e3), "t_sd_over_t_ar": _f(be.ratio),
             "reconcile_rel": _f(r.reconcile_rel), "reconciled": r.reconciled, "verdict": be.verdict,
             "reason": be.reason, "outputs_compared": o.compared, "outputs_identical": o.identical,
-            "outputs_differing": o.differing, "sd_claim": spec.sd_claim, "status": status}
+            "outputs_differing": o.differing, "sd_claim": spec.sd_claim, "status": status}))
 
 
 def result_json(r: MatchedResult) -> dict[str, Any]:

@@ -62,6 +62,9 @@ def test_a_row_model_without_a_required_field_is_refused() -> None:
         SweepRoundRow(round_id="sweep-4rps.r0", cell_id="sweep-4rps")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="'kind'"):
         RunRow(plan_id="p", service="sim", n_cells=1, archive_path="a")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'verdict'"):  # a matched run's row without its break-even verdict
+        build("matched_sd", {"run": "m", "order": "AR SD SD AR", "concurrency": 2, "reason": "", "sd_claim": "c",
+                             "status": "complete"})
     with pytest.raises(ValueError, match="no column\\(s\\) rate in its row model"):
         build("sweep_cells", SWEEP_CELL | {"rate": 4.0})
     # every table keeps a required identity; a genuinely optional column stays optional
