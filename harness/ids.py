@@ -31,7 +31,12 @@ Phase = Literal["measured", "warmup"]
 @dataclass(frozen=True, slots=True)
 class RequestIdentity:
     """Who a request is inside a run: carried from the wave driver onto its record (and ledger
-    rows). ``round_index`` is -1 for a formal warmup and the leg index in an ABBA screen."""
+    rows). ``round_index`` is -1 for a formal warmup and the leg index in an ABBA screen.
+    ``request_index``: its place in the unit that sent it (the ``i`` of its rid: its slot in its wave,
+    a sweep or SLA round's arrival plan, a replay's trace line; -1: none, an oracle sentinel);
+    ``corpus_sha256``: the ``manifest_sha256`` of the frozen corpus its case (``case_id``, prompt hash
+    ``input_hash``) was taken from ("" outside a corpus). So ``(corpus_sha256, case_id)`` names the
+    prompt and ``(run_id, wave_id, request_index)`` the request, whatever its rid looks like."""
 
     run_id: str = ""
     cell_id: str = ""
@@ -42,6 +47,13 @@ class RequestIdentity:
     workload: str = "decode"
     case_id: str = ""
     input_hash: str = ""
+    request_index: int = -1
+    corpus_sha256: str = ""
+
+    @property
+    def request_key(self) -> str:
+        """The request's stable key inside its run: ``<wave_id>#<request_index>``."""
+        return f"{self.wave_id}#{self.request_index}"
 
     def fields(self) -> dict[str, Any]:
         """The identity as ``RequestRecord`` keyword arguments."""

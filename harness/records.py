@@ -17,6 +17,11 @@ Record schema history (``RECORD_SCHEMA_VERSION``):
       (draft tokens accepted, bonus token excluded), ``spec_source`` (``sglang-meta-info`` or
       ``vllm-request-metrics``) and ``spec_histogram`` (index i: verify steps that accepted i drafts)
       (2026-12-02). All None / empty when the server reported none; older tables read back so.
+  5 - the request's full identity (``harness.ids.RequestIdentity``): ``request_index`` (its place in
+      the wave, round plan or trace that sent it: the ``i`` of its rid) and ``corpus_sha256`` (the
+      manifest hash of the frozen corpus its ``case_id`` comes from), so a record names its prompt
+      and its slot without parsing its rid (2026-12-04). Older tables read back with
+      ``request_index = -1`` and ``corpus_sha256 = ""`` (unknown).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from harness.ids import RequestIdentity
 
 __all__ = ["RECORD_SCHEMA", "RequestRecord", "records_to_table", "table_to_records"]
 
-RECORD_SCHEMA_VERSION = 4
+RECORD_SCHEMA_VERSION = 5
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -101,6 +106,8 @@ class RequestRecord:
     workload: str = "decode"
     case_id: str = ""
     input_hash: str = ""
+    request_index: int = -1
+    corpus_sha256: str = ""
     input_len: int = 0
     concurrency: int = 0
     cache_salt: str | None = None
@@ -174,6 +181,8 @@ _SCALARS: list[tuple[str, pa.DataType]] = [
     ("workload", pa.string()),
     ("case_id", pa.string()),
     ("input_hash", pa.string()),
+    ("request_index", pa.int32()),
+    ("corpus_sha256", pa.string()),
     ("input_len", pa.int32()),
     ("concurrency", pa.int32()),
     ("cache_salt", pa.string()),

@@ -203,7 +203,7 @@ def write_abba_archive(workspace: Path, *, campaign: str = "synthetic-abba", see
 def write_sweep_archive(workspace: Path, *, campaign: str = "synthetic-sweep", seed: int = 0,
                         rates: Sequence[float] = (2.0, 4.0, 8.0), rounds: int = 3,
                         created_wall: str = "2026-11-29T14:00:00+0000") -> Archive:
-    """A finalized rate-sweep archive (``sweep.json``, ``cells.parquet``, ``rounds.parquet``): request
+    """A finalized rate-sweep archive (``sweep.json``, ``sweep_cells.parquet``, ``sweep_rounds.parquet``): request
     throughput follows the offered rate up to a service limit of 5 req/s, TTFT grows with the load, and
     goodput under the recorded SLO (TTFT 1 s, TPOT 50 ms) collapses once p99 TTFT passes 1 s."""
     rng = np.random.default_rng(seed)
@@ -239,8 +239,8 @@ def write_sweep_archive(workspace: Path, *, campaign: str = "synthetic-sweep", s
                                 "knee": {"arrival_rate_req_s": best["arrival_rate_req_s"],
                                          "goodput_median_req_s": best["goodput_median_req_s"]}})
     extra = {"campaign": campaign, "claim_class": "native-ar", "protocol_class": "rate-sweep"}
-    w.write_table("cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
-    w.write_table("rounds.parquet", pa.Table.from_pylist([r | extra for r in round_rows]))
+    w.write_table("sweep_cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
+    w.write_table("sweep_rounds.parquet", pa.Table.from_pylist([r | extra for r in round_rows]))
     w.write_json("service.json", {"services": [_SIM_SERVICE]})
     w.write_json("corpora.json", {"sweep": _CORPUS_V2})
     w.write_json("environment.json", _ENVIRONMENT)

@@ -102,7 +102,7 @@ def test_a_records_identity_is_its_identity_columns() -> None:
     rec = RequestRecord(rid="R.c1.r2.w000.000", send_ns=1, done_ns=2, **ident.fields())
     assert RequestIdentity.of(rec) == ident == rec.identity
     assert ids.IDENTITY_FIELDS == ("run_id", "cell_id", "round_index", "wave_id", "wave_index", "phase",
-                                   "workload", "case_id", "input_hash")
+                                   "workload", "case_id", "input_hash", "request_index", "corpus_sha256")
 
 
 _cells = st.one_of(

@@ -18,6 +18,7 @@ from harness.cli import app
 from harness.cli.common import console
 from harness.inputs.spec import SPEC_KINDS, SPEC_MODELS, LoadedSpec, SpecBase, kinds_hint, load_spec
 from harness.kinds import KINDS, PROTOCOL_KINDS, KindInfo, kind_info, kind_of_run, resolve
+from harness.measure.rows import COMMON_TABLES, ROW_MODELS, kind_tables
 from harness.report.config import ReportConfig, Selection
 from harness.report.figures import FigureResult, figure_jobs
 from harness.report.render import default_templates_dir, kind_context, render_report
@@ -27,7 +28,7 @@ from harness.report.summary import KindSummary, describe, kind_summaries
 from harness.run import kinds as run_kinds
 from harness.run.events import Reporter, silent
 from harness.run.options import RunOptions
-from harness.store.ledger.layout import ARCHIVE_TABLES
+from harness.store.ledger.layout import ARCHIVE_TABLES, TABLES
 from harness.store.runblock import RunBlock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,10 +63,27 @@ def test_every_reference_resolves(name: str) -> None:
     for ref in (k.recover, k.plan, k.report, k.report_view, k.report_summary, *k.report_figures):
         if ref is not None:
             assert callable(resolve(ref)), ref
-    assert set(k.ledger_files.values()) <= set(ARCHIVE_TABLES)
+    assert set(k.ledger_tables) <= set(ARCHIVE_TABLES) and not set(k.side_tables) & set(ARCHIVE_TABLES)
+    assert {k.cells, k.rounds} - {""} <= set(k.tables)
+    assert k.files == tuple(f"{t}.parquet" for t in k.tables)
     for module in k.modules:
         assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), module
     assert kind_of_run(None, k.protocol_class) is k  # an older run block without its kind
+
+
+def test_every_kinds_tables_are_declared_by_its_descriptor_entry() -> None:
+    """ROW_MODELS is the shared tables plus what each entry's ``row_models`` names (no table twice), and
+    every ledger table a kind writes has a model there: adding a kind edits no line of measure/rows.py."""
+    own = kind_tables()
+    declared = [t for tables in own.values() for t in tables]
+    assert len(declared) == len(set(declared)) and not set(declared) & set(COMMON_TABLES)
+    assert set(ROW_MODELS) == set(COMMON_TABLES) | set(declared) == set(TABLES)
+    assert own["rate-sweep"] == resolve("harness.measure.sweep:TABLES") and set(own["sla-search"]) == {
+        "sla_probes", "sla_rounds"}
+    for name, k in KINDS.items():
+        assert (k.row_models is None) == (name not in own), name
+        assert set(k.ledger_tables) <= set(own.get(name, {})) | set(COMMON_TABLES), name
+        assert all(ROW_MODELS[t] is m for t, m in own.get(name, {}).items()), name
 
 
 def _module(path: Path) -> str:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.ids import RequestIdentity
 from harness.records import (
     RECORD_SCHEMA,
     RECORD_SCHEMA_VERSION,
@@ -104,7 +105,7 @@ def test_schema_4_spec_fields_round_trip(tmp_path: Path) -> None:
     assert a.same_as(r) and (a.spec_steps, a.spec_proposed, a.spec_accepted) == (4, 12, 6)
     assert a.spec_histogram.tolist() == [1, 1, 1, 1] and a.spec_histogram.dtype == np.int32
     assert (b.spec_steps, b.spec_proposed, b.spec_accepted, b.spec_source, b.spec_histogram.size) == (None,) * 4 + (0,)
-    assert RECORD_SCHEMA_VERSION == 4 and set(SPEC_COLUMNS) <= set(RECORD_SCHEMA.names)
+    assert RECORD_SCHEMA_VERSION == 5 and set(SPEC_COLUMNS) <= set(RECORD_SCHEMA.names)
 
 
 def test_schema_3_table_reads_back_without_spec_fields(tmp_path: Path) -> None:
@@ -131,3 +132,19 @@ def test_archive_parts_of_schema_3_and_4_concatenate(tmp_path: Path) -> None:
     assert (o.rid, o.spec_steps, o.spec_histogram.size) == ("o", None, 0)
     assert (n.rid, n.spec_steps, n.spec_source) == ("n", 3, "vllm-request-metrics")
     assert n.spec_histogram.tolist() == [0, 2, 1]
+
+
+def test_a_record_carries_its_requests_identity_and_older_tables_read_back_unknown(tmp_path: Path) -> None:
+    ident = RequestIdentity(run_id="R", cell_id="c1", round_index=0, wave_id="c1.r0.w000", wave_index=0,
+                            case_id="k7", input_hash="ab", request_index=3, corpus_sha256="f" * 64)
+    r = RequestRecord(rid="R.c1.r0.w000.003", send_ns=1, done_ns=2, **ident.fields())
+    path = tmp_path / "r.parquet"
+    write_records(path, [r])
+    [back] = read_records(path)
+    assert back.same_as(r) and back.identity == ident and back.identity.request_key == "c1.r0.w000#3"
+    assert (back.request_index, back.corpus_sha256, back.case_id) == (3, "f" * 64, "k7")
+    old = records_to_table([r]).drop_columns(["request_index", "corpus_sha256"]).replace_schema_metadata(
+        {"dsv4h.record_schema_version": "4"})
+    pq.write_table(old, path)
+    [v4] = read_records(path)
+    assert (v4.request_index, v4.corpus_sha256, v4.case_id, v4.wave_id) == (-1, "", "k7", "c1.r0.w000")

@@ -25,7 +25,7 @@ from harness.store.ledger import (
     replace_archive_rows,
 )
 from harness.store.ledger.layout import canonical
-from harness.store.view import ArchiveView
+from harness.store.view import verdict_rows
 
 _SPEC_COLUMNS = ("spec_steps", "spec_proposed", "spec_accepted", "spec_source", "spec_histogram")
 """The speculative counts each request's server reported (record schema 4), read beside its request row."""
@@ -54,11 +54,11 @@ def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
         oracles = oracles.get("results", [])
     return ArchiveData(
         archive_id=view.archive_id, run=view.run.to_json(), spec=spec,
-        cells=f.rows("cells.parquet"), rounds=f.rows("rounds.parquet"), waves=f.rows("waves.parquet"),
+        cells=f.kind_rows("cells"), rounds=f.kind_rows("rounds"), waves=f.rows("waves.parquet"),
         requests=requests, services=services, comparison=f.doc("comparison.json"), oracles=oracles,
         extra={"server_metrics": f.lines("server_metrics.jsonl"), "wave_checks": f.lines("wave_checks.jsonl"),
                "matched": f.doc("matched.json"), "acceptance": f.rows("acceptance.parquet"),
-               "replay": f.rows("replay.parquet"), "cycles": f.doc("cycles.json"),
+               "replay": f.rows("replay_runs.parquet"), "cycles": f.doc("cycles.json"),
                "coldness": f.doc("coldness.json"), "sla": f.doc("sla.json")},
     )
 
@@ -170,11 +170,6 @@ def _differs(new: pa.Table, old: pa.Table) -> bool:
                for c in ("valid", "verdict", "verdict_as_measured"))
 
 
-def _local(archive: Archive, name: str, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """Some columns of one of the archive's declared result files ([] when it has none)."""
-    return ArchiveView(archive).rows(name, tuple(columns))
-
-
 def stored_findings(rows: pa.Table) -> list[Finding] | None:
     """Findings back from their ``findings`` ledger rows; None when a row predates the stored scope
     (its verdict is then decided by the rules again)."""
@@ -190,9 +185,7 @@ def stored_findings(rows: pa.Table) -> list[Finding] | None:
 def verdict_of_view(view: FinishedArchive, findings: Sequence[Finding]) -> Verdict:
     """The :class:`Verdict` that ``findings`` (the rules just run at finish) decide for ``view``."""
     a = view.archive
-    return decide(a.archive_id, data_origin(a, view.run), findings,
-                  _local(a, "waves.parquet", ("wave_id", "phase")),
-                  _local(a, "rounds.parquet", ("round_id", "cell_id", "status")))
+    return decide(a.archive_id, data_origin(a, view.run), findings, *verdict_rows(a))
 
 
 def archive_verdict(workspace: Path | None, archive: Archive | FinishedArchive) -> Verdict:
@@ -201,8 +194,7 @@ def archive_verdict(workspace: Path | None, archive: Archive | FinishedArchive) 
     by running the rules now (``source = "rules"``: an archive outside this workspace's ledger).
     Every surface that shows an archive's validity asks this."""
     a = archive.archive if isinstance(archive, FinishedArchive) else archive
-    waves = _local(a, "waves.parquet", ("wave_id", "phase"))
-    rounds = _local(a, "rounds.parquet", ("round_id", "cell_id", "status"))
+    waves, rounds = verdict_rows(a)
     run_row = None
     if workspace is not None and ledger_dir(workspace).is_dir():
         runs = archive_rows(workspace, "runs", a.archive_id)

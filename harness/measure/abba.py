@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.inputs.spec import sectioned_dump, sectioned_key
+from harness.measure.table_model import TableModel
 
 __all__ = [
     "LEGS",
@@ -209,3 +210,40 @@ def profile_differences(control: Mapping[str, object], candidate: Mapping[str, o
         else:
             undeclared.append(line)
     return declared_diffs, undeclared
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonRow:
+    """``comparisons``: one ABBA screen's legs (tokens/s) and verdict."""
+
+    screen: str
+    boundary: str | None = None
+    concurrency: int
+    waves_per_leg: int
+    a1_median_tok_s: float | None = None
+    b1_median_tok_s: float | None = None
+    b2_median_tok_s: float | None = None
+    a2_median_tok_s: float | None = None
+    control_mean_tok_s: float | None = None
+    candidate_mean_tok_s: float | None = None
+    ratio_pct: float | None = None
+    drift_pct: float | None = None
+    spread_pct: float | None = None
+    http_ratio_pct: float | None = None
+    separated: bool | None = None
+    verdict: str
+    reason: str | None = None
+    outputs_compared: int | None = None
+    outputs_identical_all_legs: int | None = None
+    outputs_differing: int | None = None
+    outputs_identical_across_arms: int | None = None
+    b2_shares_b1_service: bool | None = None
+    declared_change: str | None = None
+    undeclared_differences: int | None = None
+    allow_identity_change: bool | None = None
+    status: str
+    verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
+
+
+TABLES: dict[str, TableModel] = {"comparisons": TableModel(ComparisonRow, verdict=True)}
+"""An ABBA screen's ledger table (its descriptor's ``row_models``)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.measure.rows import check_row
+from harness.measure.rows import build, row_dict
 
 __all__ = ["energy_rows"]
 
@@ -35,5 +35,5 @@ def energy_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         row["service_index"] = idx
         row |= {"source": info.get("source"), "resolution_s": info.get("interval_s"),
                 "devices": len(w.get("devices") or []) or None}
-        out.append(check_row("energy", row))
+        out.append(row_dict(build("energy", row)))
     return out

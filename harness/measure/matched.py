@@ -31,6 +31,7 @@ from harness.measure.speculative import (
     sum_counts,
     window_gaps,
 )
+from harness.measure.table_model import TableModel
 
 __all__ = ["LegData", "MatchedResult", "compare_outputs", "step_gaps", "summarize_matched"]
 
@@ -225,3 +226,41 @@ def step_gaps(event_ns: Sequence[Iterable[int]], event_tokens: Sequence[Iterable
     records' cumulative counts."""
     times = [[t / 1e9 for t, _ in raising_events(ts, ns)] for ts, ns in zip(event_ns, event_tokens, strict=False)]
     return window_gaps(times, start_ns / 1e9, end_ns / 1e9)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatchedSdRow:
+    """``matched_sd``: one matched AR/SD run (harness.measure.matched): both arms' rates (tokens/s),
+    the speculative arm's tokens per step and acceptance, step times (ms), the break-even verdict and
+    the greedy outputs compared with the first AR leg."""
+
+    run: str
+    order: str
+    concurrency: int
+    ar_rate_tok_s: float | None = None
+    sd_rate_tok_s: float | None = None
+    ratio_pct: float | None = None
+    http_ratio_pct: float | None = None
+    ar_drift_pct: float | None = None
+    sd_spread_pct: float | None = None
+    tokens_per_step: float | None = None
+    acceptance_rate: float | None = None
+    spec_source: str | None = None
+    t_ar_ms: float | None = None
+    t_sd_ms: float | None = None
+    t_sd_implied_ms: float | None = None
+    t_sd_over_t_ar: float | None = None
+    reconcile_rel: float | None = None
+    reconciled: bool | None = None
+    verdict: str
+    reason: str
+    outputs_compared: int | None = None
+    outputs_identical: int | None = None
+    outputs_differing: int | None = None
+    sd_claim: str
+    status: str
+    verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
+
+
+TABLES: dict[str, TableModel] = {"matched_sd": TableModel(MatchedSdRow, verdict=True)}
+"""A matched AR/SD run's ledger table (its descriptor's ``row_models``)."""

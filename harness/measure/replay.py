@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from harness.measure import sweep as sw
+from harness.measure.table_model import TableModel
 from harness.records import RequestRecord
 
 REPLAY_ID = "replay"  # the one row id of a replay's replay_runs row (findings name it)
@@ -94,3 +96,53 @@ def replay_row(records: Sequence[RequestRecord], *, start_ns: int, sched: Sequen
     return ({"replay_id": REPLAY_ID, "status": status} | header | rate
             | schedule_stats(sched, lateness_tolerance_s) | {"lateness_tolerance_s": lateness_tolerance_s}
             | cache_stats(cache_rows(records, expected), cached_tolerance_pct))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayRunRow:
+    """``replay_runs``: one trace replay (harness.measure.replay): the trace, the replay speed, throughput,
+    the achieved schedule (lateness = actual send - scheduled send, seconds; ``client_`` without the time
+    the concurrency cap held a request) and prompt tokens found cached against those the trace implies."""
+
+    replay_id: str
+    status: str
+    trace_sha256: str
+    block_size_tokens: int
+    speed: float
+    max_concurrency: int | None = None
+    trace_span_s: float | None = None
+    n_requests: int
+    n_ok: int
+    n_failed: int
+    duration_s: float
+    request_throughput_req_s: float | None = None
+    output_throughput_tok_s: float | None = None
+    input_throughput_tok_s: float | None = None
+    lateness_p50_s: float | None = None
+    lateness_p99_s: float | None = None
+    lateness_max_s: float | None = None
+    client_lateness_p99_s: float | None = None
+    client_lateness_max_s: float | None = None
+    late_requests: int | None = None
+    lateness_tolerance_s: float | None = None
+    schedule_kept: bool | None = None
+    capped_requests: int | None = None
+    prompt_tokens: int | None = None
+    expected_cached_tokens: int | None = None
+    reported_cached_tokens: int | None = None
+    cached_reported_requests: int | None = None
+    cached_mismatch_requests: int | None = None
+    expected_hit_ratio: float | None = None
+    reported_hit_ratio: float | None = None
+    cached_tolerance_pct: float | None = None
+    cached_agree: bool | None = None
+    inflight_slope_req_per_s: float | None = None
+    inflight_slope_se_req_per_s: float | None = None
+    ttft_slope_s_per_s: float | None = None
+    ttft_slope_se_s_per_s: float | None = None
+    saturated: bool | None = None
+    latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
+
+
+TABLES: dict[str, TableModel] = {"replay_runs": TableModel(ReplayRunRow, latency=True)}
+"""A trace replay's ledger table (its descriptor's ``row_models``)."""

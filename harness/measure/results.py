@@ -26,6 +26,7 @@ from harness.load.openai import count_exactness
 from harness.measure import coldness as cold
 from harness.measure import latency as lat
 from harness.measure import metrics as m
+from harness.measure.table_model import TableModel
 from harness.records import RequestRecord
 
 __all__ = [
@@ -336,3 +337,11 @@ def waves_table(records: Sequence[RequestRecord], extra: Mapping[str, Any]) -> p
         return None
     return _table([replace(wave_result(v), latency=lat.columns(v), count_method=count_summary(v))
                    for v in by_wave.values()], extra)
+
+
+TABLES: dict[str, TableModel] = {
+    "cells": TableModel(CellResult, latency=True, row_keys=("cell_id",)),
+    "rounds": TableModel(RoundResult, latency=True, row_keys=("round_id",)),
+}
+"""A formal matrix's own ledger tables (its descriptor's ``row_models``; its ``waves``, which screens
+and matched runs write too, are among ``harness.measure.rows.COMMON_TABLES``)."""

@@ -1,10 +1,13 @@
 """One row model per ledger table, named once, with units in the names (pure).
 
 Each table's columns are declared once: a frozen dataclass per table (:data:`ROW_MODELS`) whose fields,
-in order, are the table's own columns (the formal results ``CellResult``, ``RoundResult`` and
-``WaveResult`` of :mod:`harness.measure.results` are the row models of ``cells``, ``rounds`` and
-``waves``; the governance tables' are in :mod:`harness.measure.governance_rows`; the others are
-here); :func:`arrow_schema` derives the Arrow schema the ledger files carry
+in order, are the table's own columns. The tables more than one kind writes are here
+(:data:`COMMON_TABLES`; ``waves`` is the formal ``WaveResult``, the governance tables' models are in
+:mod:`harness.measure.governance_rows`); a kind's own tables are declared in its own measure module,
+named by its descriptor entry (``harness.kinds.KindInfo.row_models``: a formal matrix's
+``CellResult``, ``RoundResult`` in :mod:`harness.measure.results`, a sweep's ``SweepCellRow`` /
+``SweepRoundRow`` in :mod:`harness.measure.sweep` ...), so adding a kind edits no line here.
+:func:`arrow_schema` derives the Arrow schema the ledger files carry
 (``harness.store.ledger.layout.SCHEMAS``), and the archive's result files use the same names.
 Tables of measured rows (``cells``, ``rounds``, ``waves``, ``sweep_cells``, ``sweep_rounds``) add
 the flat latency columns (:data:`LATENCY_COLUMNS`, ``<metric>_<stat>_s`` and ``<metric>_n``: every
@@ -27,16 +30,18 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
 
+from harness.kinds import KINDS, resolve
 from harness.measure.governance_rows import ClosureRow, FreezeRow, GateRow, HistoricalRow, RecordRow
 from harness.measure.latency import METRICS
-from harness.measure.results import CellResult, RoundResult, WaveResult
+from harness.measure.results import WaveResult
+from harness.measure.table_model import TableModel
 
 __all__ = ["ARCHIVE_COLUMNS", "ROW_MODELS", "WALL", "arrow_schema", "check_row"]
 
@@ -65,101 +70,16 @@ class ArchiveColumns:
     superseded_by: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRow:
     """``runs``: one row per archive."""
 
-    kind: str | None = None
-    plan_id: str | None = None
-    service: str | None = None
-    n_cells: int | None = None
-    archive_path: str | None = None
+    kind: str
+    plan_id: str
+    service: str
+    n_cells: int
+    archive_path: str
     resumed_from: str | None = None
-
-
-@dataclass(frozen=True)
-class SweepRoundRow:
-    """``sweep_rounds``: one measured round of one offered rate of a rate sweep."""
-
-    round_id: str | None = None
-    cell_id: str | None = None
-    round_index: int | None = None
-    arrival_rate_req_s: float | None = None
-    status: str | None = None
-    n_requests: int | None = None
-    n_ok: int | None = None
-    n_failed: int | None = None
-    duration_s: float | None = None
-    request_throughput_req_s: float | None = None
-    output_throughput_tok_s: float | None = None
-    input_throughput_tok_s: float | None = None
-    goodput_req_s: float | None = None
-    slo_met: int | None = None
-    client_lag_p50_s: float | None = None
-    client_lag_p99_s: float | None = None
-    client_lag_max_s: float | None = None
-    client_late: int | None = None
-    client_schedule_kept: bool | None = None
-    send_lag_p99_s: float | None = None
-    capped_requests: int | None = None
-    inflight_slope_req_per_s: float | None = None
-    inflight_slope_se_req_per_s: float | None = None
-    ttft_slope_s_per_s: float | None = None
-    ttft_slope_se_s_per_s: float | None = None
-    saturated: bool | None = None
-
-
-@dataclass(frozen=True)
-class SweepCellRow:
-    """``sweep_cells``: one offered rate of a rate sweep, medians (and ranges) of its ok rounds."""
-
-    cell_id: str | None = None
-    workload: str | None = None
-    concurrency: int | None = None
-    arrival_rate_req_s: float | None = None
-    rounds_ok: int | None = None
-    rounds_planned: int | None = None
-    request_throughput_median_req_s: float | None = None
-    request_throughput_min_req_s: float | None = None
-    request_throughput_max_req_s: float | None = None
-    output_throughput_median_tok_s: float | None = None
-    output_throughput_min_tok_s: float | None = None
-    output_throughput_max_tok_s: float | None = None
-    input_throughput_median_tok_s: float | None = None
-    input_throughput_min_tok_s: float | None = None
-    input_throughput_max_tok_s: float | None = None
-    goodput_median_req_s: float | None = None
-    goodput_min_req_s: float | None = None
-    goodput_max_req_s: float | None = None
-    schedule_kept: bool | None = None
-    client_lag_p99_s: float | None = None
-    saturated_rounds: int | None = None
-
-
-@dataclass(frozen=True)
-class SlaProbeRow:
-    """``sla_probes``: one probe of an SLA search (harness.measure.sla): its offered rate, the worst
-    measured round's p99 of each metric (s) beside its declared limit (s; null: not declared),
-    ``passed`` under the search's rule, ``reasons`` it failed, its rounds, whether every round kept
-    its schedule, and ``bracket_end`` (``highest-passing``, ``lowest-failing`` or null)."""
-
-    probe_index: int | None = None
-    cell_id: str | None = None
-    arrival_rate_req_s: float | None = None
-    passed: bool | None = None
-    reasons: list[str] | None = None
-    rounds_ok: int | None = None
-    rounds_planned: int | None = None
-    schedule_kept: bool | None = None
-    ttft_p99_worst_s: float | None = None
-    tpot_bench_p99_worst_s: float | None = None
-    e2e_p99_worst_s: float | None = None
-    ttft_limit_s: float | None = None
-    tpot_limit_s: float | None = None
-    e2e_limit_s: float | None = None
-    request_throughput_median_req_s: float | None = None
-    goodput_median_req_s: float | None = None
-    bracket_end: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,73 +120,6 @@ class RequestRow:
 
 
 @dataclass(frozen=True)
-class ComparisonRow:
-    """``comparisons``: one ABBA screen's legs (tokens/s) and verdict."""
-
-    screen: str | None = None
-    boundary: str | None = None
-    concurrency: int | None = None
-    waves_per_leg: int | None = None
-    a1_median_tok_s: float | None = None
-    b1_median_tok_s: float | None = None
-    b2_median_tok_s: float | None = None
-    a2_median_tok_s: float | None = None
-    control_mean_tok_s: float | None = None
-    candidate_mean_tok_s: float | None = None
-    ratio_pct: float | None = None
-    drift_pct: float | None = None
-    spread_pct: float | None = None
-    http_ratio_pct: float | None = None
-    separated: bool | None = None
-    verdict: str | None = None
-    reason: str | None = None
-    outputs_compared: int | None = None
-    outputs_identical_all_legs: int | None = None
-    outputs_differing: int | None = None
-    outputs_identical_across_arms: int | None = None
-    b2_shares_b1_service: bool | None = None
-    declared_change: str | None = None
-    undeclared_differences: int | None = None
-    allow_identity_change: bool | None = None
-    status: str | None = None
-    verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
-
-
-@dataclass(frozen=True)
-class MatchedSdRow:
-    """``matched_sd``: one matched AR/SD run (harness.measure.matched): both arms' rates (tokens/s),
-    the speculative arm's tokens per step and acceptance, step times (ms), the break-even verdict and
-    the greedy outputs compared with the first AR leg."""
-
-    run: str | None = None
-    order: str | None = None
-    concurrency: int | None = None
-    ar_rate_tok_s: float | None = None
-    sd_rate_tok_s: float | None = None
-    ratio_pct: float | None = None
-    http_ratio_pct: float | None = None
-    ar_drift_pct: float | None = None
-    sd_spread_pct: float | None = None
-    tokens_per_step: float | None = None
-    acceptance_rate: float | None = None
-    spec_source: str | None = None
-    t_ar_ms: float | None = None
-    t_sd_ms: float | None = None
-    t_sd_implied_ms: float | None = None
-    t_sd_over_t_ar: float | None = None
-    reconcile_rel: float | None = None
-    reconciled: bool | None = None
-    verdict: str | None = None
-    reason: str | None = None
-    outputs_compared: int | None = None
-    outputs_identical: int | None = None
-    outputs_differing: int | None = None
-    sd_claim: str | None = None
-    status: str | None = None
-    verdict_as_measured: str | None = None  # ``verdict`` is ``withheld`` when a blocking finding invalidates the run
-
-
-@dataclass(frozen=True)
 class AcceptanceRow:
     """``acceptance``: one measured wave's speculative counts summed over its requests (``cell_id``:
     the formal cell, or the leg of a screen or matched run), as its server reported them
@@ -292,7 +145,7 @@ class AcceptanceRow:
     tokens_per_event_hist: list[int] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnergyRow:
     """``energy``: one measurement window's energy over every sampled device (``energy.json``;
     harness.run.energy): ``window_kind`` ``resident`` (a measured wave's resident window: formal
@@ -309,10 +162,10 @@ class EnergyRow:
     round_id: str | None = None
     concurrency: int | None = None
     arrival_rate_req_s: float | None = None
-    window_kind: str | None = None
-    service_index: int | None = None
-    start_ns: int | None = None
-    end_ns: int | None = None
+    window_kind: str
+    service_index: int
+    start_ns: int
+    end_ns: int
     window_s: float | None = None
     output_tokens: int | None = None
     energy_j: float | None = None
@@ -340,83 +193,12 @@ class FindingRow:
     scope: str | None = None  # "rows" or "run" (null in rows written before the verdict module)
 
 
-@dataclass(frozen=True)
-class ReplayRunRow:
-    """``replay_runs``: one trace replay (harness.measure.replay): the trace, the replay speed, throughput,
-    the achieved schedule (lateness = actual send - scheduled send, seconds; ``client_`` without the time
-    the concurrency cap held a request) and prompt tokens found cached against those the trace implies."""
-
-    replay_id: str | None = None
-    status: str | None = None
-    trace_sha256: str | None = None
-    block_size_tokens: int | None = None
-    speed: float | None = None
-    max_concurrency: int | None = None
-    trace_span_s: float | None = None
-    n_requests: int | None = None
-    n_ok: int | None = None
-    n_failed: int | None = None
-    duration_s: float | None = None
-    request_throughput_req_s: float | None = None
-    output_throughput_tok_s: float | None = None
-    input_throughput_tok_s: float | None = None
-    lateness_p50_s: float | None = None
-    lateness_p99_s: float | None = None
-    lateness_max_s: float | None = None
-    client_lateness_p99_s: float | None = None
-    client_lateness_max_s: float | None = None
-    late_requests: int | None = None
-    lateness_tolerance_s: float | None = None
-    schedule_kept: bool | None = None
-    capped_requests: int | None = None
-    prompt_tokens: int | None = None
-    expected_cached_tokens: int | None = None
-    reported_cached_tokens: int | None = None
-    cached_reported_requests: int | None = None
-    cached_mismatch_requests: int | None = None
-    expected_hit_ratio: float | None = None
-    reported_hit_ratio: float | None = None
-    cached_tolerance_pct: float | None = None
-    cached_agree: bool | None = None
-    inflight_slope_req_per_s: float | None = None
-    inflight_slope_se_req_per_s: float | None = None
-    ttft_slope_s_per_s: float | None = None
-    ttft_slope_se_s_per_s: float | None = None
-    saturated: bool | None = None
-
-
-@dataclass(frozen=True)
-class TableModel:
-    """A ledger table: its row model, and whether its rows carry latency, ``extra`` and the archive columns.
-
-    ``row_keys``: the columns naming the units an evidence finding can concern (a wave, round, cell or
-    probe id: a row is concerned when any of them is named); empty for a table with one row per run
-    (any blocking finding concerns it) and for governance tables. ``verdict``: the table has a
-    ``verdict`` column that is withheld on an invalid row (``verdict_as_measured`` keeps what was
-    measured)."""
-
-    model: type
-    latency: bool = False
-    archive: bool = True
-    row_keys: tuple[str, ...] = ()
-    verdict: bool = False
-
-
-ROW_MODELS: dict[str, TableModel] = {
+COMMON_TABLES: dict[str, TableModel] = {
     "runs": TableModel(RunRow),
-    "cells": TableModel(CellResult, latency=True, row_keys=("cell_id",)),
-    "rounds": TableModel(RoundResult, latency=True, row_keys=("round_id",)),
-    "waves": TableModel(WaveResult, latency=True, row_keys=("wave_id",)),
-    "sweep_cells": TableModel(SweepCellRow, latency=True, row_keys=("cell_id",)),
-    "sweep_rounds": TableModel(SweepRoundRow, latency=True, row_keys=("round_id",)),
+    "waves": TableModel(WaveResult, latency=True, row_keys=("wave_id",)),  # formal, screen and matched waves
     "requests": TableModel(RequestRow, row_keys=("wave_id",)),
-    "comparisons": TableModel(ComparisonRow, verdict=True),
-    "matched_sd": TableModel(MatchedSdRow, verdict=True),
     "acceptance": TableModel(AcceptanceRow, row_keys=("wave_id",)),
     "energy": TableModel(EnergyRow, row_keys=("wave_id", "round_id")),
-    "replay_runs": TableModel(ReplayRunRow, latency=True),
-    "sla_probes": TableModel(SlaProbeRow, row_keys=("cell_id",)),
-    "sla_rounds": TableModel(SweepRoundRow, latency=True, row_keys=("round_id",)),
     "findings": TableModel(FindingRow, archive=False),
     "records": TableModel(RecordRow, archive=False),
     "closures": TableModel(ClosureRow, archive=False),
@@ -424,6 +206,18 @@ ROW_MODELS: dict[str, TableModel] = {
     "freezes": TableModel(FreezeRow, archive=False),
     "historical": TableModel(HistoricalRow, archive=False),
 }
+"""The tables more than one kind writes (runs, waves, requests, acceptance, energy, findings, governance)."""
+
+
+def kind_tables() -> dict[str, dict[str, TableModel]]:
+    """Per kind, the tables its descriptor entry declares (``KindInfo.row_models``, resolved: the
+    kind's own measure module), for the kinds that declare any."""
+    return {k.name: dict(resolve(k.row_models)) for k in KINDS.values() if k.row_models}
+
+
+ROW_MODELS: dict[str, TableModel] = COMMON_TABLES | {t: m for tables in kind_tables().values()
+                                                     for t, m in tables.items()}
+"""Every ledger table's model: :data:`COMMON_TABLES` and each kind's own (module docstring)."""
 
 _SCALARS: dict[Any, pa.DataType] = {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_(),
                                     datetime: WALL}
@@ -460,15 +254,60 @@ def check_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
     return dict(row)
 
 
+def build(table: str, row: Mapping[str, Any]) -> Any:
+    """The row-model instance of ``table`` holding ``row`` (its own columns by name; a latency table's
+    flat :data:`LATENCY_COLUMNS` go to the model's ``latency`` mapping). ``ValueError`` naming the
+    keys that are no column of the model (an archive column is added at write, :func:`rows_table`);
+    ``TypeError`` when a required field (a row's identity, a measure it always has) is missing: a
+    row is built whole or not at all."""
+    spec = ROW_MODELS[table]
+    names = {f.name for f in dataclasses.fields(spec.model)}
+    latency = set(LATENCY_COLUMNS) if spec.latency else set()
+    unknown = sorted(set(row) - names - latency - {"latency"})
+    if unknown:
+        raise ValueError(f"{table} row: no column(s) {', '.join(unknown)} in its row model")
+    own = {k: v for k, v in row.items() if k in names and k != "latency"}
+    if "latency" in names:
+        own["latency"] = dict(row.get("latency") or {}) | {k: v for k, v in row.items() if k in latency}
+    return spec.model(**own)
+
+
+def row_dict(row: Any) -> dict[str, Any]:
+    """A row-model instance as the flat dict its archive file and JSON summary hold: every field in
+    the model's order, then its latency columns."""
+    out = {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name != "latency"}
+    out.update(getattr(row, "latency", None) or {})
+    return out
+
+
+def rows_table(table: str, rows: Sequence[Any], extra: Mapping[str, Any] | None = None) -> pa.Table:
+    """Row-model instances (or their :func:`row_dict`) as an archive result table: the model's own
+    columns (and latency columns) with the model's Arrow types, then ``extra`` (the run's campaign,
+    claim class, protocol class) as constant columns."""
+    spec = ROW_MODELS[table]
+    fields = _result_fields(spec)
+    dicts = [r if isinstance(r, Mapping) else row_dict(r) for r in rows]
+    t = pa.Table.from_pylist(dicts, schema=pa.schema(fields))
+    for key, value in (extra or {}).items():
+        t = t.append_column(key, pa.array([value] * t.num_rows))
+    return t
+
+
 ARCHIVE_COLUMNS: list[tuple[str, pa.DataType]] = model_fields(ArchiveColumns)
+
+
+def _result_fields(spec: TableModel) -> list[tuple[str, pa.DataType]]:
+    """A table's own columns then, for a latency table, the latency columns (what a row holds)."""
+    out = model_fields(spec.model)
+    if spec.latency:
+        out += [(c, pa.int64() if c.endswith("_n") else pa.float64()) for c in LATENCY_COLUMNS]
+    return out
 
 
 def table_fields(table: str) -> list[tuple[str, pa.DataType]]:
     """Every column of ``table``, in file order: its own, latency, ``extra``, the archive columns."""
     spec = ROW_MODELS[table]
-    out = model_fields(spec.model)
-    if spec.latency:
-        out += [(c, pa.int64() if c.endswith("_n") else pa.float64()) for c in LATENCY_COLUMNS]
+    out = _result_fields(spec)
     if spec.archive:
         out += [("extra", pa.string()), *ARCHIVE_COLUMNS]
     return out

@@ -28,6 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.measure.sweep import SweepRoundRow
+from harness.measure.table_model import TableModel
+
 RULE = ("a probe passes only if every measured round ended ok and, in every round, the p99 of each declared "
         "metric (ttft_p99_s, tpot_bench_p99_s, e2e_p99_s) is at or below its limit")
 METRIC_COLUMNS = {"ttft": "ttft_p99_s", "tpot": "tpot_bench_p99_s", "e2e": "e2e_p99_s"}
@@ -221,3 +224,36 @@ def summary(rows: Sequence[Mapping[str, Any]], s: SearchSettings, *, finished: b
             "settings": {"start_req_s": s.start_req_s, "precision": s.precision, "relative": s.relative,
                          "max_probes": s.max_probes, "max_rate_req_s": s.max_rate_req_s},
             "rule": RULE, "n_probes": len(probes)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlaProbeRow:
+    """``sla_probes``: one probe of an SLA search (harness.measure.sla): its offered rate, the worst
+    measured round's p99 of each metric (s) beside its declared limit (s; null: not declared),
+    ``passed`` under the search's rule, ``reasons`` it failed, its rounds, whether every round kept
+    its schedule, and ``bracket_end`` (``highest-passing``, ``lowest-failing`` or null)."""
+
+    probe_index: int
+    cell_id: str | None = None
+    arrival_rate_req_s: float
+    passed: bool
+    reasons: list[str]
+    rounds_ok: int
+    rounds_planned: int
+    schedule_kept: bool
+    ttft_p99_worst_s: float | None = None
+    tpot_bench_p99_worst_s: float | None = None
+    e2e_p99_worst_s: float | None = None
+    ttft_limit_s: float | None = None
+    tpot_limit_s: float | None = None
+    e2e_limit_s: float | None = None
+    request_throughput_median_req_s: float | None = None
+    goodput_median_req_s: float | None = None
+    bracket_end: str | None = None
+
+
+TABLES: dict[str, TableModel] = {
+    "sla_probes": TableModel(SlaProbeRow, row_keys=("cell_id",)),
+    "sla_rounds": TableModel(SweepRoundRow, latency=True, row_keys=("round_id",)),  # the sweep_rounds columns
+}
+"""An SLA search's ledger tables (its descriptor's ``row_models``)."""

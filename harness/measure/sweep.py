@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from harness.measure import latency
+from harness.measure.table_model import TableModel
 from harness.records import RequestRecord
 
 NS = 1e9
@@ -166,3 +167,69 @@ def knee(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The knee's row (``sweep_cells`` rows: ``arrival_rate_req_s``, ``goodput_median_req_s`` and,
     when present, ``rounds_ok`` / ``saturated_rounds`` / ``schedule_kept``): :func:`knee_of`'s row."""
     return knee_of(rows).row
+@dataclass(frozen=True, kw_only=True)
+class SweepRoundRow:
+    """``sweep_rounds``: one measured round of one offered rate of a rate sweep."""
+
+    round_id: str
+    cell_id: str
+    round_index: int
+    arrival_rate_req_s: float
+    status: str
+    n_requests: int
+    n_ok: int
+    n_failed: int
+    duration_s: float
+    request_throughput_req_s: float
+    output_throughput_tok_s: float
+    input_throughput_tok_s: float
+    goodput_req_s: float | None = None
+    slo_met: int | None = None
+    client_lag_p50_s: float | None = None
+    client_lag_p99_s: float | None = None
+    client_lag_max_s: float | None = None
+    client_late: int | None = None
+    client_schedule_kept: bool | None = None
+    send_lag_p99_s: float | None = None
+    capped_requests: int | None = None
+    inflight_slope_req_per_s: float | None = None
+    inflight_slope_se_req_per_s: float | None = None
+    ttft_slope_s_per_s: float | None = None
+    ttft_slope_se_s_per_s: float | None = None
+    saturated: bool | None = None
+    latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepCellRow:
+    """``sweep_cells``: one offered rate of a rate sweep, medians (and ranges) of its ok rounds."""
+
+    cell_id: str
+    workload: str
+    concurrency: int
+    arrival_rate_req_s: float
+    rounds_ok: int
+    rounds_planned: int
+    request_throughput_median_req_s: float | None = None
+    request_throughput_min_req_s: float | None = None
+    request_throughput_max_req_s: float | None = None
+    output_throughput_median_tok_s: float | None = None
+    output_throughput_min_tok_s: float | None = None
+    output_throughput_max_tok_s: float | None = None
+    input_throughput_median_tok_s: float | None = None
+    input_throughput_min_tok_s: float | None = None
+    input_throughput_max_tok_s: float | None = None
+    goodput_median_req_s: float | None = None
+    goodput_min_req_s: float | None = None
+    goodput_max_req_s: float | None = None
+    schedule_kept: bool | None = None
+    client_lag_p99_s: float | None = None
+    saturated_rounds: int | None = None
+    latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
+
+
+TABLES: dict[str, TableModel] = {
+    "sweep_cells": TableModel(SweepCellRow, latency=True, row_keys=("cell_id",)),
+    "sweep_rounds": TableModel(SweepRoundRow, latency=True, row_keys=("round_id",)),
+}
+"""A rate sweep's ledger tables (its descriptor's ``row_models``)."""

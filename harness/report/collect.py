@@ -32,7 +32,7 @@ from harness.report.snapshot.validity import finding_of
 from harness.report.timelines import timeline_entries
 from harness.store.archive import MANIFEST, Archive, iter_archives, verify_archive
 from harness.store.ledger import data_origin, read_table, rows_iso
-from harness.store.view import ArchiveView
+from harness.store.view import ArchiveView, verdict_rows
 
 HISTORICAL_LEDGER = Path("ledgers") / "historical"  # a table directory (ledger schema 3)
 #: ``findings_source`` of a snapshot whose findings are the archives' verdicts' (each archive's
@@ -77,8 +77,7 @@ def decided(archive: Archive, findings: Sequence[dict[str, Any]]) -> Verdict:
     """The verdict ``findings`` (Finding-shaped dicts, e.g. of an injected ``findings_fn``) decide for
     ``archive``: :func:`harness.evidence.verdict.decide` over its wave and round rows (``source = "rules"``)."""
     return decide(archive.archive_id, data_origin(archive), [finding_of(f, archive.archive_id) for f in findings],
-                  ArchiveView(archive).rows("waves.parquet", ("wave_id", "phase")),
-                  ArchiveView(archive).rows("rounds.parquet", ("round_id", "cell_id", "status")))
+                  *verdict_rows(archive))
 
 
 def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bool = True,
@@ -93,8 +92,8 @@ def load_content(archive: Archive, *, findings_fn: FindingsFn | None, memory: bo
         return f.rows(name) if f.has(name) else None
 
     results = f.doc("results.json")
-    if results is None and f.has("cells.parquet"):
-        results = {"cells": f.rows("cells.parquet"), "rounds": f.rows("rounds.parquet")}
+    if results is None and f.kind_rows("cells"):  # no results.json: the kind's cell and round tables
+        results = {"cells": f.kind_rows("cells"), "rounds": f.kind_rows("rounds")}
     findings: list[dict[str, Any]] | None = None
     verdict: Verdict | None = None
     if verdict_fn is not None:

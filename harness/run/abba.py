@@ -41,7 +41,7 @@ from harness.measure.abba import (
 from harness.measure.acceptance import acceptance_rows
 from harness.measure.claims import draft_length
 from harness.measure.results import run_count_methods, waves_table
-from harness.measure.rows import check_row
+from harness.measure.rows import build, rows_table
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
 from harness.run.base import open_run
@@ -253,7 +253,8 @@ class AbbaRunner:
             self.leg_records[leg].append(recs)
             self.report(AbbaWave(leg, j, resident=m.resident_window(recs).rate, http=m.http_window(recs).rate))
 
-        await run_leg(writer, self.session, svc, LegWaves(self.spec, self.spec.workload, self.token, self.cases), leg,
+        await run_leg(writer, self.session, svc, LegWaves(self.spec, self.spec.workload, self.token, self.cases,
+                                                              self.inputs.corpus.manifest_sha256), leg,
                       round_index=LEGS.index(leg), text=self.inputs.texts.get(leg[0]), measured=measured,
                       kept="the finished legs are kept in a partial archive",
                       on_live=lambda j, phase, t: self.report(LegWaveLive(leg, j, phase, t)))
@@ -303,8 +304,8 @@ class AbbaRunner:
             "undeclared_differences": len(self.undeclared),
             "allow_identity_change": self.spec.allow_identity_change,
             "status": status,
-        } | common
-        writer.write_table("comparison.parquet", pa.Table.from_pylist([check_row("comparisons", comp)]))
+        }
+        writer.write_table("comparisons.parquet", rows_table("comparisons", [build("comparisons", comp)], common))
         writer.write_json("comparison.json", {"result": asdict(result), "outputs": asdict(match),
                                               "legs": self.leg_services, "failed_leg": self.failed_leg})
         if not self.session.services:

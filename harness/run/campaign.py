@@ -406,7 +406,8 @@ class CampaignRunner:
         cases = [corpus.cases[i] for i in wave_cases(len(corpus.cases), cell.concurrency, counter)]
         spec = WaveSpec(run_id=self.token, cell_id=cell.cell_id, wave_id=wave_id, round_index=k,
                         wave_index=j, phase=phase, workload=cell.workload, concurrency=cell.concurrency,
-                        max_new_tokens=cell.max_new_tokens, ignore_eos=cell.ignore_eos, cache=cell.cache)
+                        max_new_tokens=cell.max_new_tokens, ignore_eos=cell.ignore_eos, cache=cell.cache,
+                        corpus_sha256=corpus.manifest_sha256)
         recs = await execute_wave(self._svc, client, spec, cases, self.session.witness, self.texts,
                                   selfcheck=self.session.selfcheck,
                                   on_live=lambda t: self.report(WaveLive(cell, k, j, phase, t)))

@@ -84,12 +84,13 @@ def leg_service(svc: RunningService, session: ServiceSession, fresh: bool) -> di
 @dataclass(frozen=True)
 class LegWaves:
     """The waves every leg of one run sends: the run spec (its request timeout and client limits), its
-    workload, the run token and the fixed cases."""
+    workload, the run token and the fixed cases, with the manifest hash of the corpus they come from."""
 
     spec: Any
     workload: FixedWaves
     run_id: str
     cases: list[Case]
+    corpus_sha256: str
 
 
 async def run_leg(writer: ArchiveWriter, session: ServiceSession, svc: RunningService, waves: LegWaves, leg: str, *,
@@ -104,7 +105,8 @@ async def run_leg(writer: ArchiveWriter, session: ServiceSession, svc: RunningSe
             wave_id = leg_wave_id(leg, "warmup" if phase == "warmup" else "measured", j)
             ws = WaveSpec(run_id=waves.run_id, cell_id=leg, wave_id=wave_id, round_index=round_index, wave_index=j,
                           phase=phase, workload="decode", concurrency=wl.concurrency,
-                          max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos, cache=wl.cache)
+                          max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos, cache=wl.cache,
+                          corpus_sha256=waves.corpus_sha256)
             live = (lambda t: on_live(j, phase, t)) if on_live is not None else None
             recs = await execute_wave(svc, client, ws, waves.cases, session.witness, text,
                                       selfcheck=session.selfcheck, on_live=live)

@@ -6,7 +6,7 @@ service verified under its arm's claim (AR legs ``native-ar``, SD legs the spec'
 server that does not speculate is refused for it). Measured like an ABBA leg (warmups, then
 ``waves_per_leg`` waves of ``concurrency`` requests), ended by the one run skeleton
 (:func:`harness.run.skeleton.drive`). The result (:mod:`harness.measure.matched`) goes to
-``matched.json`` and ``matched.parquet`` (ledger table ``matched_sd``), the per-leg values to
+``matched.json`` and ``matched_sd.parquet`` (ledger table ``matched_sd``), the per-leg values to
 ``legs.parquet``, the per-wave speculative counts to ``acceptance.parquet`` (ledger table
 ``acceptance``). Never a formal cell or an ABBA screen.
 """
@@ -34,6 +34,7 @@ from harness.measure.acceptance import acceptance_rows, contradictions_of, count
 from harness.measure.claims import draft_length
 from harness.measure.matched import LegData, MatchedResult, compare_outputs, step_gaps, summarize_matched
 from harness.measure.results import run_count_methods, waves_table
+from harness.measure.rows import build, row_dict, rows_table
 from harness.measure.speculative import sum_counts
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
@@ -192,7 +193,8 @@ class MatchedRunner:
             self.report(MatchedLegWave(leg, j, resident=m.resident_window(recs).rate,
                                        tokens_per_step=counts.tokens_per_step if counts else math.nan))
 
-        waves = LegWaves(self.spec, self.spec.workload, self.token, self.inputs.cases)
+        waves = LegWaves(self.spec, self.spec.workload, self.token, self.inputs.cases,
+                         self.inputs.corpus.manifest_sha256)
         await run_leg(writer, self.session, svc, waves, leg, round_index=li, text=self.inputs.texts.get(leg[:2]),
                       measured=measured, kept="the finished legs are kept")
 
@@ -232,7 +234,7 @@ class MatchedRunner:
         acc = acceptance_rows(records, common, spec_counters(writer), self._draft_tokens())
         if acc:
             writer.write_table("acceptance.parquet", pa.Table.from_pylist(acc))
-        writer.write_table("matched.parquet", pa.Table.from_pylist([matched_row(spec, result, status) | common]))
+        writer.write_table("matched_sd.parquet", rows_table("matched_sd", [matched_row(spec, result, status)], common))
         writer.write_json("matched.json", {"result": result_json(result), "legs": self.leg_services,
                                            "failed_leg": self.current_leg})
         if not self.session.services:
@@ -276,9 +278,9 @@ def leg_row(x: LegData) -> dict[str, Any]:
 
 
 def matched_row(spec: MatchedSdSpec, r: MatchedResult, status: str) -> dict[str, Any]:
-    """The one ``matched.parquet`` row (ledger table ``matched_sd``)."""
+    """The one ``matched_sd.parquet`` row (ledger table ``matched_sd``), built as its row model."""
     be, o = r.break_even, r.outputs
-    return {"run": spec.name, "order": " ".join(spec.order), "concurrency": r.concurrency,
+    return row_dict(build("matched_sd", {"run": spec.name, "order": " ".join(spec.order), "concurrency": r.concurrency,
             "ar_rate_tok_s": _f(r.ar_rate), "sd_rate_tok_s": _f(r.sd_rate), "ratio_pct": _f(r.ratio_pct),
             "http_ratio_pct": _f(r.http_ratio_pct), "ar_drift_pct": _f(r.ar_drift_pct),
             "sd_spread_pct": _f(r.sd_spread_pct), "tokens_per_step": _f(r.tokens_per_step),
@@ -287,7 +289,7 @@ def matched_row(spec: MatchedSdSpec, r: MatchedResult, status: str) -> dict[str,
             "t_sd_implied_ms": _f(r.t_sd_implied_s * 1e3), "t_sd_over_t_ar": _f(be.ratio),
             "reconcile_rel": _f(r.reconcile_rel), "reconciled": r.reconciled, "verdict": be.verdict,
             "reason": be.reason, "outputs_compared": o.compared, "outputs_identical": o.identical,
-            "outputs_differing": o.differing, "sd_claim": spec.sd_claim, "status": status}
+            "outputs_differing": o.differing, "sd_claim": spec.sd_claim, "status": status}))
 
 
 def result_json(r: MatchedResult) -> dict[str, Any]:

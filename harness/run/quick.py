@@ -37,7 +37,7 @@ from harness.aio import new_event_loop
 from harness.errors import ArchiveError, DsvError, ServiceError, SpecError
 from harness.evidence.rules_client import serves_simulator
 from harness.ids import RequestIdentity, quick_request_id, wave_id
-from harness.inputs.corpus import Case, Corpus
+from harness.inputs.corpus import Corpus
 from harness.inputs.corpus.random_ids import RandomPrompts, id_range, write_random_corpus
 from harness.inputs.spec import ClaimClass
 from harness.load.client import Protocol
@@ -211,14 +211,15 @@ async def closed_loop(client: LoadClient, requests: Sequence[WaveRequest], concu
     return [r for r in out if r is not None]
 
 
-def _requests(token: str, cases: Sequence[Case], concurrency: int) -> list[WaveRequest]:
+def _requests(token: str, corpus: Corpus, concurrency: int) -> list[WaveRequest]:
     return [WaveRequest(input_ids=c.ids_list(), max_new_tokens=int(c.output_tokens or 1),
                         rid=quick_request_id(token, i), ignore_eos=True,
                         identity=RequestIdentity(run_id=token, cell_id=CELL_ID, round_index=0, wave_id=WAVE_ID,
                                                  wave_index=0, phase="measured", workload="quick",
-                                                 case_id=c.case_id, input_hash=c.sha256[:16]),
+                                                 case_id=c.case_id, input_hash=c.sha256[:16], request_index=i,
+                                                 corpus_sha256=corpus.manifest_sha256),
                         input_len=c.n_tokens, concurrency=concurrency)
-            for i, c in enumerate(cases)]
+            for i, c in enumerate(corpus.cases)]
 
 
 def summarize(records: Sequence[RequestRecord], percentiles: Sequence[float]) -> dict[str, Any]:
@@ -253,7 +254,7 @@ class QuickBench:
         async with LoadClient(self.url, protocol=detected.protocol, concurrency=c, model=o.model,
                               timeout_s=o.request_timeout_s,
                               openai=OpenAIOptions(prompt_format="token-ids")) as client:
-            await closed_loop(client, _requests(self.token, corpus.cases, c), c, self.report, out)
+            await closed_loop(client, _requests(self.token, corpus, c), c, self.report, out)
 
     def run(self) -> QuickOutcome:
         """Detect the server, freeze the prompts, send them, and always finalize the archive once it

@@ -12,7 +12,9 @@ row under the round's wave id), appends a ``round`` event (id, status, start) an
 A warmup round (``round_index = -1``) is archived and its schedule kept, never counted.
 
 :func:`recovered_rounds` reads the same rows back from a killed run's partial (a round without its
-``round`` event ``incomplete``); :func:`write_rate_tables` writes ``cells.parquet`` / ``rounds.parquet``.
+``round`` event ``incomplete``); :func:`write_rate_tables` writes the kind's cells and rounds tables
+(``harness.kinds``: a sweep's ``sweep_cells.parquet`` / ``sweep_rounds.parquet``, an SLA search's
+``sla_cells.parquet`` / ``sla_rounds.parquet``).
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
 from harness import ids
 from harness.errors import DsvError
 from harness.ids import RequestIdentity
@@ -32,7 +32,9 @@ from harness.inputs.arrivals import RoundPlan
 from harness.inputs.corpus import Case, Corpus, cache_salt
 from harness.inputs.spec import SlaSpec, SweepSpec
 from harness.interrupts import fault_point
+from harness.kinds import kind_info, table_file
 from harness.load.driver import LoadClient, WaveRequest
+from harness.measure.rows import rows_table
 from harness.records import RequestRecord
 from harness.run.energy import Window, round_window
 from harness.run.events import Reporter, SweepRoundDone, SweepRoundStart
@@ -56,6 +58,7 @@ class RateRounds:
                  reporter: Reporter) -> None:
         self.spec, self.token, self.texts, self.report = spec, token, texts, reporter
         self.cases = {c.case_id: c for c in corpus.cases}
+        self.corpus_sha256 = corpus.manifest_sha256
         self.rounds: list[dict[str, Any]] = []  # every measured round's row, in run order
         self.by_rate: dict[float, list[RequestRecord]] = {}
         self.starts: dict[float, list[int]] = {}
@@ -79,7 +82,8 @@ class RateRounds:
             cache_salt=cache_salt(self.token, cid, k, i),
             identity=RequestIdentity(run_id=self.token, cell_id=cid, round_index=k, wave_id=wave, wave_index=0,
                                      phase="warmup" if k < 0 else "measured", workload="sweep",
-                                     case_id=case.case_id, input_hash=case.sha256[:16]),
+                                     case_id=case.case_id, input_hash=case.sha256[:16], request_index=i,
+                                     corpus_sha256=self.corpus_sha256),
             concurrency=s.arrivals.max_concurrency or 0)
 
     async def measure(self, svc: RunningService, session: ServiceSession, writer: ArchiveWriter,
@@ -161,14 +165,15 @@ def recovered_rounds(writer: ArchiveWriter, spec: SweepSpec
 
 def write_rate_tables(writer: ArchiveWriter, spec: SweepSpec | SlaSpec, cells: Sequence[dict[str, Any]],
                       rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Write ``cells.parquet`` and ``rounds.parquet`` (each only when it has rows), every row with the
-    run's campaign, claim class and protocol class; returns those columns (the kind's other tables
-    carry them too)."""
+    """Write the kind's cells and rounds tables (``KindInfo.cells`` / ``rounds``, each only when it
+    has rows), every row with the run's campaign, claim class and protocol class; returns those
+    columns (the kind's other tables carry them too)."""
     extra = {"campaign": spec.name, "claim_class": spec.claim_class, "protocol_class": spec.protocol_class}
+    info = kind_info(spec.kind)
     if cells:
-        writer.write_table("cells.parquet", pa.Table.from_pylist([c | extra for c in cells]))
-    if rounds:
-        writer.write_table("rounds.parquet", pa.Table.from_pylist([r | extra for r in rounds]))
+        writer.write_table(table_file(info.cells), rows_table("sweep_cells", cells, extra))
+    if rounds:  # an SLA search's rounds are sweep rounds too (row model SweepRoundRow)
+        writer.write_table(table_file(info.rounds), rows_table("sweep_rounds", rounds, extra))
     return extra
 
 

@@ -11,7 +11,7 @@ replay's requests (and never across runs). The schedule and the prefix-cache hit
 
 Archive: the records (one wave), ``schedule.jsonl`` (scheduled and actual send, lateness, cap wait per
 request), ``cache.jsonl`` (expected and reported cached tokens per request), ``replay.json`` and
-``replay.parquet`` (the ``replay_runs`` row, :mod:`harness.measure.replay`). A run on one service started once
+``replay_runs.parquet`` (the ``replay_runs`` row, :mod:`harness.measure.replay`). A run on one service started once
 (:class:`harness.run.base.OneServiceRunner`; no power sampled), it ends through the run skeleton
 (:func:`harness.run.skeleton.drive`, ``finish``); :func:`recover_replay` finalizes a killed
 replay's partial from its records and ``arrivals.json``. The replay is one measured unit: the client's
@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from harness import ids
 from harness.errors import DsvError, SpecError
 from harness.hashing import sha256_json
@@ -40,7 +38,7 @@ from harness.inputs.trace import expected_cached
 from harness.interrupts import fault_point
 from harness.load.driver import LoadClient, WaveRequest
 from harness.measure import replay as rp
-from harness.measure.rows import check_row
+from harness.measure.rows import build, row_dict, rows_table
 from harness.measure.saturation import saturation
 from harness.records import RequestRecord
 from harness.run import open_loop
@@ -132,7 +130,7 @@ def replay_row(spec: ReplaySpec, plan: ReplayPlan, records: Sequence[RequestReco
                         lateness_tolerance_s=spec.lateness_tolerance_ms / 1000,
                         cached_tolerance_pct=spec.cached_tolerance_pct, status=status, header=header(spec, plan))
     row |= saturation(recs).columns()  # docs/saturation.md: the same judgement as a sweep round's
-    return check_row("replay_runs", row)
+    return row_dict(build("replay_runs", row))
 
 
 @dataclass
@@ -184,7 +182,8 @@ class ReplayRunner(OneServiceRunner[ReplaySpec, ReplayOutcome]):
                 ignore_eos=True, prompt_text=self.texts(case) if self.texts else None, cache_salt=salt,
                 identity=RequestIdentity(run_id=self.token, cell_id=CELL, round_index=0, wave_id=wave, wave_index=0,
                                          phase="measured", workload="replay", case_id=cid,
-                                         input_hash=case.sha256[:16]),
+                                         input_hash=case.sha256[:16], request_index=i,
+                                         corpus_sha256=self.corpus.manifest_sha256),
                 concurrency=self.spec.max_concurrency or 0))
         return out
 
@@ -217,7 +216,7 @@ class ReplayRunner(OneServiceRunner[ReplaySpec, ReplayOutcome]):
                              "start_ns": sent.start_ns, "t_ns": time.perf_counter_ns()})
 
     def finalize(self, run: OpenedRun, status: str, error: DsvError | None) -> ReplayOutcome:
-        """``replay.parquet``, ``replay.json`` and ``cache.jsonl``, then the archive finished."""
+        """``replay_runs.parquet``, ``replay.json`` and ``cache.jsonl``, then the archive finished."""
         block = self.run_block(run, error, plan_id=self.plan.plan_id)
         done = finalize_replay(run.writer, self.workspace, self.spec, self.plan, self.row, self.cache_rows, status,
                                block)
@@ -227,10 +226,10 @@ class ReplayRunner(OneServiceRunner[ReplaySpec, ReplayOutcome]):
 def finalize_replay(writer: ArchiveWriter, workspace: Path, spec: ReplaySpec, plan: ReplayPlan,
                     row: dict[str, Any] | None, cache: Sequence[dict[str, Any]], status: str,
                     run: RunBlock) -> Finished:
-    """Write ``replay.parquet``, ``replay.json`` and ``cache.jsonl``, then finish the archive."""
+    """Write ``replay_runs.parquet``, ``replay.json`` and ``cache.jsonl``, then finish the archive."""
     extra = {"campaign": spec.name, "claim_class": spec.claim_class, "protocol_class": spec.protocol_class}
     if row is not None:
-        writer.write_table("replay.parquet", pa.Table.from_pylist([row | extra]))
+        writer.write_table("replay_runs.parquet", rows_table("replay_runs", [row], extra))
     for r in cache:
         writer.append_jsonl("cache.jsonl", r)
     writer.write_json("replay.json", {"plan_id": plan.plan_id, "row": row, "schedule_definition": rp.__doc__,

@@ -16,8 +16,8 @@ the search measures that rate again (``search.max_remeasure`` times at most, fre
 warmup) and withholds its result (``end`` ``invalid-load``) when no measurement was valid; every
 measurement is kept as a probe row, an invalid one without a verdict.
 
-The archive holds ``cells.parquet`` / ``rounds.parquet`` as a sweep writes them (ledgers
-``sweep_cells`` / ``sweep_rounds``, protocol class ``sla-search``), ``probes.parquet`` (ledger
+The archive holds ``sla_cells.parquet`` (the probed rates' cells, as a sweep builds them; no ledger
+table) and ``sla_rounds.parquet`` (ledger ``sla_rounds``), ``sla_probes.parquet`` (ledger
 ``sla_probes``) and ``sla.json``: every probe, the bracket (highest passing rate, lowest failing
 rate), why the search ended, whether it converged, and the rule a probe passes by. Each probe that
 ends appends a ``probe`` event; a killed search is finalized by :func:`recover_sla` from its
@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from harness.errors import DsvError, SpecError
 from harness.evidence import CLIENT_CPU_SHARE, SIM_LATENESS_FRACTION, STALL_FLOOR_S
 from harness.inputs.arrivals import plan_hash
@@ -42,7 +40,7 @@ from harness.inputs.spec import MAX_RATE, LoadedSpec, SlaSpec, probe_sweep, sla_
 from harness.inputs.sweep_plan import SweepPlan, make_sweep_plan
 from harness.interrupts import fault_point
 from harness.measure import sla, sla_load
-from harness.measure.rows import check_row
+from harness.measure.rows import build, row_dict, rows_table
 from harness.run.base import OneServiceRunner, OpenedRun
 from harness.run.energy import Window
 from harness.run.events import Reporter, SlaProbeDone, silent
@@ -98,8 +96,8 @@ def probe_rows(spec: SlaSpec, measured: Sequence[tuple[float, int]], rounds: Seq
         got = sla_load.attempt_rounds(rounds, rate, attempt, spec.rounds)
         problems = [p for r in got for p in sla_load.round_load_problems(r, by_round.get(str(r["round_id"])),
                                                                          LOAD_LIMITS)]
-        rows.append(check_row("sla_probes", sla_load.probe_row(i, rate, attempt, by_cell.get(rate), got, problems,
-                                                               spec.limits_s(), spec.rounds)))
+        rows.append(row_dict(build("sla_probes", sla_load.probe_row(i, rate, attempt, by_cell.get(rate), got,
+                                                                    problems, spec.limits_s(), spec.rounds))))
     return sla_load.mark_bracket(rows)
 
 
@@ -186,11 +184,11 @@ class SlaRunner(OneServiceRunner[SlaSpec, SlaOutcome]):
 def finalize_sla(writer: ArchiveWriter, workspace: Path, spec: SlaSpec, rounds: Sequence[dict[str, Any]],
                  cells: Sequence[dict[str, Any]], probes: Sequence[dict[str, Any]], result: dict[str, Any], *,
                  status: str, run: RunBlock) -> Finished:
-    """Write ``cells`` / ``rounds`` (as a sweep does), ``probes.parquet`` and ``sla.json``, then finish
-    the archive (finalize, ledgers, evidence)."""
+    """Write ``sla_cells`` / ``sla_rounds`` (as a sweep writes its own), ``sla_probes.parquet`` and
+    ``sla.json``, then finish the archive (finalize, ledgers, evidence)."""
     extra = write_rate_tables(writer, spec, cells, rounds)
     if probes:
-        writer.write_table("probes.parquet", pa.Table.from_pylist([p | extra for p in probes]))
+        writer.write_table("sla_probes.parquet", rows_table("sla_probes", probes, extra))
     writer.write_json("sla.json", result | {"probes": list(probes), "limits_ms": spec.limits.model_dump(mode="json"),
                                             "cells": list(cells), "rounds": list(rounds)})
     return finish(writer, workspace, status, run)

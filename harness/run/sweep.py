@@ -11,8 +11,8 @@ requests at that rate (kept, never counted), then ``rounds`` measured rounds.
 
 Per request the achieved schedule is kept in ``schedule.jsonl`` (planned send, actual send, lag, time
 held by the cap); per round and per rate the throughput, latency (harness.measure.latency, both
-definitions), goodput under the spec's SLOs and the schedule summary go to ``rounds.parquet`` and
-``cells.parquet``, rows of the ``sweep_rounds`` / ``sweep_cells`` row models (:mod:`harness.run.sweep_rows`;
+definitions), goodput under the spec's SLOs and the schedule summary go to ``sweep_rounds.parquet`` and
+``sweep_cells.parquet``, rows of the ``sweep_rounds`` / ``sweep_cells`` row models (:mod:`harness.run.sweep_rows`;
 ledger tables of those names: never formal cells). A round whose client could not keep its schedule
 is a finding (harness.evidence.sweep_rules).
 

@@ -4,7 +4,8 @@ compute from their rounds alike.
 A measured round's ``sweep_rounds`` row (:func:`round_row`: throughput, both latency definitions,
 goodput under the spec's SLOs, the schedule it kept, saturation) and one ``sweep_cells`` row per
 offered rate (:func:`sweep_cells`: medians over the rate's ok rounds, its pooled latency). Rows are
-checked against their row models (harness.measure.rows); both ledger tables hold no formal cells.
+built as their row models (harness.measure.rows.build: a missing identity or measure is a
+``TypeError``), then flattened; both ledger tables hold no formal cells.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from harness import ids
 from harness.inputs.spec import SweepSpec
 from harness.measure import sweep as sw
-from harness.measure.rows import check_row
+from harness.measure.rows import build, row_dict
 from harness.measure.saturation import saturation
 from harness.records import RequestRecord
 
@@ -49,7 +50,7 @@ def round_row(spec: SweepSpec, rate: float, round_index: int, records: Sequence[
         "send_lag_p99_s": total["lag_p99_s"],
         "capped_requests": sum(1 for r in sched if float(r.get("cap_wait_s", 0.0)) > 0)}
     row |= saturation(records).columns()
-    return check_row("sweep_rounds", row)
+    return row_dict(build("sweep_rounds", row))
 
 
 def sweep_cells(spec: SweepSpec, rounds: Sequence[dict[str, Any]], by_rate: dict[float, list[RequestRecord]],
@@ -77,5 +78,5 @@ def sweep_cells(spec: SweepSpec, rounds: Sequence[dict[str, Any]], by_rate: dict
         cell["schedule_kept"] = all(bool(r["client_schedule_kept"]) for r in rows)
         cell["client_lag_p99_s"] = max(float(r["client_lag_p99_s"]) for r in rows)
         cell["saturated_rounds"] = sum(1 for r in ok if r.get("saturated") is True)
-        out.append(check_row("sweep_cells", cell))
+        out.append(row_dict(build("sweep_cells", cell)))
     return out

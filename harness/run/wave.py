@@ -57,12 +57,14 @@ class WaveSpec:
     max_new_tokens: int
     ignore_eos: bool
     cache: CacheDefeat
+    corpus_sha256: str = ""  # the manifest hash of the corpus the wave's cases come from
 
-    def request_identity(self, case: Case) -> RequestIdentity:
-        """The identity of this wave's request for ``case``."""
+    def request_identity(self, case: Case, i: int) -> RequestIdentity:
+        """The identity of this wave's request ``i`` (its place in the wave), for ``case``."""
         return RequestIdentity(run_id=self.run_id, cell_id=self.cell_id, round_index=self.round_index,
                                wave_id=self.wave_id, wave_index=self.wave_index, phase=self.phase,
-                               workload=self.workload, case_id=case.case_id, input_hash=case.sha256)
+                               workload=self.workload, case_id=case.case_id, input_hash=case.sha256,
+                               request_index=i, corpus_sha256=self.corpus_sha256)
 
 
 def build_requests(spec: WaveSpec, cases: Sequence[Case],
@@ -77,7 +79,7 @@ def build_requests(spec: WaveSpec, cases: Sequence[Case],
             max_new_tokens=spec.max_new_tokens, rid=rid,
             ignore_eos=spec.ignore_eos, prompt_text=texts(case) if texts is not None else None,
             cache_salt=fresh_salt(spec.run_id, rid) if spec.cache == "fresh-salt" else None,
-            identity=spec.request_identity(case), input_len=case.n_tokens, concurrency=spec.concurrency,
+            identity=spec.request_identity(case, i), input_len=case.n_tokens, concurrency=spec.concurrency,
         ))
     return reqs
 

@@ -1,8 +1,9 @@
 """Result archives: atomic, SHA-256 hashed, versioned, never overwritten (edge module: files).
 
 Layout of ``<workspace>/archives/<archive_id>/``: ``records/part-NNNNNN.parquet`` (raw records, one
-part per streamed wave, in order), result tables
-(``waves.parquet``, ``rounds.parquet``, ``cells.parquet``), ``results.json``, ``spec.json``,
+part per streamed wave, in order), result tables, each named as the ledger table it becomes
+(``waves.parquet``, ``rounds.parquet``, ``cells.parquet``, a sweep's ``sweep_cells.parquet`` ...;
+``harness.kinds``), ``results.json``, ``spec.json``,
 ``service.json``, ``environment.json``, ``corpora.json``, ``events.jsonl`` and ``manifest.json``.
 The manifest lists every other file with its SHA-256 and size; the archive id is the first 16 hex
 digits of the SHA-256 of the manifest's canonical JSON, so an archive's name certifies its content.
@@ -36,7 +37,14 @@ Archive format history (``ARCHIVE_FORMAT_VERSION``):
   4 - the service profiles recorded in ``spec.json`` and ``service.json`` are sectioned (``launch``,
       ``identity``, ``devices``: spec format 2, ``harness.inputs.spec.service_sections``); the flat
       profiles of format 1-3 archives are read through the same validator, so readers (evidence rules,
-      ABBA/record profile comparisons, reports) see one shape (2026-12-04).
+      ABBA/record profile comparisons, reports) see one shape. And every result table is stored under
+      its ledger table's name, ``<table>.parquet`` (``harness.kinds``: a rate sweep's ``sweep_cells`` /
+      ``sweep_rounds``, an SLA search's ``sla_cells`` / ``sla_rounds`` / ``sla_probes``, an ABBA
+      screen's ``comparisons``, a matched run's ``matched_sd``, a trace replay's ``replay_runs``), so
+      the ledger ingest renames nothing; :meth:`Archive.has` and :meth:`Archive.table` find such a file
+      of a format 1-3 archive under the name it was written with (``cells.parquet``, ``probes.parquet``,
+      ``comparison.parquet`` ...; ``harness.store.archive_legacy.legacy_file``), its files and manifest
+      unchanged (2026-12-04: both changes landed together as one format).
 """
 
 from __future__ import annotations
@@ -63,7 +71,13 @@ from harness.hashing import sha256_file, sha256_json
 from harness.interrupts import fault_point
 from harness.records import RECORD_SCHEMA, RequestRecord, records_to_table, table_to_records
 from harness.service.identity.record_shape import clean_service_doc
-from harness.store.archive_legacy import FIRST_CURRENT_FORMAT, upgrade_json, upgrade_table
+from harness.store.archive_legacy import (
+    FIRST_CURRENT_FORMAT,
+    FIRST_TABLE_NAMED_FORMAT,
+    legacy_file,
+    upgrade_json,
+    upgrade_table,
+)
 from harness.store.runblock import RunBlock, read_run_block
 
 __all__ = [
@@ -277,8 +291,16 @@ class Archive:
         return read_run_block(self.manifest, str(self.path / MANIFEST))
 
     def has(self, name: str) -> bool:
-        """Whether the archive holds file ``name``."""
-        return (self.path / name).is_file()
+        """Whether the archive holds file ``name`` (of a format 1-3 archive: under the name it was
+        written with, module docstring)."""
+        return (self.path / self.stored_name(name)).is_file()
+
+    def stored_name(self, name: str) -> str:
+        """The name file ``name`` has on disk: itself, or for an archive of format < 4 the name it
+        was written with (``harness.store.archive_legacy.legacy_file``)."""
+        if self.format_version >= FIRST_TABLE_NAMED_FORMAT:
+            return name
+        return legacy_file(name, self.run.protocol_class)
 
     @property
     def format_version(self) -> int:
@@ -297,10 +319,12 @@ class Archive:
 
     def table(self, name: str) -> pa.Table:
         """Load one Parquet table of the archive (ArchiveError naming it when it cannot be read); a
-        result table of a format 1/2 archive under the row models' names (module docstring)."""
-        t = read_parquet_file(self.path / name)
+        result table of a format 1/2 archive under the row models' names, of a format 1-3 archive
+        under its current file name (module docstring)."""
+        stored = self.stored_name(name)
+        t = read_parquet_file(self.path / stored)
         if self.format_version < FIRST_CURRENT_FORMAT:
-            t = upgrade_table(name, t, self.run.protocol_class)
+            t = upgrade_table(stored, t, self.run.protocol_class)
         return t
 
     def records_table(self) -> pa.Table:

@@ -7,6 +7,13 @@ the row models' names (``harness.measure.rows``); :class:`harness.store.archive.
 when it reads a result file of an archive of format < 3, and the schema-2 ledger migration
 applies it to rows stored under those names. Archives of format 3 and later already use the row
 models' names and never pass through here.
+
+Archives of format 1 to 3 also named some result files apart from the ledger table they become (a
+rate sweep's ``cells.parquet`` / ``rounds.parquet`` were its ``sweep_cells`` / ``sweep_rounds``, an
+SLA search's ``probes.parquet`` its ``sla_probes`` ...). :func:`legacy_file` is the one mapping
+from a file's current name (``<table>.parquet``, format 4) to the name such an archive holds it
+under; :class:`harness.store.archive.Archive` reads through it, so every reader asks for the current
+name and an old archive (its files and manifest as they were written) reads the same.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import pyarrow as pa
 __all__ = ["upgrade_json"]
 
 FIRST_CURRENT_FORMAT = 3
+FIRST_TABLE_NAMED_FORMAT = 4
 _THROUGHPUT = {"request_throughput": "req_s", "output_throughput": "tok_s", "input_throughput": "tok_s",
                "goodput": "req_s"}
 _FORMAL = {
@@ -41,6 +49,23 @@ _SWEEP = {
 # a file of the archive -> the result table its rows are
 _FILES = {"cells.parquet": "cells", "rounds.parquet": "rounds", "waves.parquet": "waves",
           "comparison.parquet": "comparisons"}
+
+
+# per protocol class: the current file name -> the name an archive of format < 4 holds it under
+_OLD_FILES: dict[str, dict[str, str]] = {
+    "rate-sweep": {"sweep_cells.parquet": "cells.parquet", "sweep_rounds.parquet": "rounds.parquet"},
+    "sla-search": {"sla_cells.parquet": "cells.parquet", "sla_rounds.parquet": "rounds.parquet",
+                   "sla_probes.parquet": "probes.parquet"},
+    "abba-screen": {"comparisons.parquet": "comparison.parquet"},
+    "matched-sd": {"matched_sd.parquet": "matched.parquet"},
+    "trace-replay": {"replay_runs.parquet": "replay.parquet"},
+}
+
+
+def legacy_file(name: str, protocol_class: str | None) -> str:
+    """The file an archive of format < 4 of ``protocol_class`` holds current file ``name`` under
+    (``name`` itself when it was never named otherwise)."""
+    return _OLD_FILES.get(str(protocol_class), {}).get(name, name)
 
 
 def legacy_names(table: str, protocol_class: str | None) -> dict[str, str]:

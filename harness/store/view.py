@@ -1,7 +1,10 @@
 """One typed view of an archive's result files, declared once (edge module: reads files).
 
 :data:`ARCHIVE_FILES` names every result file a dsv4h archive may hold, with its reader (``json``: a
-document, ``jsonl``: one JSON object a line, ``parquet``: a table) and what it is. An
+document, ``jsonl``: one JSON object a line, ``parquet``: a table) and what it is; a result table is
+named as the ledger table it becomes (``sweep_cells.parquet``; archive format 4), and one of an older
+archive is read under that name too (:meth:`harness.store.archive.Archive.table`; the names such
+archives wrote are declared as well, for what they hold). An
 :class:`ArchiveView` reads each file on first use only, through its declared reader, and keeps it; a
 name that is not declared is refused (``KeyError``), so every reader of an archive (ledger ingest,
 evidence, report, export, ``archive show``, timelines) asks for the same files the same way. The
@@ -19,6 +22,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from harness.errors import ArchiveError
+from harness.kinds import kind_of_run, table_file
 from harness.store.archive import Archive
 
 __all__ = ["ArchiveView"]
@@ -43,24 +47,32 @@ _FILES: tuple[tuple[str, Reader, str], ...] = (
     ("environment.json", "json", "the client host: Python, packages, dsv4h's own tree"),
     ("governance.json", "json", "the direction and closures checked before the run"),
     ("results.json", "json", "formal matrix results (cells, rounds) as computed at finish"),
-    ("cells.parquet", "parquet", "cells: formal cells, sweep rates, SLA probes' cells"),
-    ("rounds.parquet", "parquet", "rounds: formal rounds, sweep and SLA rounds"),
+    ("cells.parquet", "parquet", "a formal matrix's cells (format < 4: a sweep's or SLA search's cells too)"),
+    ("rounds.parquet", "parquet", "a formal matrix's rounds (format < 4: a sweep's or SLA search's rounds too)"),
     ("waves.parquet", "parquet", "waves: measured and warmup waves, a screen's leg waves"),
     ("acceptance.parquet", "parquet", "speculative counts per measured wave"),
     ("comparison.json", "json", "an ABBA screen's comparison and verdict"),
-    ("comparison.parquet", "parquet", "an ABBA screen's comparisons row"),
+    ("comparisons.parquet", "parquet", "an ABBA screen's comparisons row"),
+    ("comparison.parquet", "parquet", "format < 4: an ABBA screen's comparisons.parquet"),
     ("legs.parquet", "parquet", "a screen's or matched run's legs"),
     ("matched.json", "json", "a matched AR/SD run's result and break-even verdict"),
-    ("matched.parquet", "parquet", "a matched AR/SD run's matched_sd row"),
+    ("matched_sd.parquet", "parquet", "a matched AR/SD run's matched_sd row"),
+    ("matched.parquet", "parquet", "format < 4: a matched AR/SD run's matched_sd.parquet"),
     ("cycles.json", "json", "a speculative server's cycle time per formal cell"),
     ("sweep.json", "json", "a rate sweep's cells, rounds and knee"),
+    ("sweep_cells.parquet", "parquet", "a rate sweep's cells, one per offered rate"),
+    ("sweep_rounds.parquet", "parquet", "a rate sweep's rounds"),
     ("schedule.jsonl", "jsonl", "planned and actual send times of an open-loop run"),
     ("arrivals.jsonl", "jsonl", "an SLA search's probed arrival plans"),
     ("arrivals.json", "json", "a trace replay's arrival plan"),
     ("sla.json", "json", "an SLA search's probes and bracket"),
-    ("probes.parquet", "parquet", "an SLA search's probes"),
+    ("sla_cells.parquet", "parquet", "an SLA search's cells, one per probed rate (no ledger table)"),
+    ("sla_rounds.parquet", "parquet", "an SLA search's rounds"),
+    ("sla_probes.parquet", "parquet", "an SLA search's probes"),
+    ("probes.parquet", "parquet", "format < 4: an SLA search's sla_probes.parquet"),
     ("replay.json", "json", "a trace replay's result"),
-    ("replay.parquet", "parquet", "a trace replay's replay_runs row"),
+    ("replay_runs.parquet", "parquet", "a trace replay's replay_runs row"),
+    ("replay.parquet", "parquet", "format < 4: a trace replay's replay_runs.parquet"),
     ("cache.jsonl", "jsonl", "a trace replay's expected and reported cached tokens per request"),
     ("quick.json", "json", "a quick screen's summary"),
     ("external.json", "json", "an imported peer result: tool, server, figures, origin"),
@@ -131,9 +143,27 @@ class ArchiveView:
         value: list[dict[str, Any]] | None = self._read(name)
         return [] if value is None else value
 
+    def kind_rows(self, part: Literal["cells", "rounds"],
+                  columns: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """The rows of the archive kind's cells or rounds table (``harness.kinds.KindInfo.cells`` /
+        ``rounds``: a formal matrix's ``cells``, a sweep's ``sweep_cells`` ...); [] for a kind
+        without one, or an archive of a kind this dsv4h does not know."""
+        run = self.archive.run
+        info = kind_of_run(run.kind, run.protocol_class)
+        table = "" if info is None else info.cells if part == "cells" else info.rounds
+        return self.rows(table_file(table), columns) if table else []
+
     def services(self) -> list[dict[str, Any]]:
         """``service.json``'s service starts ([] when absent)."""
         return list(self.doc("service.json", {}).get("services", []))
+
+
+def verdict_rows(archive: Archive) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What a verdict is decided over (``harness.evidence.verdict.decide``): the archive's wave rows
+    (``wave_id``, ``phase``) and its kind's round rows (``round_id``, ``cell_id``, ``status``)."""
+    view = ArchiveView(archive)
+    return (view.rows("waves.parquet", ("wave_id", "phase")),
+            view.kind_rows("rounds", ("round_id", "cell_id", "status")))
 
 
 def _jsonl(archive: Archive, name: str) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ def _archive(ws: Path, late_first: bool = False) -> str:
     w.write_json("spec.json", {"name": "syn-sla", "kind": "sla-search", "schedule_tolerance_ms": 50.0})
     w.write_json("sla.json", result | {"probes": probes, "limits_ms": {"ttft_ms": 60.0, "tpot_ms": None,
                                                                        "e2e_ms": None}})
-    w.write_table("probes.parquet", pa.Table.from_pylist(
+    w.write_table("sla_probes.parquet", pa.Table.from_pylist(
         [p | {"campaign": "syn-sla", "claim_class": "native-ar", "protocol_class": "sla-search"} for p in probes]))
     run = RunBlock.model_validate({"run_token": "synthetic", "campaign": "syn-sla", "kind": "sla-search",
                                    "claim_class": "native-ar", "protocol_class": "sla-search", "backend": "sim",

@@ -29,7 +29,8 @@ def test_one_entry_per_kind_with_its_protocol_class() -> None:
         assert SPEC_MODELS[kind].model_fields["protocol_class"].default == protocol_class(kind)
         assert KINDS[kind].runner is not None
     assert protocol_class("quick-bench") == quick.PROTOCOL_CLASS and KINDS["quick-bench"].runner is None
-    assert KINDS["rate-sweep"].recover is recover_sweep and KINDS["rate-sweep"].tables == ("cells", "rounds")
+    assert KINDS["rate-sweep"].recover is recover_sweep
+    assert KINDS["rate-sweep"].tables == ("sweep_cells", "sweep_rounds")
     assert KINDS["rate-sweep"].report_section == "sweeps"
     with pytest.raises(ArchiveError, match="'matrix' is not a kind"):
         kind_entry("matrix")

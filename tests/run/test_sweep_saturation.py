@@ -45,7 +45,7 @@ def test_the_saturated_rate_is_found_and_the_sweep_stops_there(tmp_path: Path) -
     ws = tmp_path / "ws"
     proc = run_dsv4h("sweep", "run", str(_spec(tmp_path, True)), "-w", str(ws))
     archive = only_archive(ws)
-    rounds = {r["arrival_rate_req_s"]: r for r in pq.read_table(archive / "rounds.parquet").to_pylist()}
+    rounds = {r["arrival_rate_req_s"]: r for r in pq.read_table(archive / "sweep_rounds.parquet").to_pylist()}
     assert sorted(rounds) == [4.0, 40.0]  # 80 req/s was never run
     steady, flooded = rounds[4.0], rounds[40.0]
     assert steady["saturated"] is False and flooded["saturated"] is True
@@ -71,7 +71,7 @@ def test_without_the_option_every_rate_runs(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     run_dsv4h("sweep", "run", str(_spec(tmp_path, False)), "-w", str(ws))
     archive = only_archive(ws)
-    rounds = {r["arrival_rate_req_s"]: r for r in pq.read_table(archive / "rounds.parquet").to_pylist()}
+    rounds = {r["arrival_rate_req_s"]: r for r in pq.read_table(archive / "sweep_rounds.parquet").to_pylist()}
     assert sorted(rounds) == [4.0, 40.0, 80.0] and rounds[80.0]["saturated"] is True
     sweep = json.loads((archive / "sweep.json").read_text())
     assert sweep["stopped"] is None and sweep["knee"]["arrival_rate_req_s"] == 4.0

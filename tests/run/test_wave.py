@@ -44,6 +44,10 @@ def test_build_requests_unique_rids_and_salts() -> None:
     assert [r.rid for r in reqs] == ["run.cell.r0.w000.000", "run.cell.r0.w000.001"]
     assert len({r.cache_salt for r in reqs}) == 2 and all(r.cache_salt for r in reqs)
     assert [r.identity.case_id for r in reqs] == ["c000", "c001"] and reqs[1].input_len == 2
+    assert [r.identity.request_index for r in reqs] == [0, 1]  # the i of the rid: its slot in the wave
+    assert reqs[0].identity.corpus_sha256 == ""  # a wave outside a corpus
+    named = build_requests(WaveSpec(**{**spec.__dict__, "corpus_sha256": "c" * 64}), cases)
+    assert {r.identity.corpus_sha256 for r in named} == {"c" * 64}
     none = build_requests(WaveSpec(**{**spec.__dict__, "cache": "none"}), cases)
     assert all(r.cache_salt is None for r in none)
 

@@ -4,11 +4,13 @@
 from the row models, ``harness.store.ledger.layout``). Archive tables ``runs``, ``cells``, ``rounds``,
 ``waves``, ``sweep_cells``, ``sweep_rounds``, ``requests``, ``comparisons``, ... (and ``findings``)
 hold every archive's rows; governance tables (records, closures, gates, freezes, historical) their
-appended rows, ordered by ``append_key``. A rate sweep's ``cells.parquet`` / ``rounds.parquet`` go to
-``sweep_cells`` / ``sweep_rounds``. Every archive row carries the archive id, claim class, protocol
-class (only ``runs`` the kind as well), backend, ``data_origin`` (``simulated`` for the built-in
-simulator, owned or attached, else ``measured``; an import: what its file says of its server,
-``simulated``, ``external`` or ``unknown``) and the ledger schema version.
+appended rows, ordered by ``append_key``. An archive's result file is named as the table it
+goes to (a rate sweep's ``sweep_cells.parquet`` to ``sweep_cells``: archive format 4; an older
+archive's files are read under those names, ``harness.store.archive_legacy``), so nothing is
+renamed. Every archive row carries the archive id, claim class, protocol class (only ``runs``
+the kind as well), backend, ``data_origin`` (``simulated`` for the built-in simulator, owned or
+attached, else ``measured``; an import: what its file says of its server, ``simulated``,
+``external`` or ``unknown``) and the ledger schema version.
 
 Ingest (:func:`ingest_view`): an archive is verified (every file re-hashed) before any of its rows is
 read, once (a run's ``finish`` hands over the view its writer has just hashed,
@@ -90,8 +92,9 @@ from deltalake import DeltaTable
 from harness.errors import LedgerError
 from harness.formats import atomic_write, fsync_dir, parse_wall
 from harness.interrupts import critical, fault_point
-from harness.kinds import kind_info
+from harness.kinds import kind_info, table_file
 from harness.measure.energy_rows import energy_rows
+from harness.measure.rows import RunRow, rows_table
 from harness.service.identity.origin import backends_of, run_is_simulated
 from harness.store.archive import STATE_DIR, Archive, is_archive_id, resumed_by
 from harness.store.finished import FinishedArchive, load_finished, request_rows, run_anchor
@@ -425,14 +428,14 @@ def data_origin(archive: Archive, run: RunBlock | None = None) -> str:
 
 def _archive_tables(view: FinishedArchive) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
-    for name, table in kind_info(view.run.kind).ledger_files.items():  # the kind descriptor's file -> table
-        t = view.files.table(name)
+    for table in kind_info(view.run.kind).ledger_tables:  # the kind descriptor's tables, one file each
+        t = view.files.table(table_file(table))
         if t is not None:
             tables[table] = t
     if view.files.has("energy.json"):  # energy per measurement window (harness.measure.energy_rows)
         rows = energy_rows(view.files.doc("energy.json"))
         if rows:
-            tables["energy"] = pa.Table.from_pylist(rows)
+            tables["energy"] = rows_table("energy", rows)
     try:
         requests = view.requests
     except (pa.ArrowException, KeyError, ValueError, TypeError) as exc:
@@ -493,10 +496,10 @@ def ingest_view(workspace: Path, view: FinishedArchive, mark: Mark | None = None
     }
     source = _archive_tables(view)
     tables = {name: canonical(name, with_common(t, common)) for name, t in source.items() if t.num_rows}
-    run_row = {**common, "kind": run.kind, "plan_id": run.plan_id or "", "service": run.service_name,
-               "n_cells": sum(int(source[t].num_rows) for t in ("cells", "sweep_cells", "sla_probes") if t in source),
-               "archive_path": str(archive.path), "resumed_from": prev}
-    tables["runs"] = canonical("runs", with_common(pa.table({"plan_id": [run_row["plan_id"]]}), run_row))
+    n_cells = sum(int(source[t].num_rows) for t in ("cells", "sweep_cells", "sla_probes") if t in source)
+    run_row = RunRow(kind=run.kind, plan_id=run.plan_id or "", service=run.service_name, n_cells=n_cells,
+                     archive_path=str(archive.path), resumed_from=prev)
+    tables["runs"] = canonical("runs", with_common(rows_table("runs", [run_row]), common))
     if mark is not None:
         tables = mark(tables)
     return append_tables(workspace, aid, tables, prev, successor, runs)

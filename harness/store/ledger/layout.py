@@ -8,10 +8,10 @@ table has the table's canonical schema (:data:`SCHEMAS`, derived from the table'
 ``harness.measure.rows``): the same columns, in the same order, with the same types, missing values
 null; integers int64, floats float64, instants int64 ns named ``*_ns``, wall-clock anchors
 ``timestamp[ns, UTC]``, rates named with their unit (``_tok_s``, ``_req_s``). Archives use the same
-names (format 3; older archives are read under them by ``harness.store.archive_legacy``), so nothing
-is renamed on the way in. A rate sweep's cells and rounds go to ``sweep_cells`` and ``sweep_rounds``
-(:data:`ARCHIVE_FILE_TABLES`). A column an archive has and the schema does not goes, with its value,
-into the row's ``extra`` JSON object (nothing is dropped).
+column names (format 3) and name each result file as its table (format 4: a rate sweep's
+``sweep_cells.parquet`` is its ``sweep_cells`` rows; older archives are read under both by
+``harness.store.archive_legacy``), so nothing is renamed on the way in. A column an archive has and
+the schema does not goes, with its value, into the row's ``extra`` JSON object (nothing is dropped).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.formats import json_safe, parse_wall
-from harness.kinds import KINDS
 from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
 
 # WALL re-exported: tests and notebooks name the ledger's wall-clock type here
@@ -39,14 +38,6 @@ ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_roun
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
 GOVERNANCE_TABLES = ("records", "closures", "gates", "freezes", "historical")
 TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)
-# An archive file's table in the ledger, per protocol class (from the kind descriptor,
-# harness.kinds): a rate sweep's cells and rounds are sweep cells and sweep rounds (their own
-# measures, never formal cells); an SLA search's probe rounds are sla_rounds and its probes their
-# sla_probes rows (its cells file is no ledger table: "" here), never among a sweep's rates.
-ARCHIVE_FILE_TABLES: dict[str, dict[str, str]] = {
-    k.protocol_class: {f.removesuffix(".parquet"): t for f, t in k.files.items()
-                       if f in ("cells.parquet", "rounds.parquet", "waves.parquet")}
-    for k in KINDS.values() if any(f in k.files for f in ("cells.parquet", "rounds.parquet", "waves.parquet"))}
 
 _S, _I = pa.string(), pa.int64()
 COMMON: list[tuple[str, pa.DataType]] = ARCHIVE_COLUMNS

@@ -1,0 +1,27 @@
+"""What a ledger table is, besides its columns (pure): :class:`TableModel`.
+
+A kind declares its tables as a mapping ``table -> TableModel`` in its own measure module (named by
+its descriptor entry, ``harness.kinds.KindInfo.row_models``); :data:`harness.measure.rows.ROW_MODELS`
+is assembled from those and the tables every kind shares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TableModel:
+    """A ledger table: its row model, and whether its rows carry latency, ``extra`` and the archive columns.
+
+    ``row_keys``: the columns naming the units an evidence finding can concern (a wave, round, cell or
+    probe id: a row is concerned when any of them is named); empty for a table with one row per run
+    (any blocking finding concerns it) and for governance tables. ``verdict``: the table has a
+    ``verdict`` column that is withheld on an invalid row (``verdict_as_measured`` keeps what was
+    measured)."""
+
+    model: type
+    latency: bool = False
+    archive: bool = True
+    row_keys: tuple[str, ...] = ()
+    verdict: bool = False
