@@ -35,6 +35,7 @@ __all__ = [
     "kind_info",
     "kind_of_run",
     "resolve",
+    "table_file",
 ]
 
 MATCHED_SECTION = "speculative.matched"

@@ -43,7 +43,19 @@ from harness.measure.latency import METRICS
 from harness.measure.results import WaveResult
 from harness.measure.table_model import TableModel
 
-__all__ = ["ARCHIVE_COLUMNS", "ROW_MODELS", "WALL", "arrow_schema", "check_row"]
+__all__ = [
+    "ARCHIVE_COLUMNS",
+    "COMMON_TABLES",
+    "ROW_MODELS",
+    "WALL",
+    "RunRow",
+    "arrow_schema",
+    "build",
+    "check_row",
+    "kind_tables",
+    "row_dict",
+    "rows_table",
+]
 
 WALL = pa.timestamp("ns", tz="UTC")
 LATENCY_METRICS = (*METRICS, "itl_bench", "tpot_bench")

@@ -25,7 +25,7 @@ from harness.errors import ArchiveError
 from harness.kinds import kind_of_run, table_file
 from harness.store.archive import Archive
 
-__all__ = ["ArchiveView"]
+__all__ = ["ArchiveView", "verdict_rows"]
 
 Reader = Literal["json", "jsonl", "parquet"]
 
