@@ -47,8 +47,8 @@ def archive_data(source: Archive | FinishedArchive) -> ArchiveData:
         if rows_t is not None else []
     spec_cols = [c for c in _SPEC_COLUMNS if c in view.records.column_names]
     if requests and spec_cols:  # request_rows keeps the records' order: row i is record i
-        for row, spec in zip(requests, view.records.select(spec_cols).to_pylist(), strict=True):
-            row.update(spec)
+        for row, counts in zip(requests, view.records.select(spec_cols).to_pylist(), strict=True):
+            row.update(counts)
     oracles = f.doc("oracles.json")
     if isinstance(oracles, dict):
         oracles = oracles.get("results", [])

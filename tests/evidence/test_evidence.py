@@ -162,3 +162,16 @@ def test_concurrency_witness_rule() -> None:
     assert f.severity == "warning" and f.rows == (WAVE["wave_id"],)
     unseen = replace(CLEAN, extra={"server_metrics": []})
     assert "concurrency-witness" in rules_hit(unseen, "info")
+
+
+def test_the_rules_read_the_archives_spec_beside_the_requests_reported_counts(tmp_path: Path) -> None:
+    # the reported spec_* counts joined onto each request row once shadowed the spec document, so every
+    # rule reading d.spec (resident-short's minimum, among others) read one record's counts instead
+    from testkit import quick_decode_run
+
+    from harness.evidence.io import archive_data
+
+    out, _ = quick_decode_run(tmp_path, "spec-beside", 1)
+    d = archive_data(out.archive)
+    assert d.spec == out.archive.json("spec.json") and d.spec.get("decode") is not None
+    assert d.requests and all("spec_steps" in r for r in d.requests)
