@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from ledger_helpers import ledger_table
 from testkit import run_block, run_cli
 
@@ -142,7 +143,7 @@ def test_history_times_are_iso_utc_to_the_millisecond() -> None:
     assert _utc_ms(None) is None
 
 
-def test_findings_read_at_80_columns(tmp_path: Path) -> None:
+def test_findings_read_at_80_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from synthetic_archives import write_formal_archive
     from typer.testing import CliRunner
 
@@ -159,7 +160,11 @@ def test_findings_read_at_80_columns(tmp_path: Path) -> None:
         Finding("formal-rounds", "blocking", message, remedy, a.archive_id,
                 tuple(f"decode-c01-0123456789ab.r{k}" for k in range(6))),
         Finding("simulated-context", "info", "simulated data, labelled", "none needed", a.archive_id, scope="run")])
+    from harness.cli.common import console
+
     _register()
+    # the shared console took its width when it was made (COLUMNS of the process then); this test's 80
+    monkeypatch.setattr(console, "width", 80)
     result = CliRunner().invoke(app, ["ledger", "show", "--table", "findings", "-w", str(tmp_path)],
                                 env={"COLUMNS": "80"}, terminal_width=80)
     assert result.exit_code == 0, result.output
