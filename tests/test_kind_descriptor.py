@@ -84,6 +84,8 @@ def test_every_kinds_tables_are_declared_by_its_descriptor_entry() -> None:
         assert (k.row_models is None) == (name not in own), name
         assert set(k.ledger_tables) <= set(own.get(name, {})) | set(COMMON_TABLES), name
         assert all(ROW_MODELS[t] is m for t, m in own.get(name, {}).items()), name
+    # the ledger's archive tables come from the descriptor too: a kind's tables join by its entry alone
+    assert set(ARCHIVE_TABLES) == {"runs", "requests", "energy"} | {t for k in KINDS.values() for t in k.ledger_tables}
 
 
 def _module(path: Path) -> str:

@@ -27,14 +27,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.formats import json_safe, parse_wall
+from harness.kinds import KINDS
 from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
 
 # WALL re-exported: tests and notebooks name the ledger's wall-clock type here
 __all__ = ["GOVERNANCE_TABLES", "LEDGER_SCHEMA_VERSION", "SCHEMAS", "WALL", "canonical"]
 
 LEDGER_SCHEMA_VERSION = 5
-ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons",
-                  "matched_sd", "acceptance", "energy", "replay_runs", "sla_probes", "sla_rounds")
+EVERY_KIND_TABLES = ("runs", "requests", "energy")
+"""The archive tables of every kind: its run, the records' requests and ``energy.json``'s windows."""
+ARCHIVE_TABLES: tuple[str, ...] = tuple(dict.fromkeys(
+    (EVERY_KIND_TABLES[0], *(t for k in KINDS.values() for t in k.ledger_tables), *EVERY_KIND_TABLES[1:])))
+"""Every archive table: the runs, each kind's own ``ledger_tables`` (harness.kinds, in its order: a new
+kind's tables join by its descriptor entry alone), then requests and energy."""
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
 GOVERNANCE_TABLES = ("records", "closures", "gates", "freezes", "historical")
 TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)
