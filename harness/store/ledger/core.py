@@ -79,7 +79,8 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       ``t_sd_implied_ms`` are ``t_ar_s`` / ``t_sd_s`` / ``t_sd_implied_s`` (seconds, like every other
       time). A schema-5 ledger reads under the new names in memory and is rewritten by the first
       write or ``dsv4h ledger migrate`` (one overwrite per such table); rows of an older archive or
-      ledger are renamed on the way in (:func:`.layout.canonical`) (2026-12-04).
+      ledger are renamed on the way in (:func:`.layout.canonical`). New table ``cycles`` (a formal
+      cell's speculative cycle time, ``harness.measure.results.CycleRow``) (2026-12-04).
 """
 
 from __future__ import annotations

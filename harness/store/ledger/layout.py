@@ -42,7 +42,7 @@ RENAMED: dict[str, dict[str, tuple[str, float]]] = {
                    "t_sd_implied_ms": ("t_sd_implied_s", 1e-3)},
 }
 ARCHIVE_TABLES = ("runs", "cells", "rounds", "waves", "sweep_cells", "sweep_rounds", "requests", "comparisons",
-                  "matched_sd", "acceptance", "energy", "replay_runs", "sla_probes", "sla_rounds")
+                  "matched_sd", "acceptance", "energy", "replay_runs", "sla_probes", "sla_rounds", "cycles")
 PER_ARCHIVE = (*ARCHIVE_TABLES, "findings")
 GOVERNANCE_TABLES = ("records", "closures", "gates", "freezes", "historical")
 TABLES = (*PER_ARCHIVE, *GOVERNANCE_TABLES)
