@@ -111,7 +111,7 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              report_summary="harness.report.kind_summaries:formal_summary",
              report_figures=("harness.report.figures:formal_matrix_figure", "harness.report.figures:latency_figure_of"),
              timeline_source="formal",
-             ledger_tables=("cells", "rounds", "waves", "acceptance"), cells="cells", rounds="rounds",
+             ledger_tables=("cells", "rounds", "waves", "acceptance", "cycles"), cells="cells", rounds="rounds",
              row_models="harness.measure.results:TABLES",
              modules=("harness.inputs.spec.formal", "harness.run.campaign", "harness.cli.campaign_cmd",
                       "harness.governance.record_claims")),

@@ -336,10 +336,11 @@ def migrate_cmd(
     workspace: WorkspaceOpt = Path(),
 ) -> None:
     """Move an older ledger (the Parquet layout of schemas 2-4: one file per table, or one file per
-    archive with a commit journal) into the Delta tables of schema 5 (ledgers/delta/<table>/,
+    archive with a commit journal) into the Delta tables of schema 6 (ledgers/delta/<table>/,
     docs/ledger-format.md): every row kept, counted per table and archive before and after; the old
-    files moved to ledgers/.parquet-backup/. The first write to an older ledger does the same (a read
-    never does); running it again does nothing.
+    files moved to ledgers/.parquet-backup/. A schema-5 ledger's tables with columns schema 6 renamed
+    (ratio_pct -> change_pct, t_ar_ms -> t_ar_s, ...) are rewritten under the new names. The first
+    write to an older ledger does the same (a read never does); running it again does nothing.
 
     Example: dsv4h ledger migrate -w ws
     """
@@ -356,6 +357,10 @@ def migrate_cmd(
     moved = ensure_current(ws)
     what = ", ".join(f"{k} {v}" for k, v in sorted(moved.items())) or "no rows"
     origin = f"schema {older}" if older is not None and older < LEDGER_SCHEMA_VERSION else "a new ledger"
+    if older == 5:
+        console.print(f"{esc(directory)}: schema 5 -> schema {LEDGER_SCHEMA_VERSION}; rows rewritten under the "
+                      f"renamed columns: {esc(what)} (earlier Delta versions keep the old names)")
+        return
     console.print(f"{esc(directory)}: {origin} -> schema {LEDGER_SCHEMA_VERSION} Delta tables; rows moved: "
                   f"{esc(what)} (old files in .parquet-backup/)")
 

@@ -214,7 +214,9 @@ def profile_differences(control: Mapping[str, object], candidate: Mapping[str, o
 
 @dataclass(frozen=True, kw_only=True)
 class ComparisonRow:
-    """``comparisons``: one ABBA screen's legs (tokens/s) and verdict."""
+    """``comparisons``: one ABBA screen's legs (tokens/s) and verdict. ``change_pct``: (candidate /
+    control mean - 1) x 100, ``http_change_pct`` the same at the HTTP boundary (ledger schema 6;
+    before, ``ratio_pct`` / ``http_ratio_pct``)."""
 
     screen: str
     boundary: str | None = None
@@ -226,10 +228,10 @@ class ComparisonRow:
     a2_median_tok_s: float | None = None
     control_mean_tok_s: float | None = None
     candidate_mean_tok_s: float | None = None
-    ratio_pct: float | None = None
+    change_pct: float | None = None
     drift_pct: float | None = None
     spread_pct: float | None = None
-    http_ratio_pct: float | None = None
+    http_change_pct: float | None = None
     separated: bool | None = None
     verdict: str
     reason: str | None = None

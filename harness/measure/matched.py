@@ -231,24 +231,25 @@ def step_gaps(event_ns: Sequence[Iterable[int]], event_tokens: Sequence[Iterable
 @dataclass(frozen=True, kw_only=True)
 class MatchedSdRow:
     """``matched_sd``: one matched AR/SD run (harness.measure.matched): both arms' rates (tokens/s),
-    the speculative arm's tokens per step and acceptance, step times (ms), the break-even verdict and
-    the greedy outputs compared with the first AR leg."""
+    the speculative arm's tokens per step and acceptance, step times (s), the break-even verdict and
+    the greedy outputs compared with the first AR leg. ``change_pct``: (SD / AR resident rate - 1) x 100
+    (ledger schema 6; before, ``ratio_pct`` and step times in ms)."""
 
     run: str
     order: str
     concurrency: int
     ar_rate_tok_s: float | None = None
     sd_rate_tok_s: float | None = None
-    ratio_pct: float | None = None
-    http_ratio_pct: float | None = None
+    change_pct: float | None = None
+    http_change_pct: float | None = None
     ar_drift_pct: float | None = None
     sd_spread_pct: float | None = None
     tokens_per_step: float | None = None
     acceptance_rate: float | None = None
     spec_source: str | None = None
-    t_ar_ms: float | None = None
-    t_sd_ms: float | None = None
-    t_sd_implied_ms: float | None = None
+    t_ar_s: float | None = None
+    t_sd_s: float | None = None
+    t_sd_implied_s: float | None = None
     t_sd_over_t_ar: float | None = None
     reconcile_rel: float | None = None
     reconciled: bool | None = None

@@ -30,7 +30,7 @@ from harness.measure.table_model import TableModel
 from harness.records import RequestRecord
 
 __all__ = [
-    "CampaignResults", "CellResult", "cell_latency_at", "compute_results", "results_json", "results_tables",
+    "CampaignResults", "CellResult", "CycleRow", "cell_latency_at", "compute_results", "results_json", "results_tables",
     "run_count_methods", "waves_table",
 ]
 
@@ -339,9 +339,33 @@ def waves_table(records: Sequence[RequestRecord], extra: Mapping[str, Any]) -> p
                    for v in by_wave.values()], extra)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CycleRow:
+    """``cycles``: one formal cell of a speculative server, its cycle within the resident windows
+    (``harness.measure.acceptance.cell_cycles``, docs/speculative.md "Cycle time"; also ``cycles.json``):
+    tokens per verify step and acceptance (the cell's summed counts, ``source`` as in ``acceptance``),
+    ``t_sd_stream_s`` the cycle time T_SD from the stream (s), ``verify_steps_per_s_per_request``
+    (1 / T_SD), ``t_sd_implied_s`` = C x a / R (s) from the resident rate ``resident_rate_tok_s``, and
+    whether useful throughput C x a / T_SD agrees with it (``reconciled``, ``reconcile_rel``)."""
+
+    cell_id: str
+    concurrency: int
+    source: str | None = None
+    tokens_per_step: float | None = None
+    acceptance_rate: float | None = None
+    t_sd_stream_s: float | None = None
+    verify_steps_per_s_per_request: float | None = None
+    t_sd_implied_s: float | None = None
+    resident_rate_tok_s: float | None = None
+    reconciled: bool | None = None
+    reconcile_rel: float | None = None
+    step_samples: int | None = None
+
+
 TABLES: dict[str, TableModel] = {
     "cells": TableModel(CellResult, latency=True, row_keys=("cell_id",)),
     "rounds": TableModel(RoundResult, latency=True, row_keys=("round_id",)),
+    "cycles": TableModel(CycleRow, row_keys=("cell_id",)),
 }
 """A formal matrix's own ledger tables (its descriptor's ``row_models``; its ``waves``, which screens
 and matched runs write too, are among ``harness.measure.rows.COMMON_TABLES``)."""

@@ -41,6 +41,7 @@ from harness.measure import metrics as m
 from harness.measure.acceptance import acceptance_rows, cell_cycles
 from harness.measure.claims import draft_length
 from harness.measure.results import CampaignResults, compute_results, results_json, results_tables, run_count_methods
+from harness.measure.rows import build, rows_table
 from harness.oracle.model import Oracle
 from harness.oracle.sentinels import load_sentinels
 from harness.records import RequestRecord
@@ -478,6 +479,7 @@ def finalize_matrix(writer: ArchiveWriter, workspace: Path, spec: CampaignSpec, 
         cycles = cell_cycles(records, {c.cell_id: float(c.median_tok_s) for c in results.cells}, k)
         if cycles:
             writer.write_json("cycles.json", {"cells": cycles, "definition": "docs/speculative.md, Cycle time"})
+            writer.write_table("cycles.parquet", rows_table("cycles", [build("cycles", c) for c in cycles], extra))
     writer.write_json("results.json", results_json(results))
     analysis_plan = st.governance.get("analysis_plan")
     labels = run_labels(spec.labels, [spec.service.backend], st.services)

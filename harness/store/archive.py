@@ -45,6 +45,13 @@ Archive format history (``ARCHIVE_FORMAT_VERSION``):
       of a format 1-3 archive under the name it was written with (``cells.parquet``, ``probes.parquet``,
       ``comparison.parquet`` ...; ``harness.store.archive_legacy.legacy_file``), its files and manifest
       unchanged (2026-12-04: both changes landed together as one format).
+  5 - ``comparisons.parquet`` and ``matched_sd.parquet`` columns named for what they hold:
+      ``change_pct`` / ``http_change_pct`` (were ``ratio_pct`` / ``http_ratio_pct``, a percent change)
+      and ``matched_sd``'s step times in seconds ``t_ar_s`` / ``t_sd_s`` / ``t_sd_implied_s`` (were
+      ``*_ms``); a format-4 archive's rows are renamed and converted on ingest
+      (``harness.store.ledger.layout.RENAMED``, ledger schema 6); its JSON summaries unchanged. And a
+      formal matrix of a speculative server writes ``cycles.parquet`` (ledger table ``cycles``, beside
+      ``cycles.json``) (2026-12-04).
 """
 
 from __future__ import annotations
@@ -99,8 +106,8 @@ __all__ = [
     "verify_archive",
 ]
 
-ARCHIVE_FORMAT_VERSION = 4
-READABLE_FORMAT_VERSIONS = (1, 2, 3, 4)
+ARCHIVE_FORMAT_VERSION = 5
+READABLE_FORMAT_VERSIONS = (1, 2, 3, 4, 5)
 MANIFEST = "manifest.json"
 RECORDS_DIR = "records"
 PARTIAL_PREFIX = ".partial-"

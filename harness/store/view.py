@@ -59,6 +59,7 @@ _FILES: tuple[tuple[str, Reader, str], ...] = (
     ("matched_sd.parquet", "parquet", "a matched AR/SD run's matched_sd row"),
     ("matched.parquet", "parquet", "format < 4: a matched AR/SD run's matched_sd.parquet"),
     ("cycles.json", "json", "a speculative server's cycle time per formal cell"),
+    ("cycles.parquet", "parquet", "a speculative server's cycle time per formal cell (ledger table cycles)"),
     ("sweep.json", "json", "a rate sweep's cells, rounds and knee"),
     ("sweep_cells.parquet", "parquet", "a rate sweep's cells, one per offered rate"),
     ("sweep_rounds.parquet", "parquet", "a rate sweep's rounds"),

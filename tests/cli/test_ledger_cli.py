@@ -50,7 +50,7 @@ def test_migrate_moves_a_schema2_ledger_aside(tmp_path: Path) -> None:
                                           "created_wall": "2026-11-29T10:00:00+0000"}]), led / "runs.parquet")
     code, out, err = run_cli("ledger", "migrate", "-w", str(tmp_path))
     assert code == 0, err
-    assert "schema 2 -> schema 5 Delta tables; rows moved: cells 1, runs 1" in " ".join(out.split())
+    assert "schema 2 -> schema 6 Delta tables; rows moved: cells 1, runs 1" in " ".join(out.split())
     (backup,) = (led / ".parquet-backup").iterdir()
     assert (backup / "cells.parquet").is_file() and not (led / "cells.parquet").exists()
     assert ledger_table(tmp_path, "cells").column("median_tok_s").to_pylist() == [1.5]  # renamed (schema 2)

@@ -16,7 +16,7 @@ from harness.sim.scheduler import Chunk
 
 
 def test_builtins_are_files() -> None:
-    assert sorted(PROFILES) == ["fast", "paper-tp8", "scale-20ms", "single-slot"]
+    assert sorted(PROFILES) == ["fast", "fast-power", "paper-tp8", "scale-20ms", "single-slot"]
     assert PROFILES["paper-tp8"].decode_tiers == PAPER_DECODE
     assert load_profile_file(PROFILE_DIR / "paper-tp8.yaml") == PROFILES["paper-tp8"]
     assert profile_for("fast") == PROFILES["fast"]

@@ -34,7 +34,7 @@ def test_ingest_once_and_labels(tmp_path: Path) -> None:
     assert len(cells) == 2
     assert cells.set_index("campaign").loc["one", "data_origin"] == "simulated"
     assert cells.set_index("campaign").loc["two", "data_origin"] == "measured"
-    assert (cells["ledger_schema_version"] == 5).all()  # schema 5: Delta tables, typed columns, row models
+    assert (cells["ledger_schema_version"] == 6).all()  # schema 6: Delta tables, typed columns, row models
     req = read_table(tmp_path, "requests")
     assert req is not None
     assert req.column("output_hash16").to_pylist()[0] == "6f41fe2f01d52507"

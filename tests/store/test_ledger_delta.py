@@ -103,8 +103,8 @@ def test_a_schema3_ledger_is_read_in_memory_and_moved_by_migrate_with_every_row_
     assert not (ws / "ledgers" / "delta").exists()
     code, out, err = run_cli("ledger", "migrate", "-w", str(ws))
     assert code == 0, err
-    assert "schema 3 -> schema 5" in out and "requests 60" in out
-    assert is_current(ws) and schema_version(ws / "ledgers") == 5
+    assert "schema 3 -> schema 6" in out and "requests 60" in out
+    assert is_current(ws) and schema_version(ws / "ledgers") == 6
     assert _counts(read_table, ws) == before == _counts(dl.read, ws)
     for table, rows in old_rows.items():
         t = read_table(ws, table)
@@ -114,7 +114,7 @@ def test_a_schema3_ledger_is_read_in_memory_and_moved_by_migrate_with_every_row_
     assert len(backup) == 1 and (backup[0] / "cells" / f"{FORMAL}.parquet").is_file()  # kept, set aside
     assert not (ws / "ledgers" / "cells").exists()
     code, out, _ = run_cli("ledger", "migrate", "-w", str(ws))
-    assert code == 0 and "already schema 5" in out
+    assert code == 0 and "already schema 6" in out
     assert _counts(dl.read, ws) == before
 
 

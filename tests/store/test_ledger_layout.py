@@ -68,7 +68,7 @@ def test_one_delta_table_per_ledger_table_and_one_data_file_per_archive(tmp_path
         ids = {pq.read_table(f, columns=["archive_id"]).column("archive_id")[0].as_py() for f in dt.file_uris()}
         assert ids == {a.name, b.name}, table
     assert not list(led.glob("*.parquet")) and not (led / "cells").exists()  # nothing outside the Delta tables
-    assert (led / ".schema").read_text().strip() == "5"
+    assert (led / ".schema").read_text().strip() == "6"
 
 
 def test_every_table_has_the_canonical_schema_and_reads_through_arrow(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_every_table_has_the_canonical_schema_and_reads_through_arrow(tmp_path: 
     assert cells is not None and cells.schema.field("created_wall").type == WALL
     assert cells.schema.field("concurrency").type == pa.int64()
     assert sorted(r["median_tok_s"] for r in cells.to_pylist() if r["cell_id"] == "c1") == [100.0, 101.0, 102.0]
-    assert set(cells.column("ledger_schema_version").to_pylist()) == {5}
+    assert set(cells.column("ledger_schema_version").to_pylist()) == {6}
 
 
 @pytest.mark.parametrize("first_names", [False, True])
@@ -96,7 +96,7 @@ def test_rates_carry_units_and_archives_keep_their_names(tmp_path: Path, monkeyp
     if first_names:  # an archive of format 2, under its first names, is read under the row models' names
         monkeypatch.setattr(archive_module, "ARCHIVE_FORMAT_VERSION", 2)
     path = make(tmp_path, median=88.5, first_names=first_names)
-    assert open_archive(path).format_version == (2 if first_names else 4)
+    assert open_archive(path).format_version == (2 if first_names else 5)
     ingest_archive(tmp_path, open_archive(path))
     table = read_table(tmp_path, "cells")
     assert table is not None
@@ -187,7 +187,7 @@ def test_apply_findings_rewrites_only_that_archive(tmp_path: Path) -> None:
     assert [r["valid"] for r in rounds] == [False]
     (finding,) = [f for f in (read_table(tmp_path, "findings") or pa.table({})).to_pylist()
                   if f["archive_id"] == target]
-    assert finding["rule"] == "r" and finding["ledger_schema_version"] == 5
+    assert finding["rule"] == "r" and finding["ledger_schema_version"] == 6
 
 
 @pytest.mark.parametrize("table", ["nope", "cells.parquet"])

@@ -157,7 +157,7 @@ def check_schema2_cells(cells: pa.Table | None) -> None:
     assert cells is not None
     df = cells.to_pandas()
     assert df.median_tok_s.tolist() == [100.0, 101.0] and df.http_output_tok_s.tolist() == [50.0, 50.0]
-    assert df.ttft_n.tolist() == [3, 3] and (df.ledger_schema_version == 5).all()
+    assert df.ttft_n.tolist() == [3, 3] and (df.ledger_schema_version == 6).all()
     assert cells.schema.field("created_wall").type == WALL
     assert df.created_wall.iloc[0] == pd.Timestamp("2026-11-29T10:00:00Z")
     assert df.valid.tolist() == [False, True] and cells.column("superseded_by").to_pylist() == ["b" * 16, None]

@@ -62,7 +62,7 @@ def _check_carried(ws: Path) -> None:
         for o, w in zip(old, new, strict=True):
             for col, value in o.items():
                 if col == "ledger_schema_version":
-                    assert w[col] == 5  # read or moved, a row is of the current schema
+                    assert w[col] == 6  # read or moved, a row is of the current schema
                 elif col == "kind" and new_table != "runs":
                     assert col not in w
                 elif value is not None:  # a value of the old row is in the new one, under the same name
@@ -91,8 +91,8 @@ def test_ledger_migrate_carries_every_row(tmp_path: Path) -> None:
     assert not (ws / "ledgers" / "delta").exists()
     code, out, err = run_cli("ledger", "migrate", "-w", str(ws))
     assert code == 0, err
-    assert "schema 3 -> schema 5" in out
-    assert (ws / "ledgers" / SCHEMA_MARKER).read_text().strip() == "5"
+    assert "schema 3 -> schema 6" in out
+    assert (ws / "ledgers" / SCHEMA_MARKER).read_text().strip() == "6"
     assert not (ws / "ledgers" / "cells").exists()  # the old files are set aside, kept
     (backup,) = (ws / "ledgers" / ".parquet-backup").iterdir()
     assert (backup / "cells" / f"{SWEEP}.parquet").is_file()
@@ -110,6 +110,6 @@ def test_the_first_write_migrates(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     append_rows(ws, "closures", [{"direction": "d", "action": "close", "reason": "r",
                                   "at": "2026-12-01T00:00:00+00:00"}])
-    assert schema_version(ws / "ledgers") == 5
+    assert schema_version(ws / "ledgers") == 6
     assert not (ws / "ledgers" / "cells").exists()
     _check_carried(ws)

@@ -73,6 +73,14 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       tables, not in them (no reader's change, so no new schema): the plain-read marker file in every
       table directory (``delta.PLAIN_READ_MARKER``) and ``ledgers/.quarantine/`` (``dsv4h ledger
       repair``) (2026-12-04).
+  6 - columns named for what they hold (``layout.RENAMED``): ``comparisons`` and ``matched_sd``
+      ``ratio_pct`` / ``http_ratio_pct`` (a percent change, (candidate / control - 1) x 100) are
+      ``change_pct`` / ``http_change_pct``; ``matched_sd`` ``t_ar_ms`` / ``t_sd_ms`` /
+      ``t_sd_implied_ms`` are ``t_ar_s`` / ``t_sd_s`` / ``t_sd_implied_s`` (seconds, like every other
+      time). A schema-5 ledger reads under the new names in memory and is rewritten by the first
+      write or ``dsv4h ledger migrate`` (one overwrite per such table); rows of an older archive or
+      ledger are renamed on the way in (:func:`.layout.canonical`). New table ``cycles`` (a formal
+      cell's speculative cycle time, ``harness.measure.results.CycleRow``) (2026-12-04).
 """
 
 from __future__ import annotations
@@ -105,6 +113,7 @@ from harness.store.ledger.layout import (
     GOVERNANCE_TABLES,
     LEDGER_SCHEMA_VERSION,
     PER_ARCHIVE,
+    RENAMED,
     SCHEMAS,
     TABLES,
     append_key,
@@ -139,6 +148,12 @@ def is_current(workspace: Path) -> bool:
     return (directory / SCHEMA_MARKER).is_file() and schema_version(directory) == LEDGER_SCHEMA_VERSION
 
 
+def _is_delta(workspace: Path) -> bool:
+    """Whether the ledger is Delta tables (schema 5, read under schema 6's names, or the current one)."""
+    directory = ledger_dir(workspace)
+    return (directory / SCHEMA_MARKER).is_file() and schema_version(directory) in (5, LEDGER_SCHEMA_VERSION)
+
+
 @contextmanager
 def _migration_lock(directory: Path) -> Iterator[None]:
     directory.mkdir(parents=True, exist_ok=True)
@@ -158,7 +173,8 @@ def _migration_lock(directory: Path) -> Iterator[None]:
 def ensure_current(workspace: Path) -> dict[str, int]:
     """Make the workspace's ledger current before a write (every writer calls it): a new ledger gets
     its Delta tables and marker (safe beside another writer doing the same); an older one (Parquet
-    layout, schemas 2-4) is moved into them once, under the migration lock (module docstring).
+    layout, schemas 2-4) is moved into them once, under the migration lock (module docstring); a
+    schema-5 ledger's tables holding columns schema 6 renamed are rewritten under the new names.
     Returns rows moved per table ({} when there was nothing to move)."""
     if is_current(workspace):
         return {}
@@ -169,6 +185,11 @@ def ensure_current(workspace: Path) -> dict[str, int]:
             if is_current(workspace):
                 return {}
             moved = _move_old(workspace)
+    elif (directory / SCHEMA_MARKER).is_file() and schema_version(directory) == 5:
+        with _migration_lock(directory):
+            if is_current(workspace):
+                return {}
+            moved = {t: n for t in RENAMED if (n := delta.rename_columns(workspace, t))}
     delta.create_tables(workspace)
     atomic_write(directory / SCHEMA_MARKER, f"{LEDGER_SCHEMA_VERSION}\n".encode())
     fsync_dir(directory)
@@ -265,7 +286,7 @@ def read_table(workspace: Path, table: str) -> pa.Table | None:
     directory = ledger_dir(workspace)
     if not directory.is_dir():
         return None
-    if not is_current(workspace):
+    if not _is_delta(workspace):
         return old.read_table(directory, table) if old.has_layout(directory) else None
     t = delta.read(workspace, table)
     if t is None or not t.num_rows:
@@ -279,7 +300,7 @@ def read_table(workspace: Path, table: str) -> pa.Table | None:
 def archive_rows(workspace: Path, table: str, archive_id: str) -> pa.Table | None:
     """One archive's rows of an archive table, or None when it has none."""
     _check(table)
-    if not is_current(workspace):
+    if not _is_delta(workspace):
         t = read_table(workspace, table)
         if t is None:
             return None
@@ -303,7 +324,7 @@ def rows_iso(table: pa.Table | None) -> list[dict[str, Any]]:
 def ingested(workspace: Path, archive_id: str) -> bool:
     """Whether the archive's ``runs`` row is committed (the runs table's transaction for it; when that
     is missing, which it is for an archive older than its retention, the table's ``archive_id`` column)."""
-    if not is_current(workspace):
+    if not _is_delta(workspace):
         return archive_id in ingested_ids(workspace)
     dt = delta.open_table(workspace, "runs")
     return dt is not None and delta.has_archive(dt, archive_id)
@@ -311,7 +332,7 @@ def ingested(workspace: Path, archive_id: str) -> bool:
 
 def ingested_ids(workspace: Path) -> set[str]:
     """Archive ids with a committed ``runs`` row."""
-    if not is_current(workspace):
+    if not _is_delta(workspace):
         t = read_table(workspace, "runs")
         return set() if t is None else {str(a) for a in t.column("archive_id").to_pylist() if a is not None}
     return delta.archive_ids(workspace, "runs")
@@ -324,7 +345,7 @@ def successor_of(workspace: Path, archive_id: str) -> str | None:
     if not is_archive_id(archive_id):
         raise LedgerError(f"archive id {archive_id[:80]!r} is not 16 hex digits; it is never used as a file name",
                           hint="archive ids come from verified manifests; this value was forged or damaged")
-    if is_current(workspace):
+    if _is_delta(workspace):
         return _successor(workspace, archive_id, delta.open_table(workspace, "runs"))
     t = read_table(workspace, "runs")
     found = [] if t is None else [str(r["archive_id"]) for r in t.to_pylist() if r.get("resumed_from") == archive_id]

@@ -68,7 +68,16 @@ from harness.errors import LedgerError
 from harness.interrupts import fault_point
 from harness.store.archive import is_archive_id
 from harness.store.ledger import durable
-from harness.store.ledger.layout import ARCHIVE_TABLES, GOVERNANCE_TABLES, PER_ARCHIVE, SCHEMAS, TABLES, ledger_dir
+from harness.store.ledger.layout import (
+    ARCHIVE_TABLES,
+    GOVERNANCE_TABLES,
+    PER_ARCHIVE,
+    RENAMED,
+    SCHEMAS,
+    TABLES,
+    ledger_dir,
+    renamed,
+)
 
 T = TypeVar("T")
 DELTA_DIR = "delta"
@@ -98,8 +107,8 @@ ATTEMPTS = 50  # commits lost to other writers before a write gives up (each los
 
 __all__ = ["AUTO_COMPACT_FILES", "DELTA_DIR", "RETENTION_HOURS", "TXN_RETENTION_DAYS", "append_archive",
            "append_archives", "append_checked", "append_rows", "archive_ids", "archive_rows", "compact",
-           "create_tables", "dataset", "delta_dir", "has_archive", "history", "optimize", "read", "replace_archive",
-           "successor", "supersede", "table_path"]
+           "create_tables", "dataset", "delta_dir", "has_archive", "history", "optimize", "read", "rename_columns",
+           "replace_archive", "successor", "supersede", "table_path"]
 
 
 def delta_dir(workspace: Path) -> Path:
@@ -412,6 +421,20 @@ def replace_archive(workspace: Path, table: str, archive_id: str, t: pa.Table) -
               lambda: _write(_must_open(workspace, table), t, predicate=pred))
 
 
+def rename_columns(workspace: Path, table: str) -> int:
+    """Rewrite ``table`` with the columns schema 6 renamed under their new names and units
+    (``layout.RENAMED``): one overwrite transaction whose schema drops the old columns (the
+    archives' application transactions stay in the log; earlier versions keep the old names for
+    ``as_of``). Returns the rows rewritten, 0 when the table holds none of the old columns."""
+    dt = open_table(workspace, table)
+    if dt is None or not set(RENAMED.get(table, {})) & set(dt.schema().to_arrow().names):
+        return 0
+    t = renamed(table, dt.to_pyarrow_table())
+    _durably(table_path(workspace, table), dt.version(),
+             lambda: write_deltalake(dt, _stored(t), mode="overwrite", schema_mode="overwrite"))
+    return int(t.num_rows)
+
+
 def supersede(workspace: Path, old_id: str, new_id: str) -> dict[str, int]:
     """Mark every row of archive ``old_id`` in the archive tables ``valid = false``, ``superseded_by =
     new_id`` (one ``UPDATE`` transaction per table holding such rows not yet marked); rows updated per table."""
@@ -438,8 +461,10 @@ def supersede(workspace: Path, old_id: str, new_id: str) -> dict[str, int]:
 
 def _canonical_read(table: str, t: pa.Table) -> pa.Table:
     """A Delta table's rows in the canonical schema of ``table`` (``us`` wall times back to ``ns``;
-    a canonical column the table lacks is null; a column schema evolution added is kept at the end)."""
+    a canonical column the table lacks is null; a column schema evolution added is kept at the end; a
+    column schema 6 renamed read under its new name, ``layout.renamed``)."""
     schema = SCHEMAS[table]
+    t = renamed(table, t)
     cols, fields = [], []
     for f in schema:
         cols.append(pc.cast(t.column(f.name), f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type))

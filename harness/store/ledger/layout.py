@@ -31,9 +31,17 @@ from harness.kinds import KINDS
 from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
 
 # WALL re-exported: tests and notebooks name the ledger's wall-clock type here
-__all__ = ["GOVERNANCE_TABLES", "LEDGER_SCHEMA_VERSION", "SCHEMAS", "WALL", "canonical"]
+__all__ = ["GOVERNANCE_TABLES", "LEDGER_SCHEMA_VERSION", "RENAMED", "SCHEMAS", "WALL", "canonical", "renamed"]
 
-LEDGER_SCHEMA_VERSION = 5
+LEDGER_SCHEMA_VERSION = 6
+# Columns renamed by schema 6, per table: old name -> (new name, factor from the old unit to the new).
+# A percent change was named ``*ratio_pct``; the matched run's step times were milliseconds.
+RENAMED: dict[str, dict[str, tuple[str, float]]] = {
+    "comparisons": {"ratio_pct": ("change_pct", 1.0), "http_ratio_pct": ("http_change_pct", 1.0)},
+    "matched_sd": {"ratio_pct": ("change_pct", 1.0), "http_ratio_pct": ("http_change_pct", 1.0),
+                   "t_ar_ms": ("t_ar_s", 1e-3), "t_sd_ms": ("t_sd_s", 1e-3),
+                   "t_sd_implied_ms": ("t_sd_implied_s", 1e-3)},
+}
 EVERY_KIND_TABLES = ("runs", "requests", "energy")
 """The archive tables of every kind: its run, the records' requests and ``energy.json``'s windows."""
 ARCHIVE_TABLES: tuple[str, ...] = tuple(dict.fromkeys(
@@ -121,12 +129,32 @@ def _cast(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | pa.Array:
     return pc.cast(col, to)
 
 
+def renamed(table: str, t: pa.Table) -> pa.Table:
+    """``t`` with the columns schema 6 renamed (:data:`RENAMED`) under their new names, values in the
+    new unit: an old column fills the new one where that is null (a table holding rows of both
+    schemas, as Delta schema evolution leaves it) and is dropped (pure)."""
+    for old, (new, factor) in RENAMED.get(table, {}).items():
+        if old not in t.column_names:
+            continue
+        was = pc.cast(t.column(old), pa.float64())
+        was = was if factor == 1.0 else pc.multiply(was, factor)
+        if new in t.column_names:
+            i = t.column_names.index(new)
+            t = t.set_column(i, new, pc.coalesce(pc.cast(t.column(new), pa.float64()), was))
+        else:
+            t = t.append_column(new, was)
+        t = t.drop_columns([old])
+    return t
+
+
 def canonical(table: str, t: pa.Table) -> pa.Table:
     """``t`` (the row model's column names) as ``table``'s canonical schema: columns cast, missing
     ones null; a ``kind`` column dropped where the table has none (every archive row carries
     ``protocol_class``; only ``runs`` keeps ``kind``); any other column, or one that cannot be cast,
-    goes into ``extra`` (a JSON object per row, null when empty) for tables that have it."""
+    goes into ``extra`` (a JSON object per row, null when empty) for tables that have it. A column
+    of an older schema that schema 6 renamed is read under its new name (:func:`renamed`)."""
     schema = SCHEMAS[table]
+    t = renamed(table, t)
     if "kind" in t.column_names and "kind" not in schema.names:
         t = t.drop_columns(["kind"])
     cols: list[pa.ChunkedArray | pa.Array] = []
