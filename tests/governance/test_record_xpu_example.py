@@ -59,6 +59,9 @@ def test_the_record_runs_end_to_end_on_the_standin(tmp_path: Path) -> None:
         suites.append(out.archive)
     control = run_campaign(standin(tmp_path, "control", base | {"CCL_ZE_IPC_EXCHANGE": "sockets"}), ws)
     assert control.status == "complete", control.error
+    blocking = [f for f in control.findings if f.blocking]
+    if blocking and {f.rule for f in blocking} <= {"sim-lateness", "client-stalled"}:  # its rate is refused then
+        pytest.skip("the simulator fell behind its model on a busy machine (control): " + blocking[0].message)
     # the 70 exact captures: one archive of the candidate with short answers (a gate passes for the
     # candidate when any of its archives passes it)
     captures = run_campaign(standin(tmp_path, "captures", base, tokens=16, resident_s=2.4), ws)

@@ -196,10 +196,28 @@ def run_case(case: Case, transport: str) -> list[dict[str, Any]]:
         return [*out, {"connections": srv.accepted}]
 
 
+def _upto_cap(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record without what depends on where a read of an endless stream ended (module: endless stream)."""
+    out = {k: v for k, v in rec.items() if k not in ("tokens", "events", "output_ids", "completion_tokens",
+                                                      "event_ns", "emit_ns")}
+    if "error" in out:
+        out["error"] = str(out["error"]).split(":", 1)[0]  # "token overrun" (its count is where the read ended)
+    return out
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_both_transports_give_the_same_records(case: Case) -> None:
     wire = run_case(case, "wire")
     aio = run_case(case, "aiohttp")
+    if case.hostile == "endless":
+        # the overrun is judged after each read, and how many events one read holds is the kernel's
+        # and the loop's timing, not the transport's: the two agree up to the first read past the cap
+        n = (case.max_new_tokens or 0) + 1
+        for rec in (wire[0], aio[0]):
+            assert rec["completion_tokens"] >= n and (rec["error"] or "").startswith("token overrun"), rec
+        assert wire[0]["tokens"][:n] == aio[0]["tokens"][:n]
+        assert wire[0]["output_ids"][:n - 1] == aio[0]["output_ids"][:n - 1]
+        wire, aio = [_upto_cap(r) for r in wire], [_upto_cap(r) for r in aio]
     assert wire == aio
     first = wire[0]
     if case.name == "pipelined after a complete response":

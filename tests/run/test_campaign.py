@@ -60,7 +60,9 @@ def test_formal_matrix_end_to_end(tmp_path: Path) -> None:
                 waves.setdefault(r.wave_id, []).append(r)
         emitted = resident_decode_rate([[r.replace(event_ns=r.emit_ns) for r in w] for w in waves.values()]).rate
         client = resident_decode_rate(list(waves.values())).rate
-        assert client == pytest.approx(emitted, rel=0.02), (c, client, emitted)
+        # (unless the client itself fell behind its streams on a busy machine: its own findings say so)
+        if not {f.rule for f in out.findings} & {"client-lag", "client-stalled", "client-bound"}:
+            assert client == pytest.approx(emitted, rel=0.02), (c, client, emitted)
         # and, when the simulator kept real time (no late steps on a busy machine), the model's rate
         if late_s == 0:
             want = analytic_decode_rate(prof, c)

@@ -54,14 +54,19 @@ def test_the_fixture_replays_on_schedule_with_the_implied_prefix_hits(tmp_path: 
     sched = [json.loads(x) for x in (archive / "schedule.jsonl").read_text().splitlines()]
     assert [s["index"] for s in sched] == list(range(20)) and all(s["cap_wait_s"] == 0 for s in sched)
     (row,) = ledger_table(ws, "replay_runs").to_pylist()
-    assert row["protocol_class"] == "trace-replay" and row["valid"] is True and row["extra"] is None
-    assert row["schedule_kept"] is True and row["late_requests"] == 0
+    findings = ledger_table(ws, "findings").to_pylist()
+    busy = {f["rule"] for f in findings if f["severity"] == "blocking"} & {"sim-lateness", "client-stalled",
+                                                                           "client-bound"}
+    # valid unless the machine was too busy for the simulator or the client (then marked, not claimed)
+    assert row["protocol_class"] == "trace-replay" and row["valid"] is not bool(busy) and row["extra"] is None
+    if not busy:
+        assert row["schedule_kept"] is True and row["late_requests"] == 0
     assert row["expected_cached_tokens"] == row["reported_cached_tokens"] == sum(SMALL_EXPECTED)
     assert row["cached_mismatch_requests"] == 0 and row["cached_agree"] is True
     assert row["prompt_tokens"] == 19077 and row["reported_hit_ratio"] == sum(SMALL_EXPECTED) / 19077
     assert row["speed"] == 0.5 and row["block_size_tokens"] == 512 and row["n_ok"] == 20
-    rules = {r["rule"] for r in ledger_table(ws, "findings").to_pylist()}
-    assert not rules & {"replay-schedule", "replay-cache", "failed-requests"}
+    rules = {r["rule"] for r in findings}
+    assert not rules & {"replay-cache", "failed-requests"} and (busy or "replay-schedule" not in rules)
     recs = ledger_table(ws, "requests").to_pylist()
     assert sorted(r["completion_tokens"] for r in recs) == sorted(json.loads(x)["output_length"]
                                                                    for x in SMALL.read_text().splitlines())

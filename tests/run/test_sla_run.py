@@ -85,6 +85,9 @@ def test_search_brackets_the_known_capacity(tmp_path: Path) -> None:
     upper = 1 / (1 / cap - 0.060 / 19)
     b = out.result["bracket"]
     lo, hi = b["highest_passing_req_s"], b["lowest_failing_req_s"]
+    if out.result["end"] == "invalid-load":  # a machine too busy even for the re-measurements: withheld, said so
+        assert not out.result["converged"] and out.result["withheld"], out.result
+        pytest.skip(f"the machine was too busy for the simulator: {out.result['withheld']}")
     assert out.result["converged"] and out.result["end"] == "converged"
     assert hi - lo <= 1.0
     assert lo <= upper and hi > cap  # the bracket holds the known threshold
