@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import yaml
 from ledger_helpers import ledger_table
@@ -25,7 +26,8 @@ from testkit import LOAD_COMPANIONS, LOAD_RULES, only_archive, run_cli, tiny_swe
 
 import harness.evidence.io as evidence_io
 from harness.evidence.findings import ArchiveData, Finding, make_finding
-from harness.evidence.verdict import BLOCKING_EXIT, WITHHELD
+from harness.evidence.io import stored_findings
+from harness.evidence.verdict import BLOCKING_EXIT, WITHHELD, concerned
 from harness.run.kinds import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,23 +168,27 @@ def _common(ws: Path, tmp: Path, origin: str = "simulated") -> tuple[str, dict[s
     return aid, snap
 
 
+BUSY_RULES = LOAD_RULES | LOAD_COMPANIONS | {"sweep-schedule", "replay-schedule", "sweep-saturated"}
+"""Blocking rules a busy test machine can raise beside the injected finding (the simulator or the client
+fell behind: its schedule not kept, its rounds over-saturated)."""
+
+
 def _load_named(ws: Path, aid: str) -> set[str]:
-    """The row ids a blocking finding of the machine's load names (a busy test machine: the simulator
-    fell behind its model); such rows are rightly invalid beside the injected ones. Skips the test when
-    such a finding covers the whole run (nothing is left to tell the injected finding's rows apart)."""
-    named: set[str] = set()
-    for f in _ledger(ws, "findings", aid):
-        if f["severity"] != "blocking" or f["rule"] not in LOAD_RULES | LOAD_COMPANIONS:
-            continue
+    """The row ids the archive's other blocking findings invalidate (the one spread,
+    :func:`harness.evidence.verdict.concerned`); each must be one of :data:`BUSY_RULES`: on a busy
+    machine such rows are rightly invalid beside the injected ones. Skips the test when such a finding
+    covers the whole run (nothing is left to tell the injected finding's rows apart)."""
+    rows = [f for f in _ledger(ws, "findings", aid) if f["severity"] == "blocking" and f["rule"] != RULE]
+    assert {f["rule"] for f in rows} <= BUSY_RULES, rows
+    for f in rows:
         if f["scope"] == "run":
             pytest.skip(f"the machine was too busy for the simulator ({f['rule']} for the whole run)")
-        text = f["rows"] or ""
-        try:
-            ids = json.loads(text)
-        except ValueError:
-            ids = [x.strip() for x in text.split(",")]
-        named |= {str(x) for x in ids if x}
-    return named
+    found = stored_findings(pa.Table.from_pylist(rows)) if rows else []
+    assert found is not None
+    rounds = [r for t in ("rounds", "sweep_rounds", "sla_rounds") for r in _ledger(ws, t, aid)]
+    whole, ids = concerned(found, _ledger(ws, "waves", aid), rounds)
+    assert not whole
+    return set(ids)
 
 
 def _split(rows: list[dict[str, Any]], key: str, bad: set[str]) -> None:

@@ -133,9 +133,12 @@ def test_server_dies_mid_round_then_resume(tmp_path: Path) -> None:
     assert verify_archive(out.archive.path) == []
     rounds = {r.round_id: r.status for r in out.results.rounds}
     assert "ok" in rounds.values()  # completed rounds kept
-    assert any(s in ("failed", "incomplete") for s in rounds.values())
     failed_records = [r for r in out.archive.records() if not r.ok]
     assert failed_records, "the failed wave's records are kept, marked with their error"
+    # the 40th request falls in a measured wave or, when a busy machine made the rounds take more waves
+    # to reach their resident minimum, in the next cell's warmup wave (then no round has failed)
+    in_round = any(r.phase == "measured" for r in failed_records)
+    assert not in_round or any(s in ("failed", "incomplete") for s in rounds.values()), rounds
     # resume with a healthy service (same plan: die_after_requests is a service option, not a cell)
     spec.write_text(SPEC)
     out2 = run_campaign(spec, ws, resume=out.archive.path)
@@ -144,7 +147,7 @@ def test_server_dies_mid_round_then_resume(tmp_path: Path) -> None:
     assert all(c.status == "complete" for c in out2.results.cells)
     assert len(list((ws / "archives").iterdir())) == 2  # the failed archive is never overwritten
     # the failed attempt stays visible as a failed round
-    assert any(r.status in ("failed", "incomplete") for r in out2.results.rounds)
+    assert not in_round or any(r.status in ("failed", "incomplete") for r in out2.results.rounds)
 
 
 @pytest.mark.slow
