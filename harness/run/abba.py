@@ -10,7 +10,6 @@ protocol class ``abba-screen``; it never produces formal cells.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import secrets
 import time
@@ -23,10 +22,9 @@ import pyarrow as pa
 from harness.errors import DsvError, SpecError
 from harness.evidence.findings import Finding
 from harness.evidence.verdict import Verdict
-from harness.formats import read_yaml, resolve_path
 from harness.hashing import ids_hash16
 from harness.inputs.corpus import load_corpus
-from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile, spelled_key
+from harness.inputs.spec import AbbaSpec, LoadedSpec, ServiceProfile
 from harness.measure import metrics as m
 from harness.measure.abba import (
     LEGS,
@@ -62,7 +60,7 @@ from harness.run.session import (
 from harness.run.skeleton import Finished, finish
 from harness.service.devices.memory import MemorySampler
 from harness.service.identity.identity import identity_hash
-from harness.service.launch.manager import RunningService, check_port_free
+from harness.service.launch.manager import RunningService, check_port_free, port_field
 from harness.store.archive import Archive, ArchiveWriter
 from harness.store.runblock import RunBlock
 
@@ -106,20 +104,11 @@ def check_profiles(spec: AbbaSpec) -> tuple[list[str], list[str]]:
 
 def abba_port_field(source: Path | None, role: str) -> str:
     """Where an ABBA screen sets the ``role`` (``control`` or ``candidate``) service's port, for an
-    error message: ``'control.port' in SPEC``, the profile file a spec's ``control`` names, or, for a
-    screen assembled from profile files (``dsv4h abba``, no spec file), that option's profile."""
+    error message: as :func:`port_field` says it for a spec, or, for a screen assembled from profile
+    files (``dsv4h abba``, no spec file), that option's profile."""
     if source is None:
         return f"'port' in the {role} service profile (--{role})"
-    key = "launch.port"
-    with contextlib.suppress(Exception):  # only words for a message: the spec was validated already
-        data = read_yaml(source)
-        profile = data.get(role) if isinstance(data, dict) else None
-        if isinstance(profile, str):
-            with contextlib.suppress(Exception):  # the profile file's own spelling
-                key = spelled_key(read_yaml(resolve_path(profile, source.parent)), "port")
-            return f"'{key}' in the service profile {profile} (named by '{role}' in {source})"
-        key = spelled_key(profile, "port")
-    return f"'{role}.{key}' in {source}"
+    return port_field(source, role)
 
 
 @dataclass(frozen=True)

@@ -172,22 +172,22 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def port_field(spec_path: Path | None) -> str:
-    """Where the spec at ``spec_path`` sets its service's port, for an error message: ``'service.port'
-    in SPEC`` (``'service.launch.port'`` when it writes the sections), or the profile file that the
-    spec's ``service`` names."""
+def port_field(spec_path: Path | None, section: str = "service") -> str:
+    """Where the spec at ``spec_path`` sets the port of its ``section`` service (``service``; an ABBA
+    screen's ``control`` or ``candidate``), for an error message: ``'service.port' in SPEC``
+    (``'service.launch.port'`` when it writes the sections), or the profile file that section names."""
     where = str(spec_path) if spec_path is not None else "the spec"
     key = "launch.port"
     if spec_path is not None:
         with contextlib.suppress(Exception):  # only words for a message: the spec was validated already
             data = read_yaml(spec_path)
-            svc = data.get("service") if isinstance(data, dict) else None
+            svc = data.get(section) if isinstance(data, dict) else None
             if isinstance(svc, str):
                 with contextlib.suppress(Exception):  # the profile file's own spelling
                     key = spelled_key(read_yaml(resolve_path(svc, spec_path.parent)), "port")
-                return f"'{key}' in the service profile {svc} (named by 'service' in {where})"
+                return f"'{key}' in the service profile {svc} (named by '{section}' in {where})"
             key = spelled_key(svc, "port")
-    return f"'service.{key}' in {where}"
+    return f"'{section}.{key}' in {where}"
 
 
 def check_port_free(profile: ServiceProfile, field: str) -> None:
