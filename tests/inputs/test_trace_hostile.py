@@ -5,7 +5,6 @@ huge numbers refused, never an OverflowError; the prefix-cache count linear in t
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -74,11 +73,10 @@ def test_forty_lines_of_a_million_tokens_are_refused_at_once(tmp_path: Path) -> 
     # the measured case of issue 37: 3 KB asking 40 x 2^20 tokens (took 36 s and 1 GB, wrote 228 MB)
     p = tmp_path / "big.jsonl"
     p.write_text("".join(line(i, 1 << 20) + "\n" for i in range(40)))
-    t0 = time.perf_counter()
     with pytest.raises(CorpusError, match=r"line 17: field 'input_length'.*over the limit of 16777216 "
                                           r"\(--max-total-tokens\)"):
         import_trace(p, tmp_path / "out")
-    assert time.perf_counter() - t0 < 5 and not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists()  # refused at line 17 (its timing: benchmarks/bounded_readers.py)
 
 
 def test_cli_refusal_is_one_error_line_and_the_flag_raises_it(tmp_path: Path) -> None:
@@ -105,6 +103,4 @@ def test_expected_cached_is_linear_in_the_blocks_named() -> None:
     n = 1 << 17
     ids = tuple(range(n))
     trace = [TraceRequest(1, 0, n, 1, ids), TraceRequest(2, 1, n, 1, ids), TraceRequest(3, 2, n, 1, (*ids[:5], 7))]
-    t0 = time.perf_counter()
-    assert expected_cached(trace, 1) == [0, n - 1, 5]
-    assert time.perf_counter() - t0 < 5
+    assert expected_cached(trace, 1) == [0, n - 1, 5]  # its time at the cap: benchmarks/bounded_readers.py

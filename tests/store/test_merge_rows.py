@@ -3,8 +3,6 @@ rows and reasons are those of validating each row on its own; a failing cast is 
 
 from __future__ import annotations
 
-import time
-
 import pyarrow as pa
 import pytest
 
@@ -72,11 +70,9 @@ def test_a_failing_cast_is_bisected_to_its_values() -> None:
 
 
 @pytest.mark.parametrize("n", [100_000])
-def test_a_hundred_thousand_rows_in_seconds(n: int) -> None:
+def test_a_hundred_thousand_rows_at_once(n: int) -> None:
     # issue 37: validated one row at a time, 100,000 rows took 60 s and 3.15 GB
     raw = pa.Table.from_pylist([closure(reason=f"r{i}") for i in range(n)] + [closure(action="x")])
-    t0 = time.perf_counter()
-    good, bad = check_rows("closures", raw, {A})
-    assert time.perf_counter() - t0 < 10
+    good, bad = check_rows("closures", raw, {A})  # its time and memory at the cap: benchmarks/bounded_readers.py
     assert good is not None and good.num_rows == n and bad == [([n], "refused (1 problem(s)): action 'x': not one "
                                                                      "of close, reopen")]
