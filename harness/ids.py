@@ -4,6 +4,8 @@ Ids are stored in archives and ledgers, so their spelling is fixed:
 
 - formal cell ``{workload}-c{concurrency:02d}-{hash8}`` (``decode-c04-daa02d4c``); sweep cell
   ``sweep-{rate:g}rps`` (``sweep-0.5rps``: a cell id may contain dots); ABBA cells are legs (``A1``);
+- SLA-search measurement (one attempt at a probe's rate) ``{cell}.m{attempt}`` (``sweep-8rps.m0``;
+  attempt ``a`` holds that rate's round indices ``a * rounds ..``);
 - round ``{cell}.r{k}``, a retried round ``{cell}.r{k}.a{attempt}`` (attempt >= 1);
 - wave ``{round}.w{j:03d}``; a warmup wave ``{cell}.warmup{start}.w{j:03d}`` (``start``, the
   service start it warmed, omitted when 0); an ABBA wave ``{leg}.{warmup|measured}.w{j:03d}``;
@@ -22,8 +24,8 @@ from typing import Any, Literal
 from harness.errors import ArchiveError
 
 __all__ = [
-    "ANONYMOUS", "RequestIdentity", "fresh_salt", "leg_wave_id", "quick_request_id", "request_id", "round_of",
-    "wave_id",
+    "ANONYMOUS", "RequestIdentity", "fresh_salt", "leg_wave_id", "probe_id", "quick_request_id", "request_id",
+    "round_of", "wave_id",
 ]
 
 Phase = Literal["measured", "warmup"]
@@ -77,6 +79,11 @@ def formal_cell_id(workload: str, concurrency: int, definition_hash: str) -> str
 def sweep_cell_id(rate: float) -> str:
     """The cell of one offered rate (req/s): ``sweep-8rps``, ``sweep-0.5rps``."""
     return f"sweep-{rate:g}rps"
+
+
+def probe_id(rate: float, attempt: int) -> str:
+    """One measurement of an SLA probe: attempt ``attempt`` (0: the first) at ``rate`` req/s, ``sweep-8rps.m0``."""
+    return f"{sweep_cell_id(rate)}.m{attempt}"
 
 
 def round_id(cell: str, k: int, attempt: int = 0) -> str:

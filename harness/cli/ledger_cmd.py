@@ -42,8 +42,8 @@ _DEFAULT_COLS = {
     "runs": ["archive_id", "campaign", "kind", "claim_class", "data_origin", "archive_status"],
     "replay_runs": ["archive_id", "speed", "n_ok", "output_throughput_tok_s", "late_requests",
                     "expected_cached_tokens", "reported_cached_tokens", "cached_agree", "valid"],
-    "sla_probes": ["archive_id", "probe_index", "arrival_rate_req_s", "passed", "ttft_p99_worst_s", "bracket_end",
-                   "valid"],
+    "sla_probes": ["archive_id", "probe_index", "attempt", "arrival_rate_req_s", "passed", "ttft_p99_worst_s",
+                   "bracket_end", "valid"],
 }
 
 _ID = Col("archive_id", "archive id", ident=True)

@@ -28,6 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
+from harness.ids import probe_id
 from harness.measure.sweep import SweepRoundRow
 from harness.measure.table_model import TableModel
 
@@ -231,9 +234,14 @@ class SlaProbeRow:
     """``sla_probes``: one probe of an SLA search (harness.measure.sla): its offered rate, the worst
     measured round's p99 of each metric (s) beside its declared limit (s; null: not declared),
     ``passed`` under the search's rule, ``reasons`` it failed, its rounds, whether every round kept
-    its schedule, and ``bracket_end`` (``highest-passing``, ``lowest-failing`` or null)."""
+    its schedule, and ``bracket_end`` (``highest-passing``, ``lowest-failing`` or null). ``probe_id``
+    names the measurement (``harness.ids.probe_id``; ``attempt`` 0 is the rate's first): a rate measured
+    again for load has one row per attempt (harness.measure.sla_load); null in rows written before
+    2026-12-04."""
 
     probe_index: int
+    probe_id: str | None = None
+    attempt: int | None = None
     cell_id: str | None = None
     arrival_rate_req_s: float
     passed: bool
@@ -252,8 +260,34 @@ class SlaProbeRow:
     bracket_end: str | None = None
 
 
+def fill_probe_ids(t: pa.Table) -> pa.Table:
+    """``sla_probes`` rows with ``probe_id`` and ``attempt`` filled where null (rows written before
+    2026-12-04): a row's attempt is the number of rows before it (``probe_index`` order) at its rate."""
+    if "arrival_rate_req_s" not in t.column_names or "probe_index" not in t.column_names or (
+            "probe_id" in t.column_names and t.column("probe_id").null_count == 0):
+        return t
+    rows = t.select(["probe_index", "arrival_rate_req_s"]).to_pylist()
+    given = t.column("probe_id").to_pylist() if "probe_id" in t.column_names else [None] * t.num_rows
+    tries = t.column("attempt").to_pylist() if "attempt" in t.column_names else [None] * t.num_rows
+    seen: dict[float, int] = {}
+    attempt: dict[int, int] = {}
+    for i in sorted(range(len(rows)), key=lambda i: int(rows[i]["probe_index"])):
+        rate = float(rows[i]["arrival_rate_req_s"])
+        attempt[i] = tries[i] if tries[i] is not None else seen.get(rate, 0)
+        seen[rate] = seen.get(rate, 0) + 1
+    ids = [g if g is not None else probe_id(float(rows[i]["arrival_rate_req_s"]), attempt[i])
+           for i, g in enumerate(given)]
+    out = t
+    for name, values, typ in (("probe_id", ids, pa.string()), ("attempt", [attempt[i] for i in range(len(rows))],
+                                                               pa.int64())):
+        col = pa.array(values, typ)
+        out = (out.set_column(out.column_names.index(name), name, col) if name in out.column_names
+               else out.append_column(name, col))
+    return out
+
+
 TABLES: dict[str, TableModel] = {
-    "sla_probes": TableModel(SlaProbeRow, row_keys=("cell_id",)),
+    "sla_probes": TableModel(SlaProbeRow, row_keys=("probe_id",), fill=fill_probe_ids),
     "sla_rounds": TableModel(SweepRoundRow, latency=True, row_keys=("round_id",)),  # the sweep_rounds columns
 }
 """An SLA search's ledger tables (its descriptor's ``row_models``)."""

@@ -21,10 +21,12 @@ row; an invalid one has ``passed`` null and ``reasons`` ``invalid-load: ...``.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.ids import probe_id
 from harness.measure import sla
 
 INVALID = "invalid-load"
@@ -131,9 +133,16 @@ def attempt_rounds(rounds: Sequence[Mapping[str, Any]], rate: float, attempt: in
 def probe_row(index: int, rate: float, attempt: int, cell: Mapping[str, Any] | None,
               rounds: Sequence[Mapping[str, Any]], problems: Sequence[str], limits_s: Mapping[str, float | None],
               per_probe: int) -> dict[str, Any]:
-    """The ``sla_probes`` row of measurement ``index`` (:func:`harness.measure.sla.probe_row`); one with
-    load ``problems`` has no verdict (``passed`` None) and its reasons say why."""
+    """The ``sla_probes`` row of measurement ``index`` (:func:`harness.measure.sla.probe_row`), attempt
+    ``attempt`` at ``rate``: its own id ``probe_id`` (:func:`harness.ids.probe_id`) and the medians of
+    its own ``rounds``; one with load ``problems`` has no verdict (``passed`` None) and its reasons say why."""
     row = sla.probe_row(index, rate, cell, rounds, limits_s, per_probe)
+    # a rate measured again has one cell for all its attempts: each measurement's medians are its own rounds'
+    ok = [r for r in rounds if r.get("status") == "ok"]
+    for key in ("request_throughput", "goodput"):
+        vals = [v for v in (_num(r.get(f"{key}_req_s")) for r in ok) if not math.isnan(v)]
+        row[f"{key}_median_req_s"] = statistics.median(vals) if vals else math.nan
+    row |= {"probe_id": probe_id(rate, attempt), "attempt": attempt}
     if problems:
         row |= {"passed": None, "reasons": [f"{INVALID}: {p}" for p in problems]}
     return row

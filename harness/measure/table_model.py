@@ -7,7 +7,10 @@ is assembled from those and the tables every kind shares.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -18,10 +21,12 @@ class TableModel:
     probe id: a row is concerned when any of them is named); empty for a table with one row per run
     (any blocking finding concerns it) and for governance tables. ``verdict``: the table has a
     ``verdict`` column that is withheld on an invalid row (``verdict_as_measured`` keeps what was
-    measured)."""
+    measured). ``fill``: fills, from the columns they have, the columns that rows written before a
+    column was added lack (applied to every row on its way into the ledger; idempotent)."""
 
     model: type
     latency: bool = False
     archive: bool = True
     row_keys: tuple[str, ...] = ()
     verdict: bool = False
+    fill: Callable[[pa.Table], pa.Table] | None = None

@@ -21,8 +21,10 @@ def doc(end: str, converged: bool, width: float | None, monotone: bool = True) -
 
 
 def rnd(rid: str, status: str = "ok", kept: bool = True) -> dict[str, Any]:
-    return {"round_id": rid, "cell_id": rid.split(".r", maxsplit=1)[0], "arrival_rate_req_s": 4.0, "status": status,
-            "client_schedule_kept": kept, "client_lag_p99_s": 0.012 if kept else 0.25}
+    cell, k = rid.split(".r", maxsplit=1)
+    return {"round_id": rid, "cell_id": cell, "arrival_rate_req_s": float(cell[len("sweep-"):-len("rps")]),
+            "round_index": int(k), "status": status, "client_schedule_kept": kept,
+            "client_lag_p99_s": 0.012 if kept else 0.25}
 
 
 def test_not_converged_only_when_the_search_stopped_short() -> None:
@@ -40,8 +42,8 @@ def test_probe_invalid_for_a_round_not_ok_or_a_schedule_not_kept() -> None:
     got = rule_sla_probe_invalid(data(doc("converged", True, 0.4), [
         rnd("sweep-2rps.r0"), rnd("sweep-4rps.r0", status="failed"), rnd("sweep-8rps.r0", kept=False)]))
     assert [(f.rule, f.severity, f.rows) for f in got] == [
-        ("sla-probe-invalid", "blocking", ("sweep-4rps", "sweep-4rps.r0")),
-        ("sla-probe-invalid", "blocking", ("sweep-8rps", "sweep-8rps.r0"))]
+        ("sla-probe-invalid", "blocking", ("sweep-4rps.m0", "sweep-4rps.r0")),
+        ("sla-probe-invalid", "blocking", ("sweep-8rps.m0", "sweep-8rps.r0"))]
     assert "round status failed" in got[0].message and "250.0 ms over the tolerance 50 ms" in got[1].message
 
 
@@ -64,6 +66,6 @@ def test_probe_invalid_says_when_the_rate_was_measured_again() -> None:
               {"arrival_rate_req_s": 4.0, "passed": None}]
     got = rule_sla_probe_invalid(data(doc("invalid-load", False, None) | {"probes": probes}, [
         rnd("sweep-8rps.r0", kept=False) | {"arrival_rate_req_s": 8.0}, rnd("sweep-4rps.r0", kept=False)]))
-    assert [f.rows for f in got] == [("sweep-8rps", "sweep-8rps.r0"), ("sweep-4rps", "sweep-4rps.r0")]
+    assert [f.rows for f in got] == [("sweep-8rps.m0", "sweep-8rps.r0"), ("sweep-4rps.m0", "sweep-4rps.r0")]
     assert got[0].message.endswith("(the search measured this rate again and counted only a valid measurement)")
     assert got[1].message.endswith("is not a measurement of its planned rate")

@@ -123,8 +123,8 @@ def test_a_probe_with_a_late_or_stalled_round_is_an_invalid_probe() -> None:
         "sweep-3rps.r0": ["the simulator lost 0.030 s of model time (1 late step(s); window 2.000 s)"],
         "sweep-9rps.r0": ["the client stalled 2.00 s (limit 1.00 s)"]}
     got = found(d, "sla-probe-invalid")
-    assert [(f.severity, f.rows) for f in got] == [("blocking", ("sweep-3rps", "sweep-3rps.r0")),
-                                                   ("blocking", ("sweep-9rps", "sweep-9rps.r0"))]
+    assert [(f.severity, f.rows) for f in got] == [("blocking", ("sweep-3rps.m0", "sweep-3rps.r0")),
+                                                   ("blocking", ("sweep-9rps.m0", "sweep-9rps.r0"))]
     assert got[0].message.startswith("sweep-3rps.r0 (probe at 3.0 req/s): the simulator lost 0.030 s")
     (late,) = [f for f in found(d, "sim-lateness") if f.blocking]
     assert late.rows == ("sweep-3rps", "sweep-3rps.r0", "sweep-3rps.r0.w000")

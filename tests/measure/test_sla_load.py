@@ -113,3 +113,18 @@ def test_an_invalid_probe_row_has_no_verdict_and_says_why() -> None:
     assert math.isclose(bad["ttft_p99_worst_s"], 0.0695)  # the figures are kept
     good = probe_row(5, 3.0, 1, None, [rnd], [], limits, 1)
     assert (good["passed"], good["reasons"]) == (False, ["ttft"])
+
+
+def test_rows_written_before_probe_ids_get_them_on_the_way_into_the_ledger() -> None:
+    import pyarrow as pa
+
+    from harness.measure.sla import fill_probe_ids
+    from harness.store.ledger.layout import canonical
+
+    old = pa.table({"probe_index": [2, 0, 1], "arrival_rate_req_s": [8.0, 4.0, 4.0], "passed": [False, None, True]})
+    got = canonical("sla_probes", old).select(["probe_index", "probe_id", "attempt"]).to_pylist()
+    assert got == [{"probe_index": 2, "probe_id": "sweep-8rps.m0", "attempt": 0},
+                   {"probe_index": 0, "probe_id": "sweep-4rps.m0", "attempt": 0},
+                   {"probe_index": 1, "probe_id": "sweep-4rps.m1", "attempt": 1}]
+    new = old.append_column("probe_id", pa.array(["x", "y", "z"])).append_column("attempt", pa.array([5, 6, 7]))
+    assert fill_probe_ids(new) is new  # ids given are kept

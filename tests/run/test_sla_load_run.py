@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from ledger_helpers import ledger_table
 from testkit import only_archive
 
 from harness.inputs.spec import load_spec
@@ -61,6 +62,11 @@ def test_a_late_probe_is_measured_again_and_only_the_valid_measurement_counts(tm
     assert [(a["attempt"], [p["round_index"] for p in a["rounds"]]) for a in arrivals] == [(0, [-1, 0]), (1, [1])]
     probes = json.loads((archive / "sla.json").read_text())["probes"]
     assert [p["passed"] for p in probes] == [None, True]
+    # one ledger row per measurement, each with its own id: the late attempt is invalid, the valid one is not
+    rows = sorted(ledger_table(tmp_path / "ws", "sla_probes").to_pylist(), key=lambda x: x["probe_index"])
+    assert [(x["probe_id"], x["attempt"], x["valid"]) for x in rows] == [
+        ("sweep-4rps.m0", 0, False), ("sweep-4rps.m1", 1, True)]
+    assert rows[1]["request_throughput_median_req_s"] == out.rounds[1]["request_throughput_req_s"]
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.findings import make_finding as _f
 from harness.evidence.rules._registry import rule
 from harness.evidence.rules.instruments import unit_problems
+from harness.ids import probe_id
 
 
 def _sla(d: ArchiveData) -> dict[str, Any]:
@@ -47,18 +48,28 @@ def rule_sla_not_converged(d: ArchiveData) -> list[Finding]:
                "end: the bracket cannot be split at 6 significant digits)", scope="run")]
 
 
+def _measurement(r: dict[str, Any], per_probe: int) -> list[str]:
+    """The ``sla_probes`` id of the measurement round ``r`` belongs to (harness.ids.probe_id): a finding on
+    an invalid attempt never names a valid re-measurement of the same rate; [] for a row without a rate."""
+    rate, index = r.get("arrival_rate_req_s"), r.get("round_index")
+    if rate is None or index is None:
+        return []
+    return [probe_id(float(rate), int(index) // per_probe)]
+
+
 @rule("sla-probe-invalid", kinds=("sla-search",))
 def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
     """Probes whose measured rounds were not all ok, whose client did not keep the schedule, or that a
     blocking ``sim-lateness`` or ``client-stalled`` invalidates (the simulator lost at least
     ``SIM_LATENESS_FRACTION`` of a round's window, or the client stalled longer than a round tolerates:
-    ``instruments.unit_problems``): one blocking finding per such round, naming it and its probe's cell,
-    so no invalid probe decides the bracket silently."""
+    ``instruments.unit_problems``): one blocking finding per such round, naming it and its measurement
+    (``sla_probes.probe_id``), so no invalid probe decides the bracket silently."""
     instruments = unit_problems(d)
     doc = _sla(d)
     # rates with a valid (counted) measurement: harness.measure.sla_load gives an invalid one no verdict
     counted = {float(p["arrival_rate_req_s"]) for p in doc.get("probes") or []
                if isinstance(p, dict) and p.get("passed") is not None and p.get("arrival_rate_req_s") is not None}
+    per_probe = max(1, int(d.spec.get("rounds") or 1))
     out = []
     for r in d.rounds:
         problems = []
@@ -77,7 +88,7 @@ def rule_sla_probe_invalid(d: ArchiveData) -> list[Finding]:
                           f"this probe's verdict is not a measurement of its planned rate{again}",
                           "find the failed requests, the achieved schedule (schedule.jsonl) or the round's "
                           "self-check (wave_checks.jsonl) in the archive; run the search again on a less "
-                          "loaded machine", [str(r["round_id"]), str(r["cell_id"])]))
+                          "loaded machine", [str(r["round_id"]), *_measurement(r, per_probe)]))
     return out
 
 

@@ -81,6 +81,9 @@ Ledger schema history (``LEDGER_SCHEMA_VERSION``):
       write or ``dsv4h ledger migrate`` (one overwrite per such table); rows of an older archive or
       ledger are renamed on the way in (:func:`.layout.canonical`). New table ``cycles`` (a formal
       cell's speculative cycle time, ``harness.measure.results.CycleRow``) (2026-12-04).
+      Added within schema 6 (Delta schema evolution, older rows null): ``sla_probes.probe_id`` and
+      ``attempt`` (one id per measurement of a probe; ``sla_probes`` rows are matched to findings by
+      ``probe_id``, older rows by none) (2026-12-04).
 """
 
 from __future__ import annotations

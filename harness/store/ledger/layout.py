@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from harness.formats import json_safe, parse_wall
 from harness.kinds import KINDS
-from harness.measure.rows import ARCHIVE_COLUMNS, WALL, arrow_schema
+from harness.measure.rows import ARCHIVE_COLUMNS, ROW_MODELS, WALL, arrow_schema
 
 # WALL re-exported: tests and notebooks name the ledger's wall-clock type here
 __all__ = ["GOVERNANCE_TABLES", "LEDGER_SCHEMA_VERSION", "RENAMED", "SCHEMAS", "WALL", "canonical", "renamed"]
@@ -152,9 +152,13 @@ def canonical(table: str, t: pa.Table) -> pa.Table:
     ones null; a ``kind`` column dropped where the table has none (every archive row carries
     ``protocol_class``; only ``runs`` keeps ``kind``); any other column, or one that cannot be cast,
     goes into ``extra`` (a JSON object per row, null when empty) for tables that have it. A column
-    of an older schema that schema 6 renamed is read under its new name (:func:`renamed`)."""
+    of an older schema that schema 6 renamed is read under its new name (:func:`renamed`), and a
+    column added later is filled where its row model can derive it (``TableModel.fill``)."""
     schema = SCHEMAS[table]
     t = renamed(table, t)
+    model = ROW_MODELS.get(table)
+    if model is not None and model.fill is not None and t.num_rows:
+        t = model.fill(t)
     if "kind" in t.column_names and "kind" not in schema.names:
         t = t.drop_columns(["kind"])
     cols: list[pa.ChunkedArray | pa.Array] = []
