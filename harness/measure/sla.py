@@ -273,7 +273,8 @@ def fill_probe_ids(t: pa.Table) -> pa.Table:
     attempt: dict[int, int] = {}
     for i in sorted(range(len(rows)), key=lambda i: int(rows[i]["probe_index"])):
         rate = float(rows[i]["arrival_rate_req_s"])
-        attempt[i] = tries[i] if tries[i] is not None else seen.get(rate, 0)
+        given_try = tries[i]
+        attempt[i] = int(given_try) if given_try is not None else seen.get(rate, 0)
         seen[rate] = seen.get(rate, 0) + 1
     ids = [g if g is not None else probe_id(float(rows[i]["arrival_rate_req_s"]), attempt[i])
            for i, g in enumerate(given)]
