@@ -1,13 +1,9 @@
 """Load-robust SLA searches (pure): which probe measurements count, when a probe is measured again,
 and when the search's result is withheld (docs/sla-search.md, "Measurements under load").
 
-A probe round is **invalid for load** (:func:`round_load_problems`) when the instruments, not the
-service, shaped it: the simulator lost at least ``sim_lateness_fraction`` of the round's window to late
-steps, the client stalled longer than ``stall_s``, the client's loop thread was busy at least
-``loop_cpu_share`` of the round, or the client did not keep the planned schedule while no request was
-held back by a ``max_concurrency`` cap (the lag is then the client's). The thresholds are the evidence
-rules' (``sim-lateness``, ``client-stalled``, ``client-bound``; the runner passes them in
-:class:`LoadLimits`), so a round the search counts is one those rules do not invalidate.
+A probe round is **invalid for load** when the instruments, not the service, shaped it
+(:func:`harness.measure.unit_load.round_load_problems`, with the evidence rules' thresholds), so a
+round the search counts is one those rules do not invalidate.
 
 A *measurement* is one attempt at a probe's rate: ``rounds`` measured rounds, attempt ``a`` using round
 indices ``a * rounds .. a * rounds + rounds - 1`` (distinct round ids and request ids). It is valid when
@@ -28,49 +24,10 @@ from typing import Any
 
 from harness.ids import probe_id
 from harness.measure import sla
+from harness.measure.unit_load import num
 
 INVALID = "invalid-load"
 """The ``end`` of a search whose probe had no valid measurement, and the prefix of such a row's reasons."""
-
-
-@dataclass(frozen=True)
-class LoadLimits:
-    """When a round is invalid for load: simulator time lost (fraction of the round's window), the
-    longest client stall (s), the client loop thread's busy share (fraction of wall time)."""
-
-    sim_lateness_fraction: float
-    stall_s: float
-    loop_cpu_share: float
-
-
-def _num(v: Any) -> float:
-    try:
-        return float(v) if v is not None else math.nan
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def round_load_problems(row: Mapping[str, Any], check: Mapping[str, Any] | None, limits: LoadLimits) -> list[str]:
-    """Why measured round ``row`` (a ``sweep_rounds`` row) with self-check ``check`` (its
-    ``wave_checks.jsonl`` row; None: none taken) is invalid for load (module docstring); empty: valid."""
-    out: list[str] = []
-    c = check or {}
-    window = _num(row.get("duration_s"))
-    if int(c.get("sim_late_steps") or 0) > 0:
-        lost = _num(c.get("sim_lateness_s"))
-        if not lost < limits.sim_lateness_fraction * window:  # an unknown window or loss counts
-            out.append(f"the simulator lost {lost:.3f} s of model time ({int(c['sim_late_steps'])} late step(s); "
-                       f"window {window:.3f} s)")
-    stall = _num(c.get("client_stall_s"))
-    if stall > limits.stall_s:
-        out.append(f"the client stalled {stall:.2f} s (limit {limits.stall_s:.2f} s)")
-    cpu = _num(c.get("loop_cpu_share"))
-    if cpu >= limits.loop_cpu_share:
-        out.append(f"the client's loop thread was busy {cpu:.0%} of the round")
-    if row.get("client_schedule_kept") is False and not int(row.get("capped_requests") or 0):
-        lag = _num(row.get("client_lag_p99_s"))
-        out.append(f"the client did not keep the schedule (send lag p99 {lag * 1e3:.1f} ms)")
-    return out
 
 
 @dataclass(frozen=True)
@@ -140,7 +97,7 @@ def probe_row(index: int, rate: float, attempt: int, cell: Mapping[str, Any] | N
     # a rate measured again has one cell for all its attempts: each measurement's medians are its own rounds'
     ok = [r for r in rounds if r.get("status") == "ok"]
     for key in ("request_throughput", "goodput"):
-        vals = [v for v in (_num(r.get(f"{key}_req_s")) for r in ok) if not math.isnan(v)]
+        vals = [v for v in (num(r.get(f"{key}_req_s")) for r in ok) if not math.isnan(v)]
         row[f"{key}_median_req_s"] = statistics.median(vals) if vals else math.nan
     row |= {"probe_id": probe_id(rate, attempt), "attempt": attempt}
     if problems:

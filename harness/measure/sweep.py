@@ -14,9 +14,11 @@ most the tolerance; a max-concurrency cap that holds a request back shows up as 
 past it, a higher offered rate no longer brings more requests that meet the SLOs. A rate is steady when
 it has an ok round, none of its ok rounds is over-saturated (``saturated_rounds`` 0,
 harness.measure.saturation: its goodput is a transient, not a steady state) and its client kept the
-schedule (``schedule_kept``: a rate the client did not offer measures the client). A cell without
-those columns counts as steady. When a rate of higher goodput was left out for that, :func:`knee_of`
-says so (``note``); without a steady rate the knee is withheld (None, with the reason).
+schedule (``schedule_kept``: a rate the client did not offer measures the client), and no round of it
+was invalid for load (the simulator or the client fell behind: ``late``, from
+:func:`harness.measure.unit_load.late_cells`). A cell without those columns counts as steady. When a
+rate of higher goodput was left out for that, :func:`knee_of` says so (``note``); without a steady rate
+the knee is withheld (None, with the reason).
 """
 
 from __future__ import annotations
@@ -130,8 +132,11 @@ def _best(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     return dict(min((r for r in good if float(r[g]) == best), key=lambda r: float(r["arrival_rate_req_s"])))
 
 
-def unsteady(row: Mapping[str, Any]) -> str | None:
-    """Why a ``sweep_cells`` row is no steady state (module docstring), or None when it is one."""
+def unsteady(row: Mapping[str, Any], late: Mapping[str, str] | None = None) -> str | None:
+    """Why a ``sweep_cells`` row is no steady state (module docstring), or None when it is one;
+    ``late``: cell id -> why a round of it was invalid for load."""
+    if late and row.get("cell_id") is not None and str(row["cell_id"]) in late:
+        return late[str(row["cell_id"])]
     if row.get("rounds_ok") is not None and int(row["rounds_ok"]) == 0:
         return "no ok round"
     if row.get("saturated_rounds") is not None and int(row["saturated_rounds"]) > 0:
@@ -150,14 +155,15 @@ class Knee:
     note: str | None
 
 
-def knee_of(rows: Sequence[Mapping[str, Any]]) -> Knee:
-    """The knee of ``sweep_cells`` rows (module docstring): the best goodput among steady rates."""
+def knee_of(rows: Sequence[Mapping[str, Any]], late: Mapping[str, str] | None = None) -> Knee:
+    """The knee of ``sweep_cells`` rows (module docstring): the best goodput among steady rates;
+    ``late``: cell id -> why a round of that cell was invalid for load (such a cell is not steady)."""
     overall = _best(rows)
-    steady = _best([r for r in rows if unsteady(r) is None])
+    steady = _best([r for r in rows if unsteady(r, late) is None])
     if overall is None or steady == overall:
         return Knee(steady, None)
     at = f"{float(overall['arrival_rate_req_s']):g} req/s"
-    why = f"the highest goodput, at {at}, is not a steady state ({unsteady(overall)})"
+    why = f"the highest goodput, at {at}, is not a steady state ({unsteady(overall, late)})"
     if steady is None:
         return Knee(None, f"withheld: no steady rate; {why}")
     return Knee(steady, f"{why}; the knee is the best steady rate")

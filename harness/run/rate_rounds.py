@@ -27,6 +27,7 @@ from typing import Any
 
 from harness import ids
 from harness.errors import DsvError
+from harness.evidence import CLIENT_CPU_SHARE, SIM_LATENESS_FRACTION, STALL_FLOOR_S
 from harness.ids import RequestIdentity
 from harness.inputs.arrivals import RoundPlan
 from harness.inputs.corpus import Case, Corpus, cache_salt
@@ -35,6 +36,7 @@ from harness.interrupts import fault_point
 from harness.kinds import kind_info, table_file
 from harness.load.driver import LoadClient, WaveRequest
 from harness.measure.rows import rows_table
+from harness.measure.unit_load import LoadLimits
 from harness.records import RequestRecord
 from harness.run.energy import Window, round_window
 from harness.run.events import Reporter, SweepRoundDone, SweepRoundStart
@@ -46,6 +48,11 @@ from harness.run.skeleton import Finished
 from harness.run.sweep_rows import cell_id, round_row, sweep_cells
 from harness.service.launch.manager import RunningService
 from harness.store.archive import ArchiveWriter
+
+LOAD_LIMITS = LoadLimits(sim_lateness_fraction=SIM_LATENESS_FRACTION, stall_s=STALL_FLOOR_S,
+                         loop_cpu_share=CLIENT_CPU_SHARE)
+"""When a measured round is invalid for load (harness.measure.unit_load): the thresholds of the rules
+``sim-lateness``, ``client-stalled`` and ``client-bound``."""
 
 
 class RateRounds:

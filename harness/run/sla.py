@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DsvError, SpecError
-from harness.evidence import CLIENT_CPU_SHARE, SIM_LATENESS_FRACTION, STALL_FLOOR_S
 from harness.inputs.arrivals import plan_hash
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.spec import MAX_RATE, LoadedSpec, SlaSpec, probe_sweep, sla_definition
@@ -41,12 +40,13 @@ from harness.inputs.sweep_plan import SweepPlan, make_sweep_plan
 from harness.interrupts import fault_point
 from harness.measure import sla, sla_load
 from harness.measure.rows import build, row_dict, rows_table
+from harness.measure.unit_load import round_load_problems
 from harness.run.base import OneServiceRunner, OpenedRun
 from harness.run.energy import Window
 from harness.run.events import Reporter, SlaProbeDone, silent
 from harness.run.options import RunOptions, check_options
 from harness.run.partial import read_events, read_jsonl, recovered_run_block
-from harness.run.rate_rounds import RateRounds, RatesOutcome, recovered_rounds, write_rate_tables
+from harness.run.rate_rounds import LOAD_LIMITS, RateRounds, RatesOutcome, recovered_rounds, write_rate_tables
 from harness.run.skeleton import Finished, finish
 from harness.run.sweep_rows import sweep_cells
 from harness.service.launch.manager import RunningService, check_port_free, port_field
@@ -64,12 +64,6 @@ def settings_of(spec: SlaSpec) -> sla.SearchSettings:
     assert prec is not None  # the spec model requires one of them
     return sla.SearchSettings(start_req_s=s.start_req_s, precision=prec, relative=rel, max_probes=s.max_probes,
                               max_rate_req_s=s.max_rate_req_s if s.max_rate_req_s is not None else MAX_RATE)
-
-
-LOAD_LIMITS = sla_load.LoadLimits(sim_lateness_fraction=SIM_LATENESS_FRACTION, stall_s=STALL_FLOOR_S,
-                                   loop_cpu_share=CLIENT_CPU_SHARE)
-"""When a probe round is invalid for load: the thresholds of the rules ``sim-lateness``,
-``client-stalled`` and ``client-bound``."""
 
 
 def probe_plan(spec: SlaSpec, rate: float, corpus: Corpus, attempt: int = 0) -> SweepPlan:
@@ -94,7 +88,7 @@ def probe_rows(spec: SlaSpec, measured: Sequence[tuple[float, int]], rounds: Seq
     rows = []
     for i, (rate, attempt) in enumerate(measured):
         got = sla_load.attempt_rounds(rounds, rate, attempt, spec.rounds)
-        problems = [p for r in got for p in sla_load.round_load_problems(r, by_round.get(str(r["round_id"])),
+        problems = [p for r in got for p in round_load_problems(r, by_round.get(str(r["round_id"])),
                                                                          LOAD_LIMITS)]
         rows.append(row_dict(build("sla_probes", sla_load.probe_row(i, rate, attempt, by_cell.get(rate), got,
                                                                     problems, spec.limits_s(), spec.rounds))))

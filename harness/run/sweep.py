@@ -39,12 +39,13 @@ from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.spec import LoadedSpec, SweepSpec, load_spec
 from harness.inputs.sweep_plan import make_sweep_plan
 from harness.measure import sweep as sw
+from harness.measure.unit_load import late_cells
 from harness.run.base import OneServiceRunner, OpenedRun
 from harness.run.energy import Window
 from harness.run.events import Reporter, SweepPlanReady, SweepStopped, silent
 from harness.run.options import RunOptions, check_options
-from harness.run.partial import read_events, read_json_or, recovered_run_block
-from harness.run.rate_rounds import RateRounds, RatesOutcome, recovered_rounds, write_rate_tables
+from harness.run.partial import read_events, read_json_or, read_jsonl, recovered_run_block
+from harness.run.rate_rounds import LOAD_LIMITS, RateRounds, RatesOutcome, recovered_rounds, write_rate_tables
 from harness.run.skeleton import Finished, finish
 from harness.run.sweep_rows import slo_of, sweep_cells
 from harness.service.launch.manager import RunningService, check_port_free, port_field
@@ -142,7 +143,8 @@ def finalize_sweep(writer: ArchiveWriter, workspace: Path, spec: SweepSpec, plan
     when ``stop_at_saturation`` ended it early), then finish the archive (finalize, ledgers, evidence)."""
     write_rate_tables(writer, spec, cells, rounds)
     slo = slo_of(spec)
-    k = sw.knee_of(cells)  # never a saturated rate: a steady state's goodput only
+    # never a saturated rate, nor one whose simulator or client fell behind: a steady state's goodput only
+    k = sw.knee_of(cells, late_cells(rounds, read_jsonl(writer.dir, "wave_checks.jsonl"), LOAD_LIMITS))
     knee = {c: k.row[c] for c in ("arrival_rate_req_s", "goodput_median_req_s")} if k.row else None
     writer.write_json("sweep.json", {"cells": list(cells), "rounds": list(rounds), "knee": knee, "knee_note": k.note,
                                      "slo": slo.to_json(), "plan_id": plan_id, "goodput_definition": sw.__doc__,

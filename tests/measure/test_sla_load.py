@@ -9,17 +9,16 @@ import math
 from harness.measure.sla import SearchSettings
 from harness.measure.sla_load import (
     INVALID,
-    LoadLimits,
     Measured,
     counted,
     mark_bracket,
     measured_of,
     next_step,
     probe_row,
-    round_load_problems,
     summary,
     withheld,
 )
+from harness.measure.unit_load import LoadLimits, round_load_problems
 
 LIMITS = LoadLimits(sim_lateness_fraction=0.01, stall_s=1.0, loop_cpu_share=0.9)
 DEMO = SearchSettings(start_req_s=3, precision=1, max_probes=10)

@@ -70,3 +70,25 @@ def test_knee_skips_rates_whose_schedule_was_not_kept_and_is_withheld_without_a_
     assert k.row is None
     assert k.note == ("withheld: no steady rate; the highest goodput, at 40 req/s, is not a steady state "
                       "(1 over-saturated round(s))")
+
+
+def test_knee_is_never_a_rate_whose_simulator_or_client_fell_behind() -> None:
+    from harness.measure.unit_load import LoadLimits, late_cells
+
+    limits = LoadLimits(sim_lateness_fraction=0.01, stall_s=1.0, loop_cpu_share=0.9)
+    rounds = [{"round_id": "sweep-10rps.r0", "cell_id": "sweep-10rps", "duration_s": 6.0},
+              {"round_id": "sweep-20rps.r0", "cell_id": "sweep-20rps", "duration_s": 6.0},
+              {"round_id": "sweep-20rps.r1", "cell_id": "sweep-20rps", "duration_s": 6.0}]
+    checks = [{"round_id": "sweep-20rps.r1", "sim_late_steps": 12, "sim_lateness_s": 0.3},
+              {"round_id": "sweep-10rps.r0", "client_stall_s": 0.2}]
+    late = late_cells(rounds, checks, limits)
+    assert late == {"sweep-20rps": "1 round(s) invalid for load (sweep-20rps.r1: the simulator lost 0.300 s of "
+                                   "model time (12 late step(s); window 6.000 s))"}
+    r, g = "arrival_rate_req_s", "goodput_median_req_s"
+    cells = [{"cell_id": "sweep-10rps", r: 10.0, g: 9.9}, {"cell_id": "sweep-20rps", r: 20.0, g: 11.5}]
+    k = knee_of(cells, late)
+    assert k.row == cells[0]
+    assert k.note == ("the highest goodput, at 20 req/s, is not a steady state (1 round(s) invalid for load "
+                      "(sweep-20rps.r1: the simulator lost 0.300 s of model time (12 late step(s); window 6.000 s)))"
+                      "; the knee is the best steady rate")
+    assert knee_of(cells).row == cells[1]  # without the self-checks the faster rate is the knee
