@@ -300,7 +300,9 @@ def test_sla_search_probes_live_in_their_own_tables(tmp_path: Path, monkeypatch:
     load = _load_named(ws, aid)
     _split(rounds, "round_id", {first["round_id"]} | load & {r["round_id"] for r in rounds})
     probes = _ledger(ws, "sla_probes", aid)
-    _split(probes, "cell_id", {first["cell_id"]} | load & {p["cell_id"] for p in probes})
+    # a finding on a round reaches its measurement's probe row (probe_id), never the rate's other attempts
+    assert first["probe_id"] == f"{first['cell_id']}.m0"
+    _split(probes, "probe_id", {first["probe_id"]} | load & {p["probe_id"] for p in probes})
 
 
 def test_trace_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

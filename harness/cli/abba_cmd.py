@@ -43,10 +43,10 @@ def render_abba(out: AbbaOutcome) -> None:
     shared = "B1 and B2 shared one candidate service" if not out.spec.fresh_candidate else \
         "B2 ran on a freshly started candidate service"
     console.print(f"A1 and A2: independently started control services; {shared}.")
-    console.print(f"candidate/control (mean of arm medians): [bold]{r.ratio_pct:+.3f}%[/] "
+    console.print(f"candidate/control (mean of arm medians): [bold]{r.change_pct:+.3f}%[/] "
                   f"({fmt(r.candidate_mean, 3)} vs {fmt(r.control_mean, 3)} tok/s, {r.boundary})")
     console.print(f"return-control drift A2 vs A1: {r.drift_pct:+.3f}%   candidate spread B2 vs B1: "
-                  f"{r.spread_pct:+.3f}%   HTTP ratio: {r.http_ratio_pct:+.3f}% (a different boundary)")
+                  f"{r.spread_pct:+.3f}%   HTTP ratio: {r.http_change_pct:+.3f}% (a different boundary)")
     console.print(f"every candidate wave beats every control wave: {'yes' if r.separated else 'no'}")
     o = out.outputs
     console.print(f"completions (same request across legs): {o.identical_all_legs} of {o.compared} identical in "

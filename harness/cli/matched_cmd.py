@@ -43,8 +43,8 @@ def render_matched(out: MatchedOutcome) -> None:
         t.add_row(leg, str(svc.get("pid")), " / ".join(fmt(v) for v in x.resident_rates), fmt(x.median, 3),
                   fmt(x.http_median, 3), _n(x.step_s * 1e3), _n(a, 4))
     console.print(t)
-    console.print(f"SD/AR resident (mean of arm medians): [bold]{_n(r.ratio_pct)}%[/] ({fmt(r.sd_rate, 3)} vs "
-                  f"{fmt(r.ar_rate, 3)} tok/s); HTTP: {_n(r.http_ratio_pct)}% (a different boundary)")
+    console.print(f"SD/AR resident (mean of arm medians): [bold]{_n(r.change_pct)}%[/] ({fmt(r.sd_rate, 3)} vs "
+                  f"{fmt(r.ar_rate, 3)} tok/s); HTTP: {_n(r.http_change_pct)}% (a different boundary)")
     console.print(f"AR drift (last vs first AR leg): {_n(r.ar_drift_pct)}%   SD spread: {_n(r.sd_spread_pct)}%")
     src = r.counts.source if r.counts else "none reported"
     console.print(f"speculative arm: {_n(r.tokens_per_step, 4)} tokens per verify step (bonus included), "

@@ -13,7 +13,7 @@ Everything else is the package's own: tests may reach into the modules, other pa
 """
 
 from harness.evidence.findings import Finding
-from harness.evidence.guard import LabeledRate, ratio_pct
+from harness.evidence.guard import LabeledRate, change_pct
 from harness.evidence.io import apply_findings, archive_verdict, check_archive, ingest_checked, verdict_of_view
 from harness.evidence.rules.instruments import CLIENT_CPU_SHARE, SIM_LATENESS_FRACTION, STALL_FLOOR_S, serves_simulator
 from harness.evidence.verdict import WITHHELD, Verdict, decide
@@ -28,10 +28,10 @@ __all__ = [
     "Verdict",
     "apply_findings",
     "archive_verdict",
+    "change_pct",
     "check_archive",
     "decide",
     "ingest_checked",
-    "ratio_pct",
     "serves_simulator",
     "verdict_of_view",
 ]

@@ -9,7 +9,7 @@ raise ``EvidenceError`` citing the rule otherwise.
 
 The one ratio across claim classes: a speculative-full-target rate over a native-ar rate measured in
 the same matched AR/SD run (both rates of protocol class ``matched-sd`` and one ``archive_id``): the
-two legs of one archive, on one target and workload. ``ratio_pct`` allows it;
+two legs of one archive, on one target and workload. ``change_pct`` allows it;
 ``check_comparable`` (comparisons in general) never does.
 """
 
@@ -69,7 +69,7 @@ def check_comparable(a: LabeledRate, b: LabeledRate) -> None:
     if a.claim_class != b.claim_class:
         hint = "compare results of the same claim class only"
         if _speculative_vs_native(a, b):
-            hint += ("; a speculative speedup over native AR is the ratio (ratio_pct) of the two legs of one "
+            hint += ("; a speculative speedup over native AR is the percent change (change_pct) of the two legs of one "
                      "matched AR/SD run (protocol class matched-sd)")
         raise EvidenceError(f"refusing to compare a {a.claim_class} rate with a {b.claim_class} rate ({RULE_1})",
                             hint=hint)
@@ -115,7 +115,7 @@ def check_ratio(candidate: LabeledRate, control: LabeledRate) -> None:
     _check_same_kind(candidate, control)
 
 
-def ratio_pct(candidate: LabeledRate, control: LabeledRate) -> LabeledPercent:
+def change_pct(candidate: LabeledRate, control: LabeledRate) -> LabeledPercent:
     """Candidate over control as a percentage change, after ``check_ratio``."""
     check_ratio(candidate, control)
     if control.value == 0:

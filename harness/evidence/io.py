@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from harness.evidence.findings import ArchiveData, Finding
 from harness.evidence.rules import check
 from harness.evidence.verdict import WITHHELD, Verdict, concerned, decide, has_verdict, row_keys
+from harness.kinds import KINDS
 from harness.store.archive import Archive
 from harness.store.finished import FinishedArchive, view_of
 from harness.store.ledger import (
@@ -72,13 +73,14 @@ def concerned_rows(findings: Sequence[Finding], waves: Sequence[Mapping[str, Any
 
 
 def _rows_of(t: pa.Table | None) -> list[dict[str, Any]]:
-    return [] if t is None else list(t.select([c for c in ("wave_id", "round_id", "cell_id", "phase", "status")
-                                               if c in t.column_names]).to_pylist())
+    keep = ("wave_id", "round_id", "cell_id", "phase", "status", "probe_id")
+    return [] if t is None else list(t.select([c for c in keep if c in t.column_names]).to_pylist())
 
 
 def _round_rows(tables: Mapping[str, pa.Table]) -> list[dict[str, Any]]:
     """Every round row of an archive's ledger tables (formal, sweep and SLA rounds)."""
-    return [r for name in ("rounds", "sweep_rounds", "sla_rounds") for r in _rows_of(tables.get(name))]
+    names = dict.fromkeys(k.rounds for k in KINDS.values() if k.rounds)  # harness.kinds: read when called
+    return [r for name in names for r in _rows_of(tables.get(name))]
 
 
 def verdict_of_tables(tables: Mapping[str, pa.Table], archive_id: str, findings: Sequence[Finding],

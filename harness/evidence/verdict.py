@@ -12,7 +12,8 @@ Which rows a blocking finding concerns:
   archive: every row of every table is invalid;
 - otherwise the ids it names (wave, round, cell or probe ids), spread upward to the figures built
   from them: a measured wave to its round, a round to its cell when the round is ``ok`` (only ok
-  rounds enter a cell's median); never downward (an invalid cell keeps its rounds as they were);
+  rounds enter a cell's median), an SLA search's round to its measurement (``probe_id``: a probe is
+  judged on all its rounds); never downward (an invalid cell keeps its rounds as they were);
 - a table with one row per run (``runs``, ``comparisons``, ``matched_sd``, ``replay_runs``: no
   ``row_keys`` in :data:`harness.measure.rows.ROW_MODELS`) is invalid by any blocking finding, and a
   verdict on an invalid run is ``withheld`` (:data:`WITHHELD`) wherever it is shown or stored.
@@ -59,7 +60,7 @@ def concerned(findings: Iterable[Finding], waves: Sequence[Mapping[str, Any]],
               rounds: Sequence[Mapping[str, Any]]) -> tuple[bool, frozenset[str]]:
     """(whole archive, row ids) the blocking ``findings`` invalidate (module docstring). ``rounds``:
     every round row of the archive (formal rounds and sweep/SLA rounds), with ``round_id``,
-    ``cell_id`` and ``status``."""
+    ``cell_id``, ``status`` and (an SLA search's) ``probe_id``."""
     blocking = [f for f in findings if f.blocking]
     if any(f.scope == "run" or not f.rows for f in blocking):
         return True, frozenset()
@@ -75,6 +76,8 @@ def concerned(findings: Iterable[Finding], waves: Sequence[Mapping[str, Any]],
         r = round_of_id[rid]
         if r.get("status") == "ok" and r.get("cell_id") is not None:
             ids.add(str(r["cell_id"]))
+        if r.get("probe_id") is not None:  # an SLA probe's verdict is judged on every round of it
+            ids.add(str(r["probe_id"]))
     return False, frozenset(ids)
 
 

@@ -25,16 +25,18 @@ from harness.service.identity.mapped_rules import library_workers
 # --- gates -----------------------------------------------------------------------------------
 
 Quantity = Literal[
-    "cell.median_tok_s", "cell.http_output_tok_s", "abba.ratio_pct", "abba.drift_pct", "abba.spread_pct",
+    "cell.median_tok_s", "cell.http_output_tok_s", "abba.change_pct", "abba.drift_pct", "abba.spread_pct",
     "abba.ms_per_token_saved", "requests.max_cached_tokens", "requests.failed", "requests.measured",
     "requests.distinct_outputs_per_case_max", "single_stream.median_tps", "single_stream.p10_tps",
     "mapped.library_workers",
 ]
 Op = Literal[">=", "<=", "==", ">", "<"]
 
-FIRST_QUANTITY_NAMES = {"cell.median": "cell.median_tok_s", "cell.http_rate": "cell.http_output_tok_s"}
-"""Gate files written before the row models named a cell quantity by its first name; they are read
-under the ``cells`` column's own name (``median_tok_s``, ``http_output_tok_s``)."""
+FIRST_QUANTITY_NAMES = {"cell.median": "cell.median_tok_s", "cell.http_rate": "cell.http_output_tok_s",
+                        "abba.ratio_pct": "abba.change_pct"}
+"""Gate files written before the row models named a quantity by its current name are read under it: a
+cell's first names (the ``cells`` columns ``median_tok_s``, ``http_output_tok_s``), an ABBA screen's
+``abba.ratio_pct`` (a percent change, ``change_pct`` since ledger schema 6)."""
 
 
 class GateSelectors(Strict):

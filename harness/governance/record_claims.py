@@ -7,7 +7,7 @@ The record notes' governance (docs/evidence-rules.md: "Record governance" and th
   metric definition, no blocking evidence finding), with a same-build control whose service profile
   differs from the candidate's only in the declared change, and the gates it passed. It keeps the
   previous record of its lineage and the percentage over it, computed through
-  ``harness.evidence.guard.ratio_pct`` (so claim/protocol/origin mismatches are refused citing the rule).
+  ``harness.evidence.guard.change_pct`` (so claim/protocol/origin mismatches are refused citing the rule).
   ``evaluate_proposal`` collects *every* missing piece before refusing.
 - **Closures.** A rejected direction is closed by an evidence archive with a reason; it may be
   reopened only with *new* evidence (another archive, not older than the one that closed it). The
@@ -35,7 +35,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harness.errors import EvidenceError
-from harness.evidence.guard import LabeledRate, ratio_pct
+from harness.evidence.guard import LabeledRate, change_pct
 from harness.formats import Strict, parse_wall
 from harness.governance.base import SINGLE_STREAM_LAST, cell_value, measured_records
 from harness.hashing import sha256_json
@@ -366,7 +366,7 @@ def evaluate_proposal(
     ``suites``/``controls`` map each reference in the proposal to its facts, or to a string saying
     why it could not be read. ``gate_rows`` are rows of the ``gates`` ledger table, ``record_rows``
     of the ``records`` table (oldest first). The record value is the median of the suite values;
-    ``over_previous_pct`` and ``over_control_pct`` come from ``harness.evidence.guard.ratio_pct``.
+    ``over_previous_pct`` and ``over_control_pct`` come from ``harness.evidence.guard.change_pct``.
     """
     p = proposal
     good, problems = _suite_problems(p, suites)
@@ -399,7 +399,7 @@ def evaluate_proposal(
         mine = _rate(value, p.claim_class, "formal", p.metric, rid, origin == "simulated", _counts(good))
         if previous is not None:
             try:
-                over_prev = ratio_pct(mine, _rate(
+                over_prev = change_pct(mine, _rate(
                     float(previous["value"]), str(previous["claim_class"]),
                     str(previous.get("protocol_class") or "formal"), str(previous["metric"]),
                     str(previous["record_id"]), previous.get("data_origin") == "simulated")).value
@@ -411,7 +411,7 @@ def evaluate_proposal(
         ctrl_vals = [f.metric_value for f in ctrl_good if f.metric_value is not None]
         if ctrl_vals:
             try:
-                over_ctrl = ratio_pct(mine, _rate(statistics.median(ctrl_vals), ctrl_good[0].claim_class,
+                over_ctrl = change_pct(mine, _rate(statistics.median(ctrl_vals), ctrl_good[0].claim_class,
                                                   ctrl_good[0].protocol_class, p.metric, rid,
                                                   ctrl_good[0].simulated, _counts(ctrl_good))).value
             except EvidenceError as exc:

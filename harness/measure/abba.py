@@ -1,7 +1,7 @@
 """ABBA screen arithmetic (pure): legs A1 -> B1 -> B2 -> A2 (report sections 8.2-8.4, 10.2).
 
 Each leg runs the same fixed waves; a leg's value is the median of its wave rates. The screen
-reports the candidate/control ratio of the means of the arm medians, the return-control drift
+reports the candidate/control change of the means of the arm medians, the return-control drift
 (A2 vs A1), the candidate spread (B2 vs B1), whether every candidate wave beats every control wave,
 and how many completions are identical across legs. A screen is never a formal cell; when the
 drift is at least as large as the effect, the result is inconclusive.
@@ -57,7 +57,7 @@ class LegSummary:
 class AbbaResult:
     """The screen's outcome. Percentages are plain percent values (10.0 means +10%).
 
-    ``ratio_pct``: mean(B1, B2 medians) / mean(A1, A2 medians) - 1. ``drift_pct``: A2 / A1 - 1.
+    ``change_pct``: mean(B1, B2 medians) / mean(A1, A2 medians) - 1. ``drift_pct``: A2 / A1 - 1.
     ``spread_pct``: B2 / B1 - 1. ``separated``: every candidate wave beats every control wave in
     the direction of the effect. ``verdict``: ``faster``, ``slower``, ``no-difference`` or
     ``inconclusive`` (|drift| >= |effect|, or missing legs).
@@ -67,10 +67,10 @@ class AbbaResult:
     legs: tuple[LegSummary, ...]
     control_mean: float
     candidate_mean: float
-    ratio_pct: float
+    change_pct: float
     drift_pct: float
     spread_pct: float
-    http_ratio_pct: float
+    http_change_pct: float
     separated: bool
     verdict: str
     reason: str
@@ -216,7 +216,7 @@ def profile_differences(control: Mapping[str, object], candidate: Mapping[str, o
 class ComparisonRow:
     """``comparisons``: one ABBA screen's legs (tokens/s) and verdict. ``change_pct``: (candidate /
     control mean - 1) x 100, ``http_change_pct`` the same at the HTTP boundary (ledger schema 6;
-    before, ``ratio_pct`` / ``http_ratio_pct``)."""
+    before, ``change_pct`` / ``http_change_pct``)."""
 
     screen: str
     boundary: str | None = None

@@ -143,8 +143,8 @@ class MatchedResult:
     concurrency: int
     ar_rate: float
     sd_rate: float
-    ratio_pct: float
-    http_ratio_pct: float
+    change_pct: float
+    http_change_pct: float
     ar_drift_pct: float
     sd_spread_pct: float
     counts: SpecCounts | None
@@ -233,7 +233,7 @@ class MatchedSdRow:
     """``matched_sd``: one matched AR/SD run (harness.measure.matched): both arms' rates (tokens/s),
     the speculative arm's tokens per step and acceptance, step times (s), the break-even verdict and
     the greedy outputs compared with the first AR leg. ``change_pct``: (SD / AR resident rate - 1) x 100
-    (ledger schema 6; before, ``ratio_pct`` and step times in ms)."""
+    (ledger schema 6; before, ``change_pct`` and step times in ms)."""
 
     run: str
     order: str

@@ -203,6 +203,7 @@ class SweepRoundRow:
     ttft_slope_s_per_s: float | None = None
     ttft_slope_se_s_per_s: float | None = None
     saturated: bool | None = None
+    probe_id: str | None = None  # an SLA search's round: its measurement (harness.ids.probe_id); null in a sweep
     latency: dict[str, float | int | None] = field(default_factory=dict)  # LATENCY_COLUMNS, flat in the table
 
 

@@ -296,7 +296,7 @@ def abba_figure(entry: Mapping[str, Any]) -> FigureResult:
         text = "\n".join([
             "Screen, not a formal cell",
             "",
-            f"candidate/control: {pct(entry.get('ratio_pct'))}",
+            f"candidate/control: {pct(entry.get('change_pct'))}",
             "  (mean of arm medians)",
             f"return-control drift A2/A1: {pct(entry.get('drift_pct'))}",
             f"candidate spread B2/B1: {pct(entry.get('spread_pct'))}",
@@ -314,10 +314,10 @@ def abba_figure(entry: Mapping[str, Any]) -> FigureResult:
             _watermark(fig)
     res.caption = (f"ABBA screen {entry.get('screen')} (archive {aid}): each dot is one wave, bars are leg "
                    f"medians; the y axis is expanded and does not start at zero. Candidate/control "
-                   f"{pct(entry.get('ratio_pct'))}, drift {pct(entry.get('drift_pct'))}."
+                   f"{pct(entry.get('change_pct'))}, drift {pct(entry.get('drift_pct'))}."
                    + (" Simulated data." if sim else ""))
     res.alt = (f"ABBA screen {entry.get('screen')}: wave rates of legs A1, B1, B2, A2 with leg medians; "
-               f"candidate/control {pct(entry.get('ratio_pct'))}")
+               f"candidate/control {pct(entry.get('change_pct'))}")
     return res
 
 

@@ -85,7 +85,7 @@ def formal_summary(entries: Entries, findings: Findings) -> KindSummary:
 def _verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
     """A screen's verdict row; a withheld one (invalid by a blocking finding) shows none of its figures."""
     withheld = entry.get("verdict") == "withheld" or not is_valid(entry)
-    figures = {k: None if withheld else entry.get(k) for k in ("ratio_pct", "drift_pct", "spread_pct")}
+    figures = {k: None if withheld else entry.get(k) for k in ("change_pct", "drift_pct", "spread_pct")}
     return {"subject": entry.get("screen"), "verdict": verdict_text(entry), **figures, "withheld": withheld,
             "separated": bool(entry.get("separated")) and not withheld, "boundary": entry.get("boundary"),
             "concurrency": entry.get("concurrency"), "claim_class": entry.get("claim_class"),

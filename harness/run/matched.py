@@ -281,8 +281,8 @@ def matched_row(spec: MatchedSdSpec, r: MatchedResult, status: str) -> dict[str,
     """The one ``matched_sd.parquet`` row (ledger table ``matched_sd``), built as its row model."""
     be, o = r.break_even, r.outputs
     return row_dict(build("matched_sd", {"run": spec.name, "order": " ".join(spec.order), "concurrency": r.concurrency,
-            "ar_rate_tok_s": _f(r.ar_rate), "sd_rate_tok_s": _f(r.sd_rate), "change_pct": _f(r.ratio_pct),
-            "http_change_pct": _f(r.http_ratio_pct), "ar_drift_pct": _f(r.ar_drift_pct),
+            "ar_rate_tok_s": _f(r.ar_rate), "sd_rate_tok_s": _f(r.sd_rate), "change_pct": _f(r.change_pct),
+            "http_change_pct": _f(r.http_change_pct), "ar_drift_pct": _f(r.ar_drift_pct),
             "sd_spread_pct": _f(r.sd_spread_pct), "tokens_per_step": _f(r.tokens_per_step),
             "acceptance_rate": _f(r.acceptance_rate), "spec_source": r.counts.source if r.counts else None,
             "t_ar_s": _f(r.t_ar_s), "t_sd_s": _f(r.t_sd_s),
@@ -295,7 +295,7 @@ def matched_row(spec: MatchedSdSpec, r: MatchedResult, status: str) -> dict[str,
 def result_json(r: MatchedResult) -> dict[str, Any]:
     """``matched.json``'s result: every figure with its unit in the name."""
     return {"concurrency": r.concurrency, "ar_rate_tok_s": _f(r.ar_rate), "sd_rate_tok_s": _f(r.sd_rate),
-            "ratio_pct": _f(r.ratio_pct), "http_ratio_pct": _f(r.http_ratio_pct),
+            "change_pct": _f(r.change_pct), "http_change_pct": _f(r.http_change_pct),
             "ar_drift_pct": _f(r.ar_drift_pct), "sd_spread_pct": _f(r.sd_spread_pct),
             "counts": asdict(r.counts) if r.counts else None, "tokens_per_step": _f(r.tokens_per_step),
             "acceptance_rate": _f(r.acceptance_rate), "t_ar_s": _f(r.t_ar_s), "t_sd_s": _f(r.t_sd_s),

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DsvError, SpecError
+from harness.ids import probe_id
 from harness.inputs.arrivals import plan_hash
 from harness.inputs.corpus import Corpus, load_corpus
 from harness.inputs.spec import MAX_RATE, LoadedSpec, SlaSpec, probe_sweep, sla_definition
@@ -180,6 +181,9 @@ def finalize_sla(writer: ArchiveWriter, workspace: Path, spec: SlaSpec, rounds: 
                  status: str, run: RunBlock) -> Finished:
     """Write ``sla_cells`` / ``sla_rounds`` (as a sweep writes its own), ``sla_probes.parquet`` and
     ``sla.json``, then finish the archive (finalize, ledgers, evidence)."""
+    # each round names its measurement, so a finding on a round reaches that measurement's probe row
+    rounds = [dict(r) | {"probe_id": probe_id(float(r["arrival_rate_req_s"]), int(r["round_index"]) // spec.rounds)}
+              for r in rounds]
     extra = write_rate_tables(writer, spec, cells, rounds)
     if probes:
         writer.write_table("sla_probes.parquet", rows_table("sla_probes", probes, extra))

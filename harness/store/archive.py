@@ -52,6 +52,11 @@ Archive format history (``ARCHIVE_FORMAT_VERSION``):
       (``harness.store.ledger.layout.RENAMED``, ledger schema 6); its JSON summaries unchanged. And a
       formal matrix of a speculative server writes ``cycles.parquet`` (ledger table ``cycles``, beside
       ``cycles.json``) (2026-12-04).
+  6 - the JSON summaries say the same: ``comparison.json`` and ``matched.json`` ``result``
+      ``change_pct`` / ``http_change_pct`` (were ``ratio_pct`` / ``http_ratio_pct``); :meth:`Archive.json`
+      reads a format 1-5 archive's result under the new names, and :meth:`Archive.table` a format 1-4
+      archive's ``comparisons`` / ``matched_sd`` columns
+      (``harness.store.archive_legacy.upgrade_result_json`` / ``upgrade_renamed_table``) (2026-12-04).
 """
 
 from __future__ import annotations
@@ -79,10 +84,14 @@ from harness.interrupts import fault_point
 from harness.records import RECORD_SCHEMA, RequestRecord, records_to_table, table_to_records
 from harness.service.identity.record_shape import clean_service_doc
 from harness.store.archive_legacy import (
+    FIRST_CHANGE_NAMED_FORMAT,
+    FIRST_CHANGE_NAMED_JSON_FORMAT,
     FIRST_CURRENT_FORMAT,
     FIRST_TABLE_NAMED_FORMAT,
     legacy_file,
     upgrade_json,
+    upgrade_renamed_table,
+    upgrade_result_json,
     upgrade_table,
 )
 from harness.store.runblock import RunBlock, read_run_block
@@ -106,8 +115,8 @@ __all__ = [
     "verify_archive",
 ]
 
-ARCHIVE_FORMAT_VERSION = 5
-READABLE_FORMAT_VERSIONS = (1, 2, 3, 4, 5)
+ARCHIVE_FORMAT_VERSION = 6
+READABLE_FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6)
 MANIFEST = "manifest.json"
 RECORDS_DIR = "records"
 PARTIAL_PREFIX = ".partial-"
@@ -320,6 +329,8 @@ class Archive:
         obj = read_json_file(self.path / name)
         if self.format_version < FIRST_CURRENT_FORMAT:
             obj = upgrade_json(name, obj, self.run.protocol_class)
+        if self.format_version < FIRST_CHANGE_NAMED_JSON_FORMAT:
+            obj = upgrade_result_json(name, obj)
         if name == "service.json":  # its readers get the shapes dsv4h writes, whoever wrote it
             obj = clean_service_doc(obj)
         return obj
@@ -332,6 +343,8 @@ class Archive:
         t = read_parquet_file(self.path / stored)
         if self.format_version < FIRST_CURRENT_FORMAT:
             t = upgrade_table(stored, t, self.run.protocol_class)
+        if self.format_version < FIRST_CHANGE_NAMED_FORMAT:
+            t = upgrade_renamed_table(name, t)
         return t
 
     def records_table(self) -> pa.Table:

@@ -22,11 +22,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["upgrade_json"]
+__all__ = ["RENAMED", "renamed", "upgrade_json"]
 
 FIRST_CURRENT_FORMAT = 3
 FIRST_TABLE_NAMED_FORMAT = 4
+FIRST_CHANGE_NAMED_FORMAT = 5  # result tables' change_pct / t_*_s
+FIRST_CHANGE_NAMED_JSON_FORMAT = 6  # comparison.json / matched.json results' change_pct
 _THROUGHPUT = {"request_throughput": "req_s", "output_throughput": "tok_s", "input_throughput": "tok_s",
                "goodput": "req_s"}
 _FORMAL = {
@@ -45,6 +48,14 @@ _SWEEP = {
                                                for s in ("median", "min", "max")},
     "rounds": {"rate": "arrival_rate_req_s"} | {q: f"{q}_{u}" for q, u in _THROUGHPUT.items()},
     "knee": {"rate": "arrival_rate_req_s", "goodput": "goodput_median_req_s"},
+}
+# Columns renamed by schema 6, per table: old name -> (new name, factor from the old unit to the new).
+# A percent change was named ``*ratio_pct``; the matched run's step times were milliseconds.
+RENAMED: dict[str, dict[str, tuple[str, float]]] = {
+    "comparisons": {"ratio_pct": ("change_pct", 1.0), "http_ratio_pct": ("http_change_pct", 1.0)},
+    "matched_sd": {"ratio_pct": ("change_pct", 1.0), "http_ratio_pct": ("http_change_pct", 1.0),
+                   "t_ar_ms": ("t_ar_s", 1e-3), "t_sd_ms": ("t_sd_s", 1e-3),
+                   "t_sd_implied_ms": ("t_sd_implied_s", 1e-3)},
 }
 # a file of the archive -> the result table its rows are
 _FILES = {"cells.parquet": "cells", "rounds.parquet": "rounds", "waves.parquet": "waves",
@@ -102,3 +113,48 @@ def upgrade_json(name: str, obj: Any, protocol_class: str | None) -> Any:
     if isinstance(obj.get("knee"), Mapping):
         out["knee"] = _rename(obj["knee"], legacy_names("knee", protocol_class))
     return out
+
+
+def renamed(table: str, t: pa.Table) -> pa.Table:
+    """``t`` with the columns schema 6 renamed (:data:`RENAMED`) under their new names, values in the
+    new unit: an old column fills the new one where that is null (a table holding rows of both
+    schemas, as Delta schema evolution leaves it) and is dropped (pure)."""
+    for old, (new, factor) in RENAMED.get(table, {}).items():
+        if old not in t.column_names:
+            continue
+        was = pc.cast(t.column(old), pa.float64())
+        was = was if factor == 1.0 else pc.multiply(was, factor)
+        if new in t.column_names:
+            i = t.column_names.index(new)
+            t = t.set_column(i, new, pc.coalesce(pc.cast(t.column(new), pa.float64()), was))
+        else:
+            t = t.append_column(new, was)
+        t = t.drop_columns([old])
+    return t
+
+
+_RESULT_DOCS = {"comparison.json": "comparisons", "matched.json": "matched_sd"}
+_RENAMED_FILES = {"comparisons.parquet": "comparisons", "comparison.parquet": "comparisons",
+                  "matched_sd.parquet": "matched_sd", "matched.parquet": "matched_sd"}
+
+
+def upgrade_renamed_table(name: str, table: pa.Table) -> pa.Table:
+    """Result file ``name`` of an archive of format < 5 with the columns schema 6 renamed under their
+    new names (:func:`renamed`)."""
+    return renamed(_RENAMED_FILES[name], table) if name in _RENAMED_FILES else table
+
+
+def upgrade_result_json(name: str, obj: Any) -> Any:
+    """``comparison.json`` / ``matched.json`` of an archive of format < 6: its ``result`` under the
+    names of :data:`RENAMED`, values in the new unit (``ratio_pct`` -> ``change_pct``, ``t_ar_ms``
+    -> ``t_ar_s`` ...); a new name already present wins."""
+    table = _RESULT_DOCS.get(name)
+    if table is None or not isinstance(obj, dict) or not isinstance(obj.get("result"), Mapping):
+        return obj
+    result = dict(obj["result"])
+    for old, (new, factor) in RENAMED[table].items():
+        if old in result:
+            was = result.pop(old)
+            if result.get(new) is None:
+                result[new] = was * factor if isinstance(was, (int, float)) and factor != 1.0 else was
+    return dict(obj) | {"result": result}

@@ -161,10 +161,11 @@ class ArchiveView:
 
 def verdict_rows(archive: Archive) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What a verdict is decided over (``harness.evidence.verdict.decide``): the archive's wave rows
-    (``wave_id``, ``phase``) and its kind's round rows (``round_id``, ``cell_id``, ``status``)."""
+    (``wave_id``, ``phase``) and its kind's round rows (``round_id``, ``cell_id``, ``status`` and, where
+    the table has it, ``probe_id``)."""
     view = ArchiveView(archive)
     return (view.rows("waves.parquet", ("wave_id", "phase")),
-            view.kind_rows("rounds", ("round_id", "cell_id", "status")))
+            view.kind_rows("rounds", ("round_id", "cell_id", "status", "probe_id")))
 
 
 def _jsonl(archive: Archive, name: str) -> list[dict[str, Any]]:

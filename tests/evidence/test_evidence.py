@@ -68,7 +68,7 @@ def test_clean_archive_has_no_findings() -> None:
      "blocking"),
     ("simulated-context", replace(CLEAN, services=[SVC | {"server_info": {"tp_size": 8, "version": "sim-0.1.0"}}]),
      "blocking"),
-    ("abba-drift", replace(CLEAN, comparison={"result": {"ratio_pct": 1.0, "drift_pct": -2.0, "spread_pct": 0.1}}),
+    ("abba-drift", replace(CLEAN, comparison={"result": {"change_pct": 1.0, "drift_pct": -2.0, "spread_pct": 0.1}}),
      "warning"),
     ("failed-requests", replace(CLEAN, requests=[REQ | {"ok": False, "error": "http 500"}]), "blocking"),
     ("client-lag", replace(CLEAN, waves=[WAVE | {"lag_p99_s": 0.02}, WARM]), "warning"),
@@ -86,7 +86,7 @@ def test_rule_triggers(rule: str, bad: ArchiveData, severity: str) -> None:
 
 def test_rules_that_do_not_trigger_on_their_neighbours() -> None:
     # a declared candidate effect larger than drift: no abba finding
-    ok_abba = replace(CLEAN, comparison={"result": {"ratio_pct": 10.0, "drift_pct": -0.5, "spread_pct": 0.2}})
+    ok_abba = replace(CLEAN, comparison={"result": {"change_pct": 10.0, "drift_pct": -0.5, "spread_pct": 0.2}})
     assert "abba-drift" not in rules_hit(ok_abba)
     # simulated data properly labelled
     sim = replace(CLEAN, run=CLEAN.run | {"backend": "sim", "labels": ["simulated"]},

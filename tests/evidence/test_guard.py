@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import EvidenceError
-from harness.evidence.guard import LabeledPercent, LabeledRate, add_percentages, compound_percentages, ratio_pct
+from harness.evidence.guard import LabeledPercent, LabeledRate, add_percentages, change_pct, compound_percentages
 
 
 def rate(v: float, claim: str = "native-ar", proto: str = "formal", **kw: object) -> LabeledRate:
@@ -13,22 +13,22 @@ def rate(v: float, claim: str = "native-ar", proto: str = "formal", **kw: object
 
 
 def test_ratio_same_labels() -> None:
-    r = ratio_pct(rate(110.0, experiment="e"), rate(100.0, experiment="e"))
+    r = change_pct(rate(110.0, experiment="e"), rate(100.0, experiment="e"))
     assert r.value == pytest.approx(10.0) and r.experiment == "e"
 
 
 def test_ratio_refuses_claim_classes_citing_rule_1() -> None:
     with pytest.raises(EvidenceError, match="rule 1"):
-        ratio_pct(rate(1127.48, "speculative-full-target"), rate(1044.32))
+        change_pct(rate(1127.48, "speculative-full-target"), rate(1044.32))
 
 
 def test_ratio_refuses_protocols_boundaries_and_sim() -> None:
     with pytest.raises(EvidenceError, match="rule 3"):
-        ratio_pct(rate(1060.7, proto="abba-screen"), rate(1041.78))
+        change_pct(rate(1060.7, proto="abba-screen"), rate(1041.78))
     with pytest.raises(EvidenceError, match="boundar"):
-        ratio_pct(rate(1.0, boundary="http"), rate(1.0))
+        change_pct(rate(1.0, boundary="http"), rate(1.0))
     with pytest.raises(EvidenceError, match="simulated"):
-        ratio_pct(rate(1.0, simulated=True), rate(1.0))
+        change_pct(rate(1.0, simulated=True), rate(1.0))
 
 
 def test_percentages_from_different_experiments_refused() -> None:
@@ -59,10 +59,10 @@ def test_approximate_counts_never_compare_with_exact() -> None:
 def test_matched_sd_legs_give_a_speedup() -> None:
     sd = rate(1127.48, "speculative-full-target", "matched-sd", archive_id="m1", experiment="m1")
     ar = rate(1044.32, "native-ar", "matched-sd", archive_id="m1", experiment="m1")
-    r = ratio_pct(sd, ar)
+    r = change_pct(sd, ar)
     assert r.value == pytest.approx((1127.48 / 1044.32 - 1.0) * 100.0)  # +7.963%
     assert r.value == pytest.approx(7.963, abs=1e-3) and r.experiment == "m1"
-    assert ratio_pct(ar, sd).value == pytest.approx((1044.32 / 1127.48 - 1.0) * 100.0)
+    assert change_pct(ar, sd).value == pytest.approx((1044.32 / 1127.48 - 1.0) * 100.0)
 
 
 @pytest.mark.parametrize(("sd", "ar"), [
@@ -80,23 +80,23 @@ def test_matched_sd_legs_give_a_speedup() -> None:
 ])
 def test_speculative_over_native_refused_outside_one_matched_run(sd: LabeledRate, ar: LabeledRate) -> None:
     with pytest.raises(EvidenceError, match="only inside one matched AR/SD run") as exc:
-        ratio_pct(sd, ar)
+        change_pct(sd, ar)
     assert exc.value.hint is not None and "matched-sd" in exc.value.hint
 
 
 def test_matched_legs_still_need_one_boundary_origin_and_counting() -> None:
     sd = rate(1127.48, "speculative-full-target", "matched-sd", archive_id="m1")
     with pytest.raises(EvidenceError, match="boundar"):
-        ratio_pct(sd, rate(1044.32, "native-ar", "matched-sd", archive_id="m1", boundary="http"))
+        change_pct(sd, rate(1044.32, "native-ar", "matched-sd", archive_id="m1", boundary="http"))
     with pytest.raises(EvidenceError, match="simulated"):
-        ratio_pct(sd, rate(1044.32, "native-ar", "matched-sd", archive_id="m1", simulated=True))
+        change_pct(sd, rate(1044.32, "native-ar", "matched-sd", archive_id="m1", simulated=True))
     with pytest.raises(EvidenceError, match="approximate token counts"):
-        ratio_pct(sd, rate(1044.32, "native-ar", "matched-sd", archive_id="m1", counts="approximate"))
+        change_pct(sd, rate(1044.32, "native-ar", "matched-sd", archive_id="m1", counts="approximate"))
 
 
 def test_approximate_target_never_over_native_even_matched() -> None:
     with pytest.raises(EvidenceError, match="approximate verification"):
-        ratio_pct(rate(1500.0, "speculative-approximate", "matched-sd", archive_id="m1"),
+        change_pct(rate(1500.0, "speculative-approximate", "matched-sd", archive_id="m1"),
                   rate(1044.32, "native-ar", "matched-sd", archive_id="m1"))
 
 
@@ -109,4 +109,4 @@ def test_comparison_across_claims_stays_refused_and_names_the_matched_protocol()
         check_comparable(sd, ar)
     assert exc.value.hint is not None and "matched-sd" in exc.value.hint
     with pytest.raises(EvidenceError, match="rule 1"):  # full-target vs approximate: never
-        ratio_pct(sd, rate(1500.0, "speculative-approximate", "matched-sd", archive_id="m1"))
+        change_pct(sd, rate(1500.0, "speculative-approximate", "matched-sd", archive_id="m1"))

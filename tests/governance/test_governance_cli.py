@@ -66,7 +66,7 @@ def test_record_propose_list_show(tmp_path: Path) -> None:
 def test_closure_commands(tmp_path: Path) -> None:
     ws = str(tmp_path)
     a = make_abba(tmp_path, created_wall="2026-07-15T00:00:00+0000").archive_id
-    b = make_abba(tmp_path, ratio_pct=3.0, created_wall="2026-07-16T00:00:00+0000").archive_id
+    b = make_abba(tmp_path, change_pct=3.0, created_wall="2026-07-16T00:00:00+0000").archive_id
     res = runner.invoke(closure_cmd.app, ["add", "--direction", "oneccl-flag-sweep", "--evidence", a,
                                           "--reason", "no gain", "-w", ws])
     assert res.exit_code == 0 and "closed oneccl-flag-sweep" in res.output

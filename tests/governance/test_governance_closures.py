@@ -19,7 +19,7 @@ OLD, NEW = "2026-07-15T22:20:00+0000", "2026-07-16T09:00:00+0000"
 def test_close_then_refuse_then_reopen(tmp_path: Path) -> None:
     ws = tmp_path
     closing = make_abba(ws, created_wall=OLD).archive_id
-    newer = make_abba(ws, ratio_pct=4.0, created_wall=NEW).archive_id
+    newer = make_abba(ws, change_pct=4.0, created_wall=NEW).archive_id
     assert check_direction(ws, "mtp2-reuse", None)["state"] == "open"  # never closed
     row = add_closure(ws, "mtp2-reuse", closing[:8], "second position accepts only 0.5-2.2%")
     assert row["evidence_archive_id"] == closing and row["action"] == "close"

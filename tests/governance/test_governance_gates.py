@@ -77,9 +77,9 @@ CASES: list[tuple[str, str, float, dict[str, Any], Callable[[Path], Archive], fl
      True),
     ("cell.http_output_tok_s", "<", 89.0, {"workload": "decode", "concurrency": 1},
      formal_with([stream_record(0)]), 90.0, False),
-    ("abba.ratio_pct", ">=", 5.0, {}, lambda ws: make_abba(ws, ratio_pct=10.0), 10.0, True),
-    ("abba.ratio_pct", ">=", 5.0, {}, lambda ws: make_abba(ws, ratio_pct=1.5), 1.5, False),
-    ("abba.ratio_pct", ">=", 5.0, {}, formal_with([stream_record(0)]), None, False),  # not a screen
+    ("abba.change_pct", ">=", 5.0, {}, lambda ws: make_abba(ws, change_pct=10.0), 10.0, True),
+    ("abba.change_pct", ">=", 5.0, {}, lambda ws: make_abba(ws, change_pct=1.5), 1.5, False),
+    ("abba.change_pct", ">=", 5.0, {}, formal_with([stream_record(0)]), None, False),  # not a screen
     ("abba.drift_pct", "<=", 0.5, {}, lambda ws: make_abba(ws, drift_pct=0.2), 0.2, True),
     ("abba.drift_pct", "<=", 0.5, {}, lambda ws: make_abba(ws, drift_pct=0.9), 0.9, False),
     ("abba.spread_pct", "<", 1.0, {}, lambda ws: make_abba(ws, spread_pct=0.094), 0.094, True),

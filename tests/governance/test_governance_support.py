@@ -106,7 +106,7 @@ def make_formal(ws: Path, *, value: float = 88.0, concurrency: int = 1, workload
     return open_archive(w.finalize(status=status, run=run_block(**run)))
 
 
-def make_abba(ws: Path, *, control_mean: float = 1000.0, candidate_mean: float = 1100.0, ratio_pct: float = 10.0,
+def make_abba(ws: Path, *, control_mean: float = 1000.0, candidate_mean: float = 1100.0, change_pct: float = 10.0,
               drift_pct: float = 0.1, spread_pct: float = 0.1, concurrency: int = 32,
               created_wall: str = "2026-01-01T00:00:00+0000") -> Archive:
     """An ABBA screen archive with a ``comparison.json`` result."""
@@ -117,7 +117,7 @@ def make_abba(ws: Path, *, control_mean: float = 1000.0, candidate_mean: float =
     w.write_json("service.json", {"services": []})
     legs = {leg: {"pid": k} for k, leg in enumerate(("A1", "B1", "B2", "A2"))}
     w.write_json("comparison.json", {"result": {
-        "control_mean": control_mean, "candidate_mean": candidate_mean, "ratio_pct": ratio_pct,
+        "control_mean": control_mean, "candidate_mean": candidate_mean, "change_pct": change_pct,
         "drift_pct": drift_pct, "spread_pct": spread_pct, "verdict": "faster", "legs": list(legs)}, "legs": legs})
     run = {"campaign": f"abba{n}", "kind": "abba", "claim_class": "native-ar", "protocol_class": "abba-screen",
            "backend": "sim", "created_wall": created_wall, "labels": ["simulated"]}

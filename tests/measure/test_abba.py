@@ -19,7 +19,7 @@ def test_report_section_8_4_pilot_numbers() -> None:
     r = summarize(legs([1047.763], [1060.206], [1061.203], [1041.459]))
     assert r.control_mean == pytest.approx(1044.611)
     assert r.candidate_mean == pytest.approx(1060.7045)
-    assert r.ratio_pct == pytest.approx(1.541, abs=0.001)
+    assert r.change_pct == pytest.approx(1.541, abs=0.001)
     assert r.drift_pct == pytest.approx(-0.602, abs=0.001)
     assert r.spread_pct == pytest.approx(0.094, abs=0.001)
     assert r.separated
@@ -28,17 +28,17 @@ def test_report_section_8_4_pilot_numbers() -> None:
 
 def test_report_section_8_3_c1_screen() -> None:
     r = summarize(legs([79.558], [87.583], [87.504], [79.151]))
-    assert r.ratio_pct == pytest.approx(10.32, abs=0.01)
+    assert r.change_pct == pytest.approx(10.32, abs=0.01)
 
 
 def test_drift_larger_than_effect_is_inconclusive() -> None:
     r = summarize(legs([100.0, 101.0], [103.5, 104.5], [103.0, 104.0], [103.0, 104.0]))
-    assert abs(r.drift_pct) > abs(r.ratio_pct)
+    assert abs(r.drift_pct) > abs(r.change_pct)
     assert r.verdict == "inconclusive"
     assert "not clearly larger than the drift" in r.reason
     # an effect between one and two times the drift is still inconclusive
     r2 = summarize(legs([100.0], [102.0], [102.0], [101.0]))
-    assert abs(r2.drift_pct) < r2.ratio_pct < 2 * abs(r2.drift_pct) and r2.verdict == "inconclusive"
+    assert abs(r2.drift_pct) < r2.change_pct < 2 * abs(r2.drift_pct) and r2.verdict == "inconclusive"
 
 
 def test_identical_is_no_difference_and_missing_leg_inconclusive() -> None:
@@ -46,7 +46,7 @@ def test_identical_is_no_difference_and_missing_leg_inconclusive() -> None:
     assert r.verdict == "no-difference"
     partial = {k: v for k, v in legs([1.0], [2.0], [2.0], [1.0]).items() if k != "A2"}
     r2 = summarize(partial)
-    assert r2.verdict == "inconclusive" and math.isnan(r2.ratio_pct) and "A2" in r2.reason
+    assert r2.verdict == "inconclusive" and math.isnan(r2.change_pct) and "A2" in r2.reason
 
 
 def test_slower_candidate_separation() -> None:

@@ -42,7 +42,7 @@ def test_sd_wins_when_the_step_ratio_is_below_tokens_per_step() -> None:
     r = summarize_matched(legs(800.0, 1408.0, 0.010, 0.0125, (100, 120)), ORDER, 8, NO_DIFF)
     assert r.tokens_per_step == pytest.approx(2.2)
     assert r.acceptance_rate == pytest.approx(120 / 300)
-    assert r.ratio_pct == pytest.approx(76.0)
+    assert r.change_pct == pytest.approx(76.0)
     assert (r.ar_drift_pct, r.sd_spread_pct) == (0.0, 0.0)
     assert r.t_sd_implied_s == pytest.approx(8 * 2.2 / 1408.0)  # = 12.5 ms
     assert r.reconciled is True and r.reconcile_rel == pytest.approx(0.0, abs=1e-12)
@@ -55,7 +55,7 @@ def test_sd_loses_when_the_step_costs_more_than_it_emits() -> None:
     r = summarize_matched(legs(800.0, 8 * 1.3 / 0.015, 0.010, 0.015, (100, 30)), ORDER, 8, NO_DIFF)
     assert r.tokens_per_step == pytest.approx(1.3)
     assert r.break_even.ratio == pytest.approx(1.5) and r.verdict == "sd-slower"
-    assert r.ratio_pct < 0
+    assert r.change_pct < 0
 
 
 def test_drift_larger_than_the_margin_is_inconclusive() -> None:

@@ -207,7 +207,7 @@ def test_partial_and_failed_data_render(tmp_path: Path) -> None:
         manifest_sha256="0" * 64,
         comparison={"result": {"boundary": "resident", "legs": [{"leg": "A1", "wave_rates": [100.0, 101.0],
                                                                  "http_rates": [80.0, 81.0]}],
-                               "ratio_pct": float("nan"), "verdict": "inconclusive",
+                               "change_pct": float("nan"), "verdict": "inconclusive",
                                "reason": "legs without data: B1, B2, A2"},
                     "outputs": {}, "legs": {"A1": {"pid": 1, "fresh_start": True}}, "failed_leg": "B1"})
     data = snapshot_bytes(freeze([formal, screen], ReportConfig()))

@@ -70,7 +70,7 @@ def test_abba_figure_waves_medians_and_expanded_axis(snap: dict[str, Any]) -> No
     lo, _ = ax.get_ylim()
     assert lo > 0.5 * min(v for leg in entry["legs"] for v in leg["wave_rates"])  # not from zero
     note = res.artists["annotation"].get_text()
-    assert f"{entry['ratio_pct']:+.3f}%" in note and f"{entry['drift_pct']:+.3f}%" in note
+    assert f"{entry['change_pct']:+.3f}%" in note and f"{entry['drift_pct']:+.3f}%" in note
     assert "not a formal cell" in note
 
 

@@ -52,7 +52,7 @@ def test_sla_section_frozen_and_rendered(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     aid = _archive(ws)
     snap = collect(ws, ReportConfig(), findings_fn=False)
-    assert snap["snapshot_format_version"] == SNAPSHOT_FORMAT_VERSION == 10
+    assert snap["snapshot_format_version"] == SNAPSHOT_FORMAT_VERSION == 11
     (e,) = snap["sla"]
     assert (e["archive_id"], e["kind"], e["valid"]) == (aid, "sla-search", True)
     assert (e["highest_passing_req_s"], e["lowest_failing_req_s"], e["end"], e["converged"]) == (9.75, 10.5,

@@ -58,7 +58,7 @@ def test_matched_entry_holds_the_run_figures(spec_report: tuple[dict[str, Any], 
     assert (e["name"], e["family"], e["algorithm"], e["claim"]) == ("eagle-c4", "EAGLE", "EAGLE",
                                                                       "speculative-full-target")
     assert e["simulated"] is True and e["valid"] is True and e["superseded_by"] is None and e["invalid_reason"] is None
-    assert (e["ar_rate_tok_s"], e["sd_rate_tok_s"], e["ratio_pct"]) == (100.0, 200.0, 100.0)
+    assert (e["ar_rate_tok_s"], e["sd_rate_tok_s"], e["change_pct"]) == (100.0, 200.0, 100.0)
     assert (e["tokens_per_step"], e["acceptance_rate"]) == (2.5, 0.5)
     assert e["t_ar_ms"] == pytest.approx(40.0) and e["t_sd_ms"] == pytest.approx(50.0)
     assert e["t_sd_over_t_ar"] == pytest.approx(1.25) and e["speedup"] == pytest.approx(2.0)

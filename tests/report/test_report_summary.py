@@ -29,7 +29,7 @@ FORMAL = {"archive_id": "f" * 16, "campaign": "matrix", "claim_class": "native-a
               _cell("decode-c64", "decode", 64, 1327.10), _cell("prefill-c08", "prefill", 8, 10362.67),
               _cell("prefill-c16", "prefill", 16, 10413.87), _cell("prefill-c64", "prefill", 64, float("nan"))]}
 SCREEN = {"archive_id": "a" * 16, "screen": "guard", "claim_class": "native-ar", "protocol_class": "abba-screen",
-          "simulated": False, "verdict": "faster", "ratio_pct": 10.769, "drift_pct": -0.25, "spread_pct": 0.4,
+          "simulated": False, "verdict": "faster", "change_pct": 10.769, "drift_pct": -0.25, "spread_pct": 0.4,
           "separated": True, "boundary": "resident", "concurrency": 32}
 SWEEP = {"archive_id": "5" * 16, "campaign": "rates", "claim_class": "native-ar", "protocol_class": "rate-sweep",
          "simulated": True, "slo": {"ttft_s": 1.0, "tpot_s": 0.05, "e2e_s": None},
@@ -80,7 +80,7 @@ def test_summary_card_key_numbers_verdicts_and_counts() -> None:
     assert knee["detail"] == ("archive 5555555555555555; offered 4 req/s; "
                               "SLO TTFT <= 1000 ms, TPOT <= 50 ms")
     (verdict,) = card["verdicts"]
-    assert (verdict["verdict"], verdict["ratio_pct"], verdict["drift_pct"], verdict["spread_pct"]) == (
+    assert (verdict["verdict"], verdict["change_pct"], verdict["drift_pct"], verdict["spread_pct"]) == (
         "faster", 10.769, -0.25, 0.4)
     assert card["statuses"] == {"complete": 2, "partial": 1}
     assert card["findings"] == {"blocking": 1, "warning": 1, "info": 2, "total": 4, "source": "harness.evidence.rules"}

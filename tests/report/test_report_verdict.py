@@ -144,7 +144,7 @@ def test_matched_and_abba_verdicts_withheld(tmp_path: Path) -> None:
     assert (scr["archive_id"], scr["verdict"], scr["verdict_as_measured"]) == (ab.archive_id, "withheld", "faster")
     assert (scr["valid"], scr["invalid_rules"]) == (False, [RULE])
     (v,) = summary_card(snap)["verdicts"]
-    assert (v["verdict"], v["ratio_pct"], v["withheld"]) == (f"withheld ({RULE})", None, True)
+    assert (v["verdict"], v["change_pct"], v["withheld"]) == (f"withheld ({RULE})", None, True)
     html, md = _render(snap, tmp_path / "r")
     spec = html[html.index('<h2 id="speculative">'):]
     spec = spec[:spec.index('<h2 id="historical">')]

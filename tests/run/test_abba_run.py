@@ -45,10 +45,10 @@ def test_known_ten_percent_candidate(tmp_path: Path) -> None:
         assert not comp.valid.any()
     else:
         assert comp.valid.all()
-        assert abs(r.ratio_pct - 10.0) <= noise + 1.5, (r.ratio_pct, r.drift_pct, r.spread_pct)
+        assert abs(r.change_pct - 10.0) <= noise + 1.5, (r.change_pct, r.drift_pct, r.spread_pct)
     # The known gain is claimed, unless the legs' own drift/spread (a busy machine) is large enough
     # that the rule must withhold the claim; it is never reported as no gain or a loss.
-    if noise * NOISE_MULTIPLE < abs(r.ratio_pct):
+    if noise * NOISE_MULTIPLE < abs(r.change_pct):
         assert r.verdict == "faster", (r.verdict, r.reason)
     else:
         assert r.verdict == "inconclusive", (r.verdict, r.reason)
@@ -70,7 +70,7 @@ def test_identical_candidate_and_fresh_b2(tmp_path: Path) -> None:
     # busy re-run: -2.2% with drift 0.7% and spread 1.75%); the bound is then the legs' own noise
     # times the rule's multiple, which is what keeps the verdict from claiming a difference.
     noise = max(abs(r.drift_pct), abs(r.spread_pct))
-    assert abs(r.ratio_pct) < max(2.0, NOISE_MULTIPLE * noise), (r.ratio_pct, r.drift_pct, r.spread_pct)
+    assert abs(r.change_pct) < max(2.0, NOISE_MULTIPLE * noise), (r.change_pct, r.drift_pct, r.spread_pct)
     assert r.verdict in ("no-difference", "inconclusive")  # never a claimed gain
     assert out.leg_services["B1"]["pid"] != out.leg_services["B2"]["pid"]
 

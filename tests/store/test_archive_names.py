@@ -79,13 +79,13 @@ def _ledger(ws: Path, table: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("kind", ["rate-sweep", "sla-search"])
-def test_an_archive_of_format_3_reads_and_ingests_as_one_of_format_4(tmp_path: Path, kind: str,
+def test_an_archive_of_format_3_reads_and_ingests_as_a_current_one(tmp_path: Path, kind: str,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     new = _archive(tmp_path / "new", kind, None)
     with monkeypatch.context() as m:
         m.setattr(archive_module, "ARCHIVE_FORMAT_VERSION", 3)
         old = _archive(tmp_path / "old", kind, {v: k for k, v in OLD[kind].items()})
-    assert open_archive(new).format_version == 5 and open_archive(old).format_version == 3
+    assert open_archive(new).format_version == 6 and open_archive(old).format_version == 3
     assert {p.name for p in old.glob("*.parquet")} == set(OLD[kind])  # the old archive is as written
     assert {p.name for p in new.glob("*.parquet")} == set(OLD[kind].values())
     assert verify_archive(old) == [] and verify_archive(new) == []  # its manifest still matches its files

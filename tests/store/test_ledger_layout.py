@@ -96,7 +96,7 @@ def test_rates_carry_units_and_archives_keep_their_names(tmp_path: Path, monkeyp
     if first_names:  # an archive of format 2, under its first names, is read under the row models' names
         monkeypatch.setattr(archive_module, "ARCHIVE_FORMAT_VERSION", 2)
     path = make(tmp_path, median=88.5, first_names=first_names)
-    assert open_archive(path).format_version == (2 if first_names else 5)
+    assert open_archive(path).format_version == (2 if first_names else 6)
     ingest_archive(tmp_path, open_archive(path))
     table = read_table(tmp_path, "cells")
     assert table is not None

@@ -81,3 +81,46 @@ def test_a_schema5_ledger_reads_under_the_new_names_and_migrate_rewrites_it(tmp_
     assert read_table(ws, "comparisons").num_rows == 1  # type: ignore[union-attr]
     code, out, _ = run_cli("ledger", "migrate", "-w", str(ws))
     assert code == 0 and "already schema 6" in out
+
+
+def test_an_old_archives_files_read_under_the_new_names(tmp_path: Path) -> None:
+    # format 2: comparison.json's result and comparison.parquet both said ratio_pct
+    archive = open_archive(GPU / SCREEN)
+    result = archive.json("comparison.json")["result"]
+    assert (result["change_pct"], result["http_change_pct"]) == (CHANGE, HTTP_CHANGE)
+    assert "ratio_pct" not in result and "http_ratio_pct" not in result
+    row = archive.table("comparisons.parquet").to_pylist()[0]
+    assert (row["change_pct"], row["http_change_pct"]) == (CHANGE, HTTP_CHANGE) and "ratio_pct" not in row
+
+
+def test_an_old_matched_summary_reads_in_seconds() -> None:
+    from harness.store.archive_legacy import upgrade_result_json
+
+    old = {"result": {"ratio_pct": 12.5, "t_ar_ms": 40.0, "t_sd_s": 0.05, "t_sd_ms": 99.0}, "legs": []}
+    got = upgrade_result_json("matched.json", old)
+    assert got["result"] == {"change_pct": 12.5, "t_ar_s": 0.04, "t_sd_s": 0.05}  # a new name present wins
+    assert upgrade_result_json("results.json", old) is old
+
+
+def test_an_old_snapshot_and_gate_read_under_the_new_names() -> None:
+    import json
+
+    from harness.governance.gates import GateSpec
+    from harness.report.snapshot import load_snapshot, snapshot_bytes
+
+    gate = GateSpec.model_validate({"name": "g", "quantity": "abba.ratio_pct", "op": ">=", "threshold": 1,
+                                    "unit": "%"})
+    assert gate.quantity == "abba.change_pct"
+    snap = json.loads(snapshot_bytes(_empty_snapshot()))
+    snap |= {"snapshot_format_version": 10, "screens": [{"ratio_pct": 3.5, "http_ratio_pct": 3.0}],
+             "speculative": {"matched": [{"ratio_pct": -2.0}], "acceptance": []}}
+    got = load_snapshot(json.dumps(snap).encode(), "old.json")
+    assert got["screens"] == [{"change_pct": 3.5, "http_change_pct": 3.0}]
+    assert got["speculative"]["matched"] == [{"change_pct": -2.0}]
+
+
+def _empty_snapshot() -> dict[str, object]:
+    from harness.report.snapshot.io import _REQUIRED_KEYS, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION
+
+    return {k: [] for k in _REQUIRED_KEYS} | {"format": SNAPSHOT_FORMAT,
+                                              "snapshot_format_version": SNAPSHOT_FORMAT_VERSION}

@@ -18,7 +18,7 @@ def rule_abba_drift(d: ArchiveData) -> list[Finding]:
     res = (d.comparison or {}).get("result")
     if not res:
         return []
-    ratio, drift, spread = (float(res.get(k, math.nan)) for k in ("ratio_pct", "drift_pct", "spread_pct"))
+    ratio, drift, spread = (float(res.get(k, math.nan)) for k in ("change_pct", "drift_pct", "spread_pct"))
     if any(math.isnan(x) for x in (ratio, drift, spread)):
         return [_f(d.archive_id, "abba-drift", "blocking", "the screen is missing legs; no comparison exists",
                    "run all four legs A1 -> B1 -> B2 -> A2", ["comparison"])]

@@ -45,6 +45,9 @@ Snapshot format history (``SNAPSHOT_FORMAT_VERSION``):
       run with a blocking finding and keep ``verdict_as_measured``; the top-level ``findings_source`` is
       ``harness.evidence.verdict`` for the verdicts' findings. Older snapshots load unchanged: absent marks
       read as valid (cells: as the findings name them).
+  11 - (2026-12-04) ``screens[]`` and ``speculative.matched[]`` ``change_pct`` / ``http_change_pct``
+      (were ``ratio_pct`` / ``http_ratio_pct``: a percent change, as the ledger names it since schema 6);
+      older snapshots load under the new names.
 """
 
 from __future__ import annotations
@@ -63,8 +66,8 @@ from harness.store.archive_legacy import upgrade_json
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_FORMAT_VERSION", "finite_or_none", "json_value", "load_snapshot",
            "snapshot_bytes"]
 
-SNAPSHOT_FORMAT_VERSION = 10
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+SNAPSHOT_FORMAT_VERSION = 11
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 SNAPSHOT_FORMAT = "dsv4h-report-snapshot"
 _REQUIRED_KEYS = ("snapshot_format_version", "title", "archives", "formal", "screens", "memory", "historical",
                   "historical_figure", "findings", "services", "corpora", "oracles", "limits")
@@ -139,4 +142,17 @@ def load_snapshot(data: bytes, source: str) -> dict[str, Any]:
         obj["replays"] = []
     if version < 9:
         obj["sla"] = []
+    if version < 11:
+        _change_named(obj)
     return obj
+
+
+def _change_named(obj: dict[str, Any]) -> None:
+    """A snapshot of format < 11 with its screens' and matched runs' percent changes under their new
+    names (``ratio_pct`` -> ``change_pct``), in place."""
+    spec = obj.get("speculative")
+    for entries in (obj.get("screens"), spec.get("matched") if isinstance(spec, dict) else None):
+        for e in entries if isinstance(entries, list) else []:
+            for old, new in (("ratio_pct", "change_pct"), ("http_ratio_pct", "http_change_pct")):
+                if isinstance(e, dict) and old in e:
+                    e.setdefault(new, e.pop(old))

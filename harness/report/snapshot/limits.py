@@ -46,13 +46,13 @@ def screen_limits(entry: Mapping[str, Any]) -> list[str]:
 
     lim = [
         "ABBA screen (legs A1 -> B1 -> B2 -> A2), not a formal cell; never combined with formal matrices.",
-        f"The candidate/control ratio ({pct(entry.get('ratio_pct'))}) holds for this workload only "
+        f"The candidate/control change ({pct(entry.get('change_pct'))}) holds for this workload only "
         f"(C{entry.get('concurrency')}, {entry.get('boundary')} boundary); it must not be added to or multiplied "
         "with percentages from other experiments.",
         f"Return-control drift A2 vs A1 is {pct(entry.get('drift_pct'))} and candidate spread B2 vs B1 "
         f"{pct(entry.get('spread_pct'))}: an effect not larger than these is not resolved by this screen.",
         "Min-max across waves are observed ranges, not confidence intervals.",
-        f"The whole-wave HTTP ratio ({pct(entry.get('http_ratio_pct'))}) is a different boundary and does not "
+        f"The whole-wave HTTP ratio ({pct(entry.get('http_change_pct'))}) is a different boundary and does not "
         "establish the same percentage.",
     ]
     if entry.get("b2_shares_b1_service"):

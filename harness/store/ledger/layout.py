@@ -29,19 +29,12 @@ import pyarrow.compute as pc
 from harness.formats import json_safe, parse_wall
 from harness.kinds import KINDS
 from harness.measure.rows import ARCHIVE_COLUMNS, ROW_MODELS, WALL, arrow_schema
+from harness.store.archive_legacy import RENAMED, renamed
 
 # WALL re-exported: tests and notebooks name the ledger's wall-clock type here
 __all__ = ["GOVERNANCE_TABLES", "LEDGER_SCHEMA_VERSION", "RENAMED", "SCHEMAS", "WALL", "canonical", "renamed"]
 
 LEDGER_SCHEMA_VERSION = 6
-# Columns renamed by schema 6, per table: old name -> (new name, factor from the old unit to the new).
-# A percent change was named ``*ratio_pct``; the matched run's step times were milliseconds.
-RENAMED: dict[str, dict[str, tuple[str, float]]] = {
-    "comparisons": {"ratio_pct": ("change_pct", 1.0), "http_ratio_pct": ("http_change_pct", 1.0)},
-    "matched_sd": {"ratio_pct": ("change_pct", 1.0), "http_ratio_pct": ("http_change_pct", 1.0),
-                   "t_ar_ms": ("t_ar_s", 1e-3), "t_sd_ms": ("t_sd_s", 1e-3),
-                   "t_sd_implied_ms": ("t_sd_implied_s", 1e-3)},
-}
 EVERY_KIND_TABLES = ("runs", "requests", "energy")
 """The archive tables of every kind: its run, the records' requests and ``energy.json``'s windows."""
 ARCHIVE_TABLES: tuple[str, ...] = tuple(dict.fromkeys(
@@ -127,24 +120,6 @@ def _cast(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | pa.Array:
     if pa.types.is_integer(to) and pa.types.is_floating(col.type):
         col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
     return pc.cast(col, to)
-
-
-def renamed(table: str, t: pa.Table) -> pa.Table:
-    """``t`` with the columns schema 6 renamed (:data:`RENAMED`) under their new names, values in the
-    new unit: an old column fills the new one where that is null (a table holding rows of both
-    schemas, as Delta schema evolution leaves it) and is dropped (pure)."""
-    for old, (new, factor) in RENAMED.get(table, {}).items():
-        if old not in t.column_names:
-            continue
-        was = pc.cast(t.column(old), pa.float64())
-        was = was if factor == 1.0 else pc.multiply(was, factor)
-        if new in t.column_names:
-            i = t.column_names.index(new)
-            t = t.set_column(i, new, pc.coalesce(pc.cast(t.column(new), pa.float64()), was))
-        else:
-            t = t.append_column(new, was)
-        t = t.drop_columns([old])
-    return t
 
 
 def canonical(table: str, t: pa.Table) -> pa.Table:
