@@ -144,7 +144,7 @@ def test_a_stalled_sla_probe_is_blocking_and_an_invalid_probe(tmp_path: Path) ->
     f = blocking_lateness(out.finished.findings)
     assert f.rows == ("sweep-4rps", "sweep-4rps.r0", "sweep-4rps.r0.w000")
     (p,) = [g for g in out.finished.findings if g.rule == "sla-probe-invalid"]
-    assert (p.severity, p.rows) == ("blocking", ("sweep-4rps", "sweep-4rps.r0"))
+    assert (p.severity, p.rows) == ("blocking", ("sweep-4rps.m0", "sweep-4rps.r0"))
     assert "the simulator lost" in p.message and "of model time" in p.message
     print("sla:", f.rows, p.rows)
 
